@@ -1,0 +1,182 @@
+//! The application: [`AppState`] (what every handler shares), [`build_state`] (connect, migrate, start the
+//! background tasks), [`app`] (the router) and [`serve`] (run until shutdown, then drain).
+
+use std::{future::Future, sync::Arc, time::Duration};
+
+use axum::{
+    Router,
+    extract::DefaultBodyLimit,
+    http::{Method, Request},
+    middleware,
+};
+use sqlx::{PgPool, postgres::PgPoolOptions};
+use tokio::{net::TcpListener, sync::Mutex, task::JoinHandle};
+use tokio_util::sync::CancellationToken;
+use tower_http::{
+    cors::{AllowHeaders, Any, CorsLayer},
+    request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer},
+    trace::TraceLayer,
+};
+
+use crate::{
+    config::Config,
+    db::{
+        self,
+        hub::Hub,
+        listener::{self, ListenerStatus},
+    },
+    error::{self, ApiError},
+    http::health,
+    messages::{self, MessageStore},
+    streams::{self, ChunkStore, ChunkWriter},
+};
+
+/// How long start-up waits for the LISTEN connection before giving up.
+const LISTENER_START_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long shutdown waits for the chunk writer to commit what it holds.
+const WRITER_DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Everything a handler needs; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct AppState {
+    /// The settings this replica runs with.
+    pub config: Arc<Config>,
+    /// The request pool.
+    pub pool: PgPool,
+    /// In-process fan-out.
+    pub hub: Hub,
+    /// Whether the LISTEN connection is up.
+    pub listener: ListenerStatus,
+    /// Conversation memory.
+    pub messages: MessageStore,
+    /// Chunk streams.
+    pub chunks: ChunkStore,
+    /// This replica's group-commit writer.
+    pub writer: ChunkWriter,
+    /// Cancelled when the replica starts shutting down: readiness fails and SSE responses end.
+    pub shutdown: CancellationToken,
+    background: Arc<Mutex<Vec<JoinHandle<()>>>>,
+}
+
+/// Why the broker could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// Postgres refused or could not be reached.
+    #[error("cannot connect to PostgreSQL: {0}")]
+    Connect(#[from] sqlx::Error),
+    /// A migration failed.
+    #[error("cannot migrate the database: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    /// The LISTEN connection did not come up in time.
+    #[error("the LISTEN connection did not come up within {0:?}")]
+    Listener(Duration),
+}
+
+/// Connects to `database_url`, applies migrations and starts the writer and the listener; returns once the
+/// replica is ready to serve.
+pub async fn build_state(config: Config, database_url: &str) -> Result<AppState, StartError> {
+    let pool = db::connect(database_url, config.database_pool_max).await?;
+    db::migrate(&pool).await?;
+    let listen_pool = PgPoolOptions::new()
+        .max_connections(1)
+        .connect_lazy_with(db::connect_options(database_url, &listener::application_name())?);
+    let hub = Hub::default();
+    let status = ListenerStatus::default();
+    let shutdown = CancellationToken::new();
+    let chunks = ChunkStore::new(pool.clone());
+    let (writer, writer_task) = ChunkWriter::spawn(chunks.clone(), config.flush_max_rows as usize);
+    let listener_task = tokio::spawn(listener::run(
+        listen_pool,
+        pool.clone(),
+        hub.clone(),
+        status.clone(),
+        config.poll_interval(),
+        shutdown.clone(),
+    ));
+    if tokio::time::timeout(LISTENER_START_TIMEOUT, status.wait_up()).await.is_err() {
+        shutdown.cancel();
+        return Err(StartError::Listener(LISTENER_START_TIMEOUT));
+    }
+    Ok(AppState {
+        config: Arc::new(config),
+        messages: MessageStore::new(pool.clone()),
+        pool,
+        hub,
+        listener: status,
+        chunks,
+        writer,
+        shutdown,
+        background: Arc::new(Mutex::new(vec![listener_task, writer_task])),
+    })
+}
+
+/// The HTTP API with upstream's cross-cutting behaviour: CORS, `X-Request-ID`, body limits, error bodies.
+pub fn app(state: AppState) -> Router {
+    let cors = CorsLayer::new()
+        .allow_origin(Any)
+        .allow_methods([Method::GET, Method::HEAD, Method::PUT, Method::PATCH, Method::POST, Method::DELETE])
+        .allow_headers(AllowHeaders::mirror_request());
+    let trace = TraceLayer::new_for_http().make_span_with(|request: &Request<_>| {
+        let request_id = request.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or_default();
+        tracing::debug_span!("http", method = %request.method(), path = %request.uri().path(), request.id = %request_id)
+    });
+    Router::new()
+        .merge(health::router())
+        .merge(messages::router())
+        .merge(streams::router())
+        .fallback(|| async { ApiError::NotFound("Not found".into()) })
+        .layer(DefaultBodyLimit::max(state.config.max_body_bytes))
+        .layer(middleware::from_fn(error::render_error_body))
+        .layer(trace)
+        .layer(PropagateRequestIdLayer::x_request_id())
+        .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
+        .layer(cors)
+        .with_state(state)
+}
+
+/// Serves `state` on `listener` until `shutdown` resolves; then readiness fails, SSE responses end with a
+/// `retry:` hint, open requests get `shutdown_timeout` to finish, buffered chunks are committed, and it returns.
+pub async fn serve(
+    listener: TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let draining = state.shutdown.clone();
+    let server = axum::serve(listener, app(state.clone()))
+        .with_graceful_shutdown(draining.clone().cancelled_owned())
+        .into_future();
+    let mut server = tokio::spawn(server);
+    let outcome = tokio::select! {
+        result = &mut server => Some(result),
+        () = shutdown => None,
+    };
+    draining.cancel();
+    let outcome = match outcome {
+        Some(result) => result,
+        None => match tokio::time::timeout(state.config.shutdown_timeout(), &mut server).await {
+            Ok(result) => result,
+            Err(_) => {
+                tracing::warn!("open requests did not finish in time; exiting anyway");
+                server.abort();
+                Ok(Ok(()))
+            }
+        },
+    };
+    finish_background(state).await;
+    outcome.unwrap_or_else(|join| Err(std::io::Error::other(join)))
+}
+
+async fn finish_background(state: AppState) {
+    let tasks = std::mem::take(&mut *state.background.lock().await);
+    let pool = state.pool.clone();
+    // Dropping our handle lets the writer see its queue close once the last request is gone.
+    drop(state);
+    for task in tasks {
+        if tokio::time::timeout(WRITER_DRAIN_TIMEOUT, task).await.is_err() {
+            tracing::warn!("a background task did not finish in time");
+        }
+    }
+    if tokio::time::timeout(WRITER_DRAIN_TIMEOUT, pool.close()).await.is_err() {
+        tracing::warn!("database connections still in use at exit");
+    }
+}

@@ -1,0 +1,143 @@
+//! The API error type and the one place it becomes upstream's error body
+//! `{"error":{"code","message","requestId"}}`.
+//!
+//! Handlers return [`ApiError`]; its `IntoResponse` only records the code and message in the response
+//! extensions. [`render_error_body`], a middleware, writes the body, because only it sees the request's
+//! `X-Request-ID`. The same middleware rewrites every other error response (axum's 405, tower-http's 413, …)
+//! into the documented body, so no client ever sees a plain-text error.
+
+use axum::{
+    Json,
+    extract::Request,
+    http::{HeaderValue, StatusCode, header},
+    middleware::Next,
+    response::{IntoResponse, Response},
+};
+use serde_json::json;
+
+use crate::db::StoreError;
+
+/// What a request can fail with; each variant maps to one status code and one upstream error code.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// A body or query parameter failed validation (400 `VALIDATION_ERROR`).
+    #[error("{0}")]
+    Validation(String),
+    /// `limit` or `cursor` is out of range (400 `PAGINATION_ERROR`).
+    #[error("{0}")]
+    Pagination(&'static str),
+    /// The request could not be read, e.g. malformed JSON (400 `REQUEST_ERROR`).
+    #[error("{0}")]
+    BadRequest(String),
+    /// The thing asked for does not exist (404 `NOT_FOUND`).
+    #[error("{0}")]
+    NotFound(String),
+    /// The body is larger than the configured limit (413 `REQUEST_ERROR`).
+    #[error("{0}")]
+    PayloadTooLarge(String),
+    /// Postgres cannot be reached right now (503 `SERVICE_UNAVAILABLE`); the client may retry.
+    #[error("{0}")]
+    Unavailable(String),
+    /// Anything else (500 `INTERNAL_ERROR`); the details are logged, never sent.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+/// The code and message of an error response, left in the response extensions for [`render_error_body`].
+#[derive(Debug, Clone)]
+pub struct ErrorDetails {
+    /// Upstream's machine-readable code, e.g. `VALIDATION_ERROR`.
+    pub code: &'static str,
+    /// The human-readable message.
+    pub message: String,
+}
+
+impl ApiError {
+    fn status_and_code(&self) -> (StatusCode, &'static str) {
+        match self {
+            ApiError::Validation(_) => (StatusCode::BAD_REQUEST, "VALIDATION_ERROR"),
+            ApiError::Pagination(_) => (StatusCode::BAD_REQUEST, "PAGINATION_ERROR"),
+            ApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, "REQUEST_ERROR"),
+            ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "NOT_FOUND"),
+            ApiError::PayloadTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "REQUEST_ERROR"),
+            ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "SERVICE_UNAVAILABLE"),
+            ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL_ERROR"),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, code) = self.status_and_code();
+        let message = match &self {
+            ApiError::Internal(detail) => {
+                tracing::error!(error.detail = %detail, "request failed");
+                "Internal server error".to_owned()
+            }
+            ApiError::Unavailable(detail) => {
+                tracing::warn!(error.detail = %detail, "database unavailable");
+                "Service temporarily unavailable".to_owned()
+            }
+            other => other.to_string(),
+        };
+        let mut response = status.into_response();
+        response.extensions_mut().insert(ErrorDetails { code, message });
+        response
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(error: StoreError) -> Self {
+        match error {
+            StoreError::Unavailable(e) => ApiError::Unavailable(e.to_string()),
+            StoreError::Database(e) => ApiError::Internal(e.to_string()),
+            StoreError::ShuttingDown => ApiError::Unavailable("broker is shutting down".into()),
+        }
+    }
+}
+
+/// Marks an error response whose body is already what the route documents (e.g. `/readyz`'s plain
+/// `Service Unavailable`), so [`render_error_body`] leaves it alone.
+#[derive(Debug, Clone, Copy)]
+pub struct Verbatim;
+
+/// Writes the documented error body on every error response, with the request's `X-Request-ID`.
+pub async fn render_error_body(request: Request, next: Next) -> Response {
+    let request_id = request.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+    let response = next.run(request).await;
+    let status = response.status();
+    if !(status.is_client_error() || status.is_server_error()) || response.extensions().get::<Verbatim>().is_some() {
+        return response;
+    }
+    let details = response.extensions().get::<ErrorDetails>().cloned();
+    let is_json =
+        response.headers().get(header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    let details = match details {
+        Some(details) => details,
+        // Already in a JSON shape of its own (e.g. a legacy `{"error":"…"}` body): leave it alone.
+        None if is_json => return response,
+        None => ErrorDetails { code: fallback_code(status), message: fallback_message(status) },
+    };
+    let body = json!({"error": {"code": details.code, "message": details.message, "requestId": request_id}});
+    let (mut parts, _) = response.into_parts();
+    parts.headers.remove(header::CONTENT_LENGTH);
+    parts.headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json; charset=utf-8"));
+    (parts, Json(body)).into_response()
+}
+
+fn fallback_code(status: StatusCode) -> &'static str {
+    match status {
+        StatusCode::NOT_FOUND => "NOT_FOUND",
+        s if s.is_server_error() => "INTERNAL_ERROR",
+        _ => "REQUEST_ERROR",
+    }
+}
+
+fn fallback_message(status: StatusCode) -> String {
+    match status {
+        StatusCode::NOT_FOUND => "Not found".to_owned(),
+        StatusCode::PAYLOAD_TOO_LARGE => "request entity too large".to_owned(),
+        s if s.is_server_error() => "Internal server error".to_owned(),
+        s => s.canonical_reason().unwrap_or("Request error").to_owned(),
+    }
+}

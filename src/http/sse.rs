@@ -1,0 +1,50 @@
+//! SSE responses: upstream's framing (single-line `data:` frames, `: heartbeat` comments), ended by the
+//! shutdown token with a `retry:` hint so clients reconnect to another replica.
+
+use std::{convert::Infallible, time::Duration};
+
+use axum::response::{
+    IntoResponse, Response,
+    sse::{Event, KeepAlive, Sse},
+};
+use futures::{Stream, StreamExt, future::ready, stream};
+use tokio_util::sync::CancellationToken;
+
+/// How long a client should wait before reconnecting after the broker ends a stream on shutdown.
+pub const RETRY_AFTER_SHUTDOWN: Duration = Duration::from_secs(1);
+
+/// The `: connected` comment generic watch streams start with.
+pub fn connected() -> Event {
+    Event::default().comment("connected")
+}
+
+/// A `data:` frame holding one line of JSON text (the caller guarantees it has no line breaks).
+pub fn data(json: impl AsRef<str>) -> Event {
+    Event::default().data(json.as_ref())
+}
+
+/// Serves `events` as `text/event-stream`. With `heartbeat`, idle periods get `: heartbeat` comments.
+/// When `shutdown` fires the stream ends with a `retry:` frame instead of being cut mid-way.
+pub fn respond<S>(events: S, shutdown: CancellationToken, heartbeat: Option<Duration>) -> Response
+where
+    S: Stream<Item = Event> + Send + 'static,
+{
+    let ended_by_shutdown = shutdown.clone();
+    let events = events
+        .take_until(shutdown.cancelled_owned())
+        .chain(
+            stream::once(async move {
+                ended_by_shutdown.is_cancelled().then(|| Event::default().retry(RETRY_AFTER_SHUTDOWN))
+            })
+            .filter_map(ready),
+        )
+        .map(Ok::<_, Infallible>);
+    // Tells nginx-style balancers not to buffer the stream.
+    let headers = [("x-accel-buffering", "no")];
+    match heartbeat {
+        Some(period) => {
+            (headers, Sse::new(events).keep_alive(KeepAlive::new().interval(period).text("heartbeat"))).into_response()
+        }
+        None => (headers, Sse::new(events)).into_response(),
+    }
+}

@@ -1,0 +1,23 @@
+//! Ark Broker: identical, stateless replicas that keep all of Ark's transitional state in PostgreSQL.
+//!
+//! # Layout
+//! - [`config`], [`telemetry`]: settings (flags with env fallbacks) and logging.
+//! - [`server`]: the process: embedded PostgreSQL, binding, signals.
+//! - [`app`]: shared state, the router, and `serve` with its shutdown sequence.
+//! - [`error`]: the API error type and the one place it becomes the documented error body.
+//! - [`http`]: extractors, paging and flag rules, SSE framing, health routes.
+//! - [`db`]: pool and migrations, the embedded server, and fan-out: feeds (NOTIFY hints and writer locks),
+//!   the one LISTEN connection per replica, and the in-process hub readers wait on.
+//! - Domains, each with its routes, model and store (the only place with SQL):
+//!   [`messages`] (upstream's Memory API) and [`streams`] (LLM chunk streams).
+
+pub mod app;
+pub mod config;
+pub mod db;
+pub mod error;
+pub mod http;
+pub mod messages;
+pub mod server;
+pub mod streams;
+pub mod telemetry;
+pub mod validate;

@@ -1,0 +1,85 @@
+//! The process around the application: the embedded PostgreSQL when no `DATABASE_URL` is given, binding,
+//! SIGTERM/ctrl-c handling, and stopping the embedded server again on the way out.
+
+use std::net::SocketAddr;
+
+use tokio::net::TcpListener;
+
+use crate::{
+    app::{self, StartError},
+    config::Config,
+    db::embedded::{EmbeddedError, EmbeddedOptions, EmbeddedPostgres},
+};
+
+/// Why the process stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The embedded PostgreSQL could not be started.
+    #[error("embedded PostgreSQL: {0}")]
+    Embedded(#[from] EmbeddedError),
+    /// The application could not start.
+    #[error(transparent)]
+    Start(#[from] StartError),
+    /// Binding or serving failed.
+    #[error("serving HTTP: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Runs a replica until SIGTERM or ctrl-c.
+pub async fn run(config: Config) -> Result<(), RunError> {
+    let embedded = match &config.database_url {
+        Some(_) => None,
+        None => {
+            let dir = config.data_dir.join("postgres");
+            tracing::info!(dir = %dir.display(), "no DATABASE_URL: starting the embedded PostgreSQL");
+            Some(EmbeddedPostgres::start(&dir, EmbeddedOptions::default()).await?)
+        }
+    };
+    let outcome = serve_on(config, embedded.as_ref()).await;
+    if let Some(server) = embedded {
+        match server.stop().await {
+            Ok(()) => tracing::info!("embedded PostgreSQL stopped"),
+            Err(error) => tracing::warn!(%error, "stopping the embedded PostgreSQL failed"),
+        }
+    }
+    outcome
+}
+
+async fn serve_on(config: Config, embedded: Option<&EmbeddedPostgres>) -> Result<(), RunError> {
+    let database_url = match (&config.database_url, embedded) {
+        (Some(url), _) => url.clone(),
+        (None, Some(server)) => {
+            tracing::info!(database.url = %server.url(), "embedded PostgreSQL is up");
+            server.url()
+        }
+        (None, None) => unreachable!("run starts the embedded server when no URL is given"),
+    };
+    let address = SocketAddr::new(config.host, config.port);
+    let state = app::build_state(config, &database_url).await?;
+    let listener = TcpListener::bind(address).await?;
+    tracing::info!(http.addr = %listener.local_addr()?, "listening");
+    app::serve(listener, state, shutdown_signal()).await?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Resolves on SIGTERM (Kubernetes) or ctrl-c.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        () = ctrl_c => tracing::info!("ctrl-c: shutting down"),
+        () = terminate => tracing::info!("SIGTERM: shutting down"),
+    }
+}

@@ -1,0 +1,27 @@
+//! LLM chunk streams, upstream's `/stream` routes, durable in Postgres: NDJSON ingest group-committed per
+//! replica, SSE readers on any replica, completion markers, and the raw global feed.
+
+mod model;
+mod ndjson;
+mod reader;
+mod routes;
+mod store;
+mod writer;
+
+pub use store::ChunkStore;
+pub use writer::ChunkWriter;
+
+use axum::{
+    Router,
+    routing::{get, post},
+};
+
+use crate::app::AppState;
+
+/// The chunk-stream routes.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/stream", get(routes::list).delete(routes::purge))
+        .route("/stream/{id}", get(routes::read).post(routes::ingest))
+        .route("/stream/{id}/complete", post(routes::complete))
+}

@@ -1,0 +1,75 @@
+//! The shapes of chunk streams: stored rows, upstream's raw BrokerItem, and the replies of the write routes.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::value::RawValue;
+
+use crate::http::reply::iso_timestamp;
+
+/// What the completion marker's chunk reads as in raw pages and the global watch.
+pub const DONE: &str = "[DONE]";
+
+/// One stored chunk (or completion marker) of a stream.
+#[derive(Debug, Clone)]
+pub struct ChunkRow {
+    /// Position in the global chunk feed.
+    pub sequence: i64,
+    /// The stream (query name).
+    pub stream_id: String,
+    /// The chunk's JSON text, exactly as received.
+    pub chunk: String,
+    /// Whether this is the completion marker.
+    pub is_done: bool,
+    /// When it was stored.
+    pub created_at: DateTime<Utc>,
+}
+
+/// Upstream's raw item `{"sequenceNumber","timestamp","data":{"queryId","chunk"[,"complete"]}}`.
+#[derive(Debug, Serialize)]
+pub struct BrokerItem {
+    #[serde(rename = "sequenceNumber")]
+    sequence_number: i64,
+    timestamp: String,
+    data: BrokerItemData,
+}
+
+#[derive(Debug, Serialize)]
+struct BrokerItemData {
+    #[serde(rename = "queryId")]
+    query_id: String,
+    chunk: Box<RawValue>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    complete: bool,
+}
+
+impl BrokerItem {
+    /// The item for a stored row.
+    pub fn from_row(row: ChunkRow) -> Self {
+        let chunk = RawValue::from_string(row.chunk).unwrap_or_else(|_| null_raw());
+        BrokerItem {
+            sequence_number: row.sequence,
+            timestamp: iso_timestamp(row.created_at),
+            data: BrokerItemData { query_id: row.stream_id, chunk, complete: row.is_done },
+        }
+    }
+
+    /// Its sequence, the page cursor.
+    pub fn sequence(&self) -> i64 {
+        self.sequence_number
+    }
+}
+
+fn null_raw() -> Box<RawValue> {
+    RawValue::from_string("null".to_owned()).expect("null is JSON")
+}
+
+/// How `POST /stream/{id}/complete` went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Completion {
+    /// The marker was appended now.
+    Completed,
+    /// It had been completed before.
+    AlreadyCompleted,
+    /// No chunk was ever written to it.
+    NotFound,
+}

@@ -1,0 +1,139 @@
+//! Splits an NDJSON body into chunks as it arrives: one JSON value per line, bad lines counted and skipped,
+//! over-long lines dropped without buffering them, and a last line without a newline kept.
+
+use serde::de::IgnoredAny;
+
+/// Incremental NDJSON splitter for one request body.
+#[derive(Debug)]
+pub struct NdjsonLines {
+    partial: Vec<u8>,
+    max_line: usize,
+    /// Inside a line already known to be too long: drop bytes until its newline.
+    skipping: bool,
+    invalid: u64,
+}
+
+impl NdjsonLines {
+    /// A splitter that refuses lines longer than `max_line` bytes.
+    pub fn new(max_line: usize) -> Self {
+        NdjsonLines { partial: Vec::new(), max_line, skipping: false, invalid: 0 }
+    }
+
+    /// Feeds the next piece of the body; returns the complete, valid chunks it finished.
+    pub fn push(&mut self, mut bytes: &[u8]) -> Vec<String> {
+        let mut chunks = Vec::new();
+        while let Some(newline) = bytes.iter().position(|&b| b == b'\n') {
+            let (head, rest) = (&bytes[..newline], &bytes[newline + 1..]);
+            if self.skipping {
+                self.skipping = false;
+            } else if self.partial.is_empty() {
+                self.accept(head, &mut chunks);
+            } else if self.partial.len() + head.len() > self.max_line {
+                self.partial.clear();
+                self.invalid += 1;
+            } else {
+                let mut line = std::mem::take(&mut self.partial);
+                line.extend_from_slice(head);
+                self.accept(&line, &mut chunks);
+            }
+            bytes = rest;
+        }
+        if !bytes.is_empty() && !self.skipping {
+            if self.partial.len() + bytes.len() > self.max_line {
+                self.partial = Vec::new();
+                self.skipping = true;
+                self.invalid += 1;
+            } else {
+                self.partial.extend_from_slice(bytes);
+            }
+        }
+        chunks
+    }
+
+    /// Ends the body: a last line without a trailing newline is still a chunk.
+    pub fn finish(&mut self) -> Vec<String> {
+        let mut chunks = Vec::new();
+        self.skipping = false;
+        let line = std::mem::take(&mut self.partial);
+        self.accept(&line, &mut chunks);
+        chunks
+    }
+
+    /// How many non-blank lines were not JSON (or too long) so far.
+    pub fn invalid(&self) -> u64 {
+        self.invalid
+    }
+
+    fn accept(&mut self, line: &[u8], chunks: &mut Vec<String>) {
+        let line = line.trim_ascii();
+        if line.is_empty() {
+            return;
+        }
+        if line.len() > self.max_line {
+            self.invalid += 1;
+            return;
+        }
+        match parse_chunk(line) {
+            Some(chunk) => chunks.push(chunk),
+            None => self.invalid += 1,
+        }
+    }
+}
+
+/// The chunk's text when `line` is one JSON value. Carriage returns between tokens are legal JSON but would
+/// break SSE framing, so such a line is re-serialised compactly; every other line is kept byte for byte.
+fn parse_chunk(line: &[u8]) -> Option<String> {
+    let text = std::str::from_utf8(line).ok()?;
+    if text.contains('\r') {
+        let value: serde_json::Value = serde_json::from_str(text).ok()?;
+        return serde_json::to_string(&value).ok();
+    }
+    serde_json::from_str::<IgnoredAny>(text).ok()?;
+    Some(text.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_split_across_pieces_are_joined() {
+        let mut lines = NdjsonLines::new(1024);
+        assert!(lines.push(b"{\"a\":").is_empty());
+        assert_eq!(lines.push(b"1}\n{\"b\":2}\n{\"c\""), vec![r#"{"a":1}"#, r#"{"b":2}"#]);
+        assert_eq!(lines.push(b":3}\n"), vec![r#"{"c":3}"#]);
+        assert!(lines.finish().is_empty());
+        assert_eq!(lines.invalid(), 0);
+    }
+
+    #[test]
+    fn bad_lines_are_counted_and_skipped() {
+        let mut lines = NdjsonLines::new(1024);
+        let chunks = lines.push(b"{\"ok\":1}\nnot json\n\n{\"trunc\":\n\xff\xfe\n{\"ok\":2}\n");
+        assert_eq!(chunks, vec![r#"{"ok":1}"#, r#"{"ok":2}"#]);
+        assert_eq!(lines.invalid(), 3);
+    }
+
+    #[test]
+    fn a_last_line_without_newline_is_kept() {
+        let mut lines = NdjsonLines::new(1024);
+        assert_eq!(lines.push(b"{\"a\":1}\n{\"b\":2}"), vec![r#"{"a":1}"#]);
+        assert_eq!(lines.finish(), vec![r#"{"b":2}"#]);
+    }
+
+    #[test]
+    fn over_long_lines_are_dropped_without_buffering() {
+        let mut lines = NdjsonLines::new(16);
+        assert!(lines.push(b"{\"x\":\"aaaaaaaaaaaaaaaa").is_empty());
+        assert!(lines.push(&[b'a'; 4096]).is_empty());
+        assert!(lines.partial.is_empty(), "nothing of the long line is kept");
+        assert_eq!(lines.push(b"\"}\n{\"y\":1}\n"), vec![r#"{"y":1}"#]);
+        assert_eq!(lines.invalid(), 1);
+    }
+
+    #[test]
+    fn carriage_returns_are_normalised() {
+        let mut lines = NdjsonLines::new(1024);
+        assert_eq!(lines.push(b"{\"a\":\r1}\r\n"), vec![r#"{"a":1}"#]);
+    }
+}

@@ -1,0 +1,155 @@
+//! The SSE readers of chunk streams: `GET /stream/{id}` (upstream's chunk framing, `[DONE]`, the
+//! `wait-for-query` timeout) and `GET /stream?watch=true` (the generic feed of every chunk).
+
+use std::time::Duration;
+
+use axum::response::{Response, sse::Event};
+use tokio::time::Instant;
+
+use super::{
+    model::{ChunkRow, DONE},
+    store::ChunkStore,
+};
+use crate::{app::AppState, db::hub::Topic, http::sse};
+
+/// Rows read per round trip while catching up.
+const BATCH: i64 = 500;
+
+/// Upstream's frame when `wait-for-query` runs out before the first live chunk.
+const TIMEOUT_FRAME: &str = r#"{"error":{"message":"Request timeout waiting for streaming query response","type":"timeout_error","code":"timeout"}}"#;
+
+/// How one `GET /stream/{id}` reads.
+#[derive(Debug, Clone, Copy)]
+pub struct ReadOptions {
+    /// Replay stored chunks first (otherwise only new ones are sent).
+    pub from_beginning: bool,
+    /// Give up with the timeout frame unless a live chunk arrives within this time.
+    pub wait_for_query: Option<Duration>,
+}
+
+/// Serves one stream until its completion marker, an error chunk, the timeout, or shutdown.
+pub fn stream_response(state: &AppState, stream_id: String, options: ReadOptions) -> Response {
+    let store = state.chunks.clone();
+    let mut subscription = state.hub.subscribe(Topic::Stream(stream_id.clone()));
+    let retry_pause = state.config.poll_interval();
+    let events = async_stream::stream! {
+        let start = latest_sequence(&store, retry_pause).await;
+        let mut last = if options.from_beginning { 0 } else { start };
+        // Armed until the first live chunk (one stored after we started); replayed chunks do not disarm it.
+        let mut deadline = options.wait_for_query.map(|wait| Instant::now() + wait);
+        loop {
+            let rows = match store.stream_after(&stream_id, last, BATCH).await {
+                Ok(rows) => rows,
+                Err(error) => {
+                    tracing::warn!(%error, stream.id = %stream_id, "chunk read failed; retrying");
+                    tokio::time::sleep(retry_pause).await;
+                    continue;
+                }
+            };
+            let full = rows.len() as i64 == BATCH;
+            for row in rows {
+                last = row.sequence;
+                if row.sequence > start {
+                    deadline = None;
+                }
+                if row.is_done {
+                    yield sse::data(DONE);
+                    return;
+                }
+                let is_error = is_error_chunk(&row.chunk);
+                yield sse::data(&row.chunk);
+                if is_error {
+                    yield sse::data(DONE);
+                    return;
+                }
+            }
+            if full {
+                continue;
+            }
+            match deadline {
+                Some(deadline) => tokio::select! {
+                    _ = subscription.woken() => {}
+                    _ = tokio::time::sleep_until(deadline) => {
+                        yield sse::data(TIMEOUT_FRAME);
+                        yield sse::data(DONE);
+                        return;
+                    }
+                },
+                None => subscription.woken().await,
+            }
+        }
+    };
+    sse::respond(events, state.shutdown.clone(), None)
+}
+
+/// Serves every new chunk of every stream (`GET /stream?watch=true`): the `chunk` field only, the
+/// completion marker as `"[DONE]"`.
+pub fn feed_response(state: &AppState) -> Response {
+    let store = state.chunks.clone();
+    let mut subscription = state.hub.subscribe(Topic::AllChunks);
+    let retry_pause = state.config.poll_interval();
+    let events = async_stream::stream! {
+        yield sse::connected();
+        let mut last = latest_sequence(&store, retry_pause).await;
+        loop {
+            match store.feed_after(last, BATCH).await {
+                Ok(rows) => {
+                    let full = rows.len() as i64 == BATCH;
+                    for row in rows {
+                        last = row.sequence;
+                        yield feed_event(&row);
+                    }
+                    if full {
+                        continue;
+                    }
+                    subscription.woken().await;
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "chunk feed read failed; retrying");
+                    tokio::time::sleep(retry_pause).await;
+                }
+            }
+        }
+    };
+    sse::respond(events, state.shutdown.clone(), Some(state.config.sse_heartbeat()))
+}
+
+fn feed_event(row: &ChunkRow) -> Event {
+    if row.is_done { sse::data(format!("\"{DONE}\"")) } else { sse::data(&row.chunk) }
+}
+
+async fn latest_sequence(store: &ChunkStore, retry_pause: Duration) -> i64 {
+    loop {
+        match store.latest_sequence().await {
+            Ok(sequence) => return sequence,
+            Err(error) => {
+                tracing::warn!(%error, "reading the chunk feed position failed; retrying");
+                tokio::time::sleep(retry_pause).await;
+            }
+        }
+    }
+}
+
+/// Whether a chunk is an error frame `{"error":{"message",…},…}`, after which upstream ends the stream.
+fn is_error_chunk(chunk: &str) -> bool {
+    // Cheap test first: nearly every chunk is a normal completion delta.
+    if !chunk.contains("\"error\"") {
+        return false;
+    }
+    serde_json::from_str::<serde_json::Value>(chunk)
+        .ok()
+        .and_then(|value| value.get("error").map(|error| error.is_object() && error.get("message").is_some()))
+        .unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_error_chunk;
+
+    #[test]
+    fn error_chunks_are_recognised() {
+        assert!(is_error_chunk(r#"{"error":{"message":"boom","type":"server_error"},"ark":{}}"#));
+        assert!(!is_error_chunk(r#"{"choices":[{"delta":{"content":"an \"error\" word"}}]}"#));
+        assert!(!is_error_chunk(r#"{"ark":{"error":"x"}}"#));
+    }
+}

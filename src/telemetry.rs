@@ -1,0 +1,23 @@
+//! Tracing set-up: JSON lines when not on a terminal, text otherwise, filtered by `LOG_LEVEL`.
+
+use std::io::IsTerminal;
+
+use tracing_subscriber::{EnvFilter, fmt, prelude::*};
+
+use crate::config::{Config, LogFormat};
+
+/// Installs the global subscriber. Call once, from `main`.
+pub fn init(config: &Config) {
+    let filter = EnvFilter::try_new(&config.log_level).unwrap_or_else(|_| EnvFilter::new("info"));
+    let json = match config.log_format {
+        LogFormat::Json => true,
+        LogFormat::Text => false,
+        LogFormat::Auto => !std::io::stdout().is_terminal(),
+    };
+    let registry = tracing_subscriber::registry().with(filter);
+    if json {
+        registry.with(fmt::layer().json().flatten_event(true).with_current_span(false)).init();
+    } else {
+        registry.with(fmt::layer()).init();
+    }
+}

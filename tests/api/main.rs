@@ -1,0 +1,9 @@
+//! The integration tests, one binary: black-box HTTP against in-process brokers, and real broker processes
+//! for everything that crosses replicas. Each test gets a fresh database on a throwaway PostgreSQL.
+
+mod support;
+
+mod memory;
+mod operations;
+mod replicas;
+mod streams;

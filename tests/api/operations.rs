@@ -1,0 +1,123 @@
+//! Cross-cutting behaviour: health and readiness, request ids, CORS, body limits, unknown routes, shutdown,
+//! and recovery when the LISTEN connection is killed.
+
+use serde_json::{Value, json};
+
+use crate::support::{SseReader, TestApp, within};
+
+#[tokio::test]
+async fn health_and_readiness_answer_ok_in_plain_text() {
+    let app = TestApp::spawn().await;
+    for path in ["/health", "/readyz"] {
+        let response = app.get(path).await;
+        assert_eq!(response.status(), 200, "{path}");
+        assert_eq!(response.text().await.unwrap(), "OK", "{path}");
+    }
+}
+
+#[tokio::test]
+async fn request_ids_are_echoed_or_generated_and_appear_in_error_bodies() {
+    let app = TestApp::spawn().await;
+    let response = app.client.get(app.url("/nowhere")).header("x-request-id", "req-123").send().await.unwrap();
+    assert_eq!(response.status(), 404);
+    assert_eq!(response.headers()["x-request-id"], "req-123");
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body, json!({"error": {"code": "NOT_FOUND", "message": "Not found", "requestId": "req-123"}}));
+
+    let response = app.get("/health").await;
+    let generated = response.headers()["x-request-id"].to_str().unwrap().to_owned();
+    assert!(uuid::Uuid::parse_str(&generated).is_ok(), "a UUID is generated: {generated}");
+}
+
+#[tokio::test]
+async fn cors_preflight_is_answered_for_any_origin() {
+    let app = TestApp::spawn().await;
+    let response = app
+        .client
+        .request(reqwest::Method::OPTIONS, app.url("/messages"))
+        .header("origin", "https://dashboard.example")
+        .header("access-control-request-method", "POST")
+        .header("access-control-request-headers", "content-type")
+        .send()
+        .await
+        .unwrap();
+    assert!(response.status().is_success());
+    assert_eq!(response.headers()["access-control-allow-origin"], "*");
+    assert!(response.headers()["access-control-allow-methods"].to_str().unwrap().contains("POST"));
+    let simple = app.client.get(app.url("/health")).header("origin", "https://x.example").send().await.unwrap();
+    assert_eq!(simple.headers()["access-control-allow-origin"], "*");
+}
+
+#[tokio::test]
+async fn bodies_over_the_limit_get_413_in_the_error_body() {
+    let app = TestApp::spawn_with(|config| config.max_body_bytes = 1024).await;
+    let big = json!({"conversation_id": "c", "query_id": "q", "messages": ["x".repeat(4096)]});
+    let response = app.post_json("/messages", &big).await;
+    assert_eq!(response.status(), 413);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "REQUEST_ERROR");
+    assert!(body["error"]["requestId"].is_string());
+}
+
+#[tokio::test]
+async fn wrong_methods_get_the_error_body_too() {
+    let app = TestApp::spawn().await;
+    let response = app.client.put(app.url("/messages")).send().await.unwrap();
+    assert_eq!(response.status(), 405);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "REQUEST_ERROR");
+}
+
+#[tokio::test]
+async fn shutdown_fails_readiness_ends_sse_with_a_retry_hint_and_returns() {
+    let app = TestApp::spawn().await;
+    let mut watch = SseReader::open(&app.client, &app.url("/messages?watch=true")).await;
+    assert_eq!(watch.next_frame().await.as_deref(), Some(": connected"));
+    let mut reader = SseReader::open(&app.client, &app.url("/stream/never-written")).await;
+    let token = app.state.shutdown.clone();
+    let server = tokio::spawn(app.shut_down());
+    within("the shutdown to start", token.cancelled()).await;
+    assert_eq!(watch.next_frame().await.as_deref(), Some("retry: 1000"));
+    assert_eq!(watch.next_frame().await, None);
+    assert_eq!(reader.next_frame().await.as_deref(), Some("retry: 1000"));
+    assert_eq!(reader.next_frame().await, None);
+    within("serve to return", server).await.unwrap().expect("a clean shutdown");
+}
+
+#[tokio::test]
+async fn readiness_fails_once_shutdown_begins() {
+    use tower::ServiceExt;
+    let app = TestApp::spawn().await;
+    let router = ark_broker::app::app(app.state.clone());
+    let request = || axum::http::Request::get("/readyz").body(axum::body::Body::empty()).unwrap();
+    assert_eq!(router.clone().oneshot(request()).await.unwrap().status(), 200);
+    app.state.shutdown.cancel();
+    let response = router.oneshot(request()).await.unwrap();
+    assert_eq!(response.status(), 503);
+    let body = axum::body::to_bytes(response.into_body(), 1024).await.unwrap();
+    assert_eq!(&body[..], b"Service Unavailable", "plain text, as upstream");
+}
+
+#[tokio::test]
+async fn a_reader_gets_every_later_chunk_after_its_listen_connection_is_killed() {
+    let app = TestApp::spawn().await;
+    let mut reader = SseReader::open(&app.client, &app.url("/stream/q")).await;
+    app.post_raw("/stream/q", "{\"n\":1}\n").await;
+    assert_eq!(reader.next_data().await.unwrap(), "{\"n\":1}");
+    let killed: i64 = sqlx::query_scalar(
+        "select count(pg_terminate_backend(pid)) from pg_stat_activity
+         where application_name like 'ark-broker-listener %' and datname = current_database()",
+    )
+    .fetch_one(&app.pool())
+    .await
+    .unwrap();
+    assert_eq!(killed, 1, "exactly one LISTEN connection per replica");
+    for n in 2..=5 {
+        app.post_raw("/stream/q", format!("{{\"n\":{n}}}\n")).await;
+    }
+    app.post_json("/stream/q/complete", &json!({})).await;
+    assert_eq!(reader.take_data(5).await, ["{\"n\":2}", "{\"n\":3}", "{\"n\":4}", "{\"n\":5}", "[DONE]"]);
+    // The listener comes back, and readiness with it.
+    within("the listener to reconnect", app.state.listener.wait_up()).await;
+    assert_eq!(app.get("/readyz").await.status(), 200);
+}

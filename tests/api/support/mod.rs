@@ -1,0 +1,28 @@
+//! Test support: the throwaway PostgreSQL, brokers in-process and as processes, and an SSE client.
+
+pub mod cluster;
+pub mod replica;
+pub mod sse;
+pub mod test_app;
+
+pub use cluster::fresh_database;
+pub use replica::Replica;
+pub use sse::SseReader;
+pub use test_app::TestApp;
+
+use std::time::Duration;
+
+/// Upper bound for anything a test awaits; a hang fails the test instead of stalling the suite.
+pub const PATIENCE: Duration = Duration::from_secs(20);
+
+/// Awaits `future`, failing the test with `what` if it takes longer than [`PATIENCE`].
+#[track_caller]
+pub fn within<F: std::future::Future>(what: &'static str, future: F) -> impl std::future::Future<Output = F::Output> {
+    let caller = std::panic::Location::caller();
+    async move {
+        match tokio::time::timeout(PATIENCE, future).await {
+            Ok(output) => output,
+            Err(_) => panic!("timed out after {PATIENCE:?} waiting for {what} (at {caller})"),
+        }
+    }
+}

@@ -1,0 +1,102 @@
+//! A broker replica as a real process of the built binary, on a given database.
+
+use std::{
+    process::Stdio,
+    sync::{Arc, Mutex},
+};
+
+use tokio::{
+    io::{AsyncBufReadExt, BufReader},
+    process::{Child, Command},
+    sync::oneshot,
+};
+
+use super::within;
+
+/// A running `ark-broker` process.
+pub struct Replica {
+    /// `http://127.0.0.1:<port>`.
+    pub base: String,
+    child: Child,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+impl Replica {
+    /// Starts a replica on `database_url` and waits until it logs that it listens (it is ready by then).
+    pub async fn start(database_url: &str) -> Self {
+        Self::start_with(database_url, &[]).await
+    }
+
+    /// Like [`Replica::start`], with extra flags.
+    pub async fn start_with(database_url: &str, args: &[&str]) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ark-broker"))
+            .args(["--database-url", database_url, "--host", "127.0.0.1", "--port", "0", "--log-format", "json"])
+            .args(args)
+            .env("LOG_LEVEL", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start ark-broker");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let (address_tx, address_rx) = oneshot::channel();
+        let lines = log.clone();
+        // Drains stdout for the whole life of the process (a full pipe would block the broker).
+        tokio::spawn(async move {
+            let mut address_tx = Some(address_tx);
+            let mut reader = BufReader::new(stdout).lines();
+            while let Ok(Some(line)) = reader.next_line().await {
+                if let Some(address) = listening_address(&line)
+                    && let Some(tx) = address_tx.take()
+                {
+                    let _ = tx.send(address);
+                }
+                lines.lock().unwrap().push(line);
+            }
+        });
+        let address = match within("the replica to listen", address_rx).await {
+            Ok(address) => address,
+            Err(_) => panic!("the replica exited before listening; its log:\n{}", log.lock().unwrap().join("\n")),
+        };
+        Replica { base: format!("http://{address}"), child, log }
+    }
+
+    /// The absolute URL of `path`.
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id().expect("still running")
+    }
+
+    /// Sends SIGTERM.
+    pub fn terminate(&self) {
+        // SAFETY: kill with a valid pid and signal number has no memory-safety preconditions.
+        unsafe { libc::kill(self.pid() as i32, libc::SIGTERM) };
+    }
+
+    /// Sends SIGKILL and waits until the process is gone.
+    pub async fn kill(&mut self) {
+        self.child.start_kill().expect("SIGKILL");
+        within("the killed replica to exit", self.child.wait()).await.expect("wait");
+    }
+
+    /// Waits for the process to exit and returns whether it exited successfully.
+    pub async fn wait(&mut self) -> bool {
+        within("the replica to exit", self.child.wait()).await.expect("wait").success()
+    }
+
+    /// What the replica has logged so far.
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap().join("\n")
+    }
+}
+
+fn listening_address(line: &str) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_str(line).ok()?;
+    (value.get("message")?.as_str()? == "listening").then(|| value.get("http.addr")?.as_str().map(str::to_owned))?
+}
