@@ -39,7 +39,7 @@ pub async fn list(State(state): State<AppState>, ApiQuery(params): ApiQuery<List
     let filter = MessageFilter { conversation_id: params.conversation_id, query_id: params.query_id };
     if watching {
         let resume_after = params.cursor.is_some().then_some(page.cursor);
-        return Ok(watch::respond(&state, filter, resume_after));
+        return watch::respond(&state, filter, resume_after).await;
     }
     let items = state.messages.list(&filter, page.cursor, page.limit + 1).await?;
     Ok(Json(Page::from_overfetch(items, page.limit, None, |item| item.sequence)).into_response())

@@ -4,34 +4,30 @@
 use axum::response::Response;
 
 use super::model::MessageFilter;
-use crate::{app::AppState, db::hub::Topic, http::sse};
+use crate::{app::AppState, db::hub::Topic, error::ApiError, http::sse};
 
 /// Rows read per round trip while catching up.
 const BATCH: i64 = 500;
 
-/// Streams messages after `resume_after` (the `cursor` parameter), or only new ones when it is absent.
-pub fn respond(state: &AppState, filter: MessageFilter, resume_after: Option<i64>) -> Response {
+/// Streams messages after `resume_after` (the `cursor` parameter), or only those stored after this call when
+/// it is absent. The start is fixed before the response goes out, so a client that has the response never
+/// misses a message committed after it.
+pub async fn respond(state: &AppState, filter: MessageFilter, resume_after: Option<i64>) -> Result<Response, ApiError> {
     let store = state.messages.clone();
     let mut subscription = state.hub.subscribe(Topic::Messages);
+    let mut last = match resume_after {
+        Some(cursor) => cursor,
+        None => store.latest_sequence().await?,
+    };
     let retry_pause = state.config.poll_interval();
     let events = async_stream::stream! {
         yield sse::connected();
-        let mut last = match resume_after {
-            Some(cursor) => Some(cursor),
-            None => store.latest_sequence().await.ok(),
-        };
         loop {
-            let Some(after) = last else {
-                // Could not even learn where "now" is; try again shortly.
-                tokio::time::sleep(retry_pause).await;
-                last = store.latest_sequence().await.ok();
-                continue;
-            };
-            match store.list(&filter, after, BATCH).await {
+            match store.list(&filter, last, BATCH).await {
                 Ok(items) => {
                     let full = items.len() as i64 == BATCH;
                     for item in items {
-                        last = Some(item.sequence);
+                        last = item.sequence;
                         yield sse::data(serde_json::to_string(&item).unwrap_or_default());
                     }
                     if full {
@@ -49,5 +45,5 @@ pub fn respond(state: &AppState, filter: MessageFilter, resume_after: Option<i64
             }
         }
     };
-    sse::respond(events, state.shutdown.clone(), Some(state.config.sse_heartbeat()))
+    Ok(sse::respond(events, state.shutdown.clone(), Some(state.config.sse_heartbeat())))
 }

@@ -6,11 +6,8 @@ use std::time::Duration;
 use axum::response::{Response, sse::Event};
 use tokio::time::Instant;
 
-use super::{
-    model::{ChunkRow, DONE},
-    store::ChunkStore,
-};
-use crate::{app::AppState, db::hub::Topic, http::sse};
+use super::model::{ChunkRow, DONE};
+use crate::{app::AppState, db::hub::Topic, error::ApiError, http::sse};
 
 /// Rows read per round trip while catching up.
 const BATCH: i64 = 500;
@@ -27,13 +24,14 @@ pub struct ReadOptions {
     pub wait_for_query: Option<Duration>,
 }
 
-/// Serves one stream until its completion marker, an error chunk, the timeout, or shutdown.
-pub fn stream_response(state: &AppState, stream_id: String, options: ReadOptions) -> Response {
+/// Serves one stream until its completion marker, an error chunk, the timeout, or shutdown. "New" chunks
+/// are those stored after this call: the start is fixed before the response goes out.
+pub async fn stream_response(state: &AppState, stream_id: String, options: ReadOptions) -> Result<Response, ApiError> {
     let store = state.chunks.clone();
     let mut subscription = state.hub.subscribe(Topic::Stream(stream_id.clone()));
+    let start = store.latest_sequence().await?;
     let retry_pause = state.config.poll_interval();
     let events = async_stream::stream! {
-        let start = latest_sequence(&store, retry_pause).await;
         let mut last = if options.from_beginning { 0 } else { start };
         // Armed until the first live chunk (one stored after we started); replayed chunks do not disarm it.
         let mut deadline = options.wait_for_query.map(|wait| Instant::now() + wait);
@@ -79,18 +77,18 @@ pub fn stream_response(state: &AppState, stream_id: String, options: ReadOptions
             }
         }
     };
-    sse::respond(events, state.shutdown.clone(), None)
+    Ok(sse::respond(events, state.shutdown.clone(), None))
 }
 
 /// Serves every new chunk of every stream (`GET /stream?watch=true`): the `chunk` field only, the
 /// completion marker as `"[DONE]"`.
-pub fn feed_response(state: &AppState) -> Response {
+pub async fn feed_response(state: &AppState) -> Result<Response, ApiError> {
     let store = state.chunks.clone();
     let mut subscription = state.hub.subscribe(Topic::AllChunks);
+    let mut last = store.latest_sequence().await?;
     let retry_pause = state.config.poll_interval();
     let events = async_stream::stream! {
         yield sse::connected();
-        let mut last = latest_sequence(&store, retry_pause).await;
         loop {
             match store.feed_after(last, BATCH).await {
                 Ok(rows) => {
@@ -111,23 +109,11 @@ pub fn feed_response(state: &AppState) -> Response {
             }
         }
     };
-    sse::respond(events, state.shutdown.clone(), Some(state.config.sse_heartbeat()))
+    Ok(sse::respond(events, state.shutdown.clone(), Some(state.config.sse_heartbeat())))
 }
 
 fn feed_event(row: &ChunkRow) -> Event {
     if row.is_done { sse::data(format!("\"{DONE}\"")) } else { sse::data(&row.chunk) }
-}
-
-async fn latest_sequence(store: &ChunkStore, retry_pause: Duration) -> i64 {
-    loop {
-        match store.latest_sequence().await {
-            Ok(sequence) => return sequence,
-            Err(error) => {
-                tracing::warn!(%error, "reading the chunk feed position failed; retrying");
-                tokio::time::sleep(retry_pause).await;
-            }
-        }
-    }
 }
 
 /// Whether a chunk is an error frame `{"error":{"message",…},…}`, after which upstream ends the stream.

@@ -121,7 +121,7 @@ pub async fn read(
     validate::key("query", &id)?;
     let from_beginning = flag("from-beginning", params.from_beginning.as_deref())?;
     let wait_for_query = params.wait_for_query.as_deref().map(parse_wait).transpose()?;
-    Ok(reader::stream_response(&state, id, ReadOptions { from_beginning, wait_for_query }))
+    reader::stream_response(&state, id, ReadOptions { from_beginning, wait_for_query }).await
 }
 
 /// `wait-for-query` in seconds, clamped to 1–300 as upstream does.
@@ -137,7 +137,7 @@ pub async fn list(State(state): State<AppState>, ApiQuery(params): ApiQuery<List
     let watching = flag("watch", params.watch.as_deref())?;
     let page = PageRequest::parse(params.limit.as_deref(), params.cursor.as_deref())?;
     if watching {
-        return Ok(reader::feed_response(&state));
+        return reader::feed_response(&state).await;
     }
     let rows = state.chunks.feed_after(page.cursor, page.limit + 1).await?;
     let total = state.chunks.count().await?;
