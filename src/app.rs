@@ -28,6 +28,7 @@ use crate::{
     error::{self, ApiError},
     http::health,
     messages::{self, MessageStore},
+    retention,
     streams::{self, ChunkStore, ChunkWriter},
 };
 
@@ -97,16 +98,22 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
         shutdown.cancel();
         return Err(StartError::Listener(LISTENER_START_TIMEOUT));
     }
+    let messages = MessageStore::new(pool.clone());
+    let reaper_task = tokio::spawn(retention::run(
+        messages.clone(),
+        Duration::from_secs(config.reap_interval_seconds),
+        shutdown.clone(),
+    ));
     Ok(AppState {
         config: Arc::new(config),
-        messages: MessageStore::new(pool.clone()),
+        messages,
         pool,
         hub,
         listener: status,
         chunks,
         writer,
         shutdown,
-        background: Arc::new(Mutex::new(vec![listener_task, writer_task])),
+        background: Arc::new(Mutex::new(vec![listener_task, writer_task, reaper_task])),
     })
 }
 

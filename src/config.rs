@@ -62,6 +62,11 @@ pub struct Config {
     #[arg(long, env = "ARK_BROKER_MAX_CHUNK_BYTES", default_value_t = 10 * 1024 * 1024)]
     pub max_chunk_bytes: usize,
 
+    /// Seconds between passes of the reaper that deletes expired messages.
+    #[arg(long, env = "ARK_BROKER_REAP_INTERVAL_SECONDS", default_value_t = 60,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub reap_interval_seconds: u64,
+
     /// Most chunks one group commit writes (many streams, one transaction, one NOTIFY).
     #[arg(long, env = "ARK_BROKER_FLUSH_MAX_ROWS", default_value_t = 1000,
           value_parser = clap::value_parser!(u64).range(1..=50_000))]

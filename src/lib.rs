@@ -8,6 +8,7 @@
 //! - [`http`]: extractors, paging and flag rules, SSE framing, health routes.
 //! - [`db`]: pool and migrations, the embedded server, and fan-out: feeds (NOTIFY hints and writer locks),
 //!   the one LISTEN connection per replica, and the in-process hub readers wait on.
+//! - [`retention`]: the reaper of expired rows.
 //! - Domains, each with its routes, model and store (the only place with SQL):
 //!   [`messages`] (upstream's Memory API) and [`streams`] (LLM chunk streams).
 
@@ -17,6 +18,7 @@ pub mod db;
 pub mod error;
 pub mod http;
 pub mod messages;
+pub mod retention;
 pub mod server;
 pub mod streams;
 pub mod telemetry;

@@ -155,6 +155,10 @@ async fn ttl_seconds_sets_expires_at_and_expired_messages_are_hidden() {
     assert_eq!(items[0]["message"], "forever");
     let (_, status) = json_of(app.get("/memory-status").await).await;
     assert_eq!(status["total_messages"], 1, "expired messages are not counted");
+
+    ark_broker::retention::reap_expired(&app.state.messages).await;
+    let rows: i64 = sqlx::query_scalar("select count(*) from messages").fetch_one(&app.pool()).await.unwrap();
+    assert_eq!(rows, 1, "the reaper deleted the expired row and kept the other");
 }
 
 #[tokio::test]
