@@ -28,7 +28,8 @@ use crate::{
     error::{self, ApiError},
     http::health,
     messages::{self, MessageStore},
-    retention,
+    questions::{self, QuestionStore},
+    retention::Reaper,
     streams::{self, ChunkStore, ChunkWriter},
 };
 
@@ -52,6 +53,8 @@ pub struct AppState {
     pub messages: MessageStore,
     /// Chunk streams.
     pub chunks: ChunkStore,
+    /// Questions.
+    pub questions: QuestionStore,
     /// This replica's group-commit writer.
     pub writer: ChunkWriter,
     /// Cancelled when the replica starts shutting down: readiness fails and SSE responses end.
@@ -99,14 +102,17 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
         return Err(StartError::Listener(LISTENER_START_TIMEOUT));
     }
     let messages = MessageStore::new(pool.clone());
-    let reaper_task = tokio::spawn(retention::run(
-        messages.clone(),
-        Duration::from_secs(config.reap_interval_seconds),
-        shutdown.clone(),
-    ));
+    let questions = QuestionStore::new(pool.clone());
+    let reaper = Reaper {
+        messages: messages.clone(),
+        questions: questions.clone(),
+        question_log_seconds: config.question_log_seconds as i64,
+    };
+    let reaper_task = tokio::spawn(reaper.run(Duration::from_secs(config.reap_interval_seconds), shutdown.clone()));
     Ok(AppState {
         config: Arc::new(config),
         messages,
+        questions,
         pool,
         hub,
         listener: status,
@@ -131,6 +137,7 @@ pub fn app(state: AppState) -> Router {
         .merge(health::router())
         .merge(messages::router())
         .merge(streams::router())
+        .merge(questions::router())
         .fallback(|| async { ApiError::NotFound("Not found".into()) })
         .layer(DefaultBodyLimit::max(state.config.max_body_bytes))
         .layer(middleware::from_fn(error::render_error_body))

@@ -62,10 +62,15 @@ pub struct Config {
     #[arg(long, env = "ARK_BROKER_MAX_CHUNK_BYTES", default_value_t = 10 * 1024 * 1024)]
     pub max_chunk_bytes: usize,
 
-    /// Seconds between passes of the reaper that deletes expired messages.
+    /// Seconds between passes of the reaper (expired messages, expired questions, the question watch log).
     #[arg(long, env = "ARK_BROKER_REAP_INTERVAL_SECONDS", default_value_t = 60,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub reap_interval_seconds: u64,
+
+    /// Seconds the questions watch log keeps a change; a watch resuming from an older version gets 410.
+    #[arg(long, env = "ARK_BROKER_QUESTION_LOG_SECONDS", default_value_t = 86_400,
+          value_parser = clap::value_parser!(u64).range(1..=31_536_000))]
+    pub question_log_seconds: u64,
 
     /// Most chunks one group commit writes (many streams, one transaction, one NOTIFY).
     #[arg(long, env = "ARK_BROKER_FLUSH_MAX_ROWS", default_value_t = 1000,

@@ -32,6 +32,18 @@ pub enum ApiError {
     /// The thing asked for does not exist (404 `NOT_FOUND`).
     #[error("{0}")]
     NotFound(String),
+    /// The change conflicts with the current state (409 `CONFLICT`); `current` is added to the body so the
+    /// client sees what won.
+    #[error("{message}")]
+    Conflict {
+        /// What conflicted.
+        message: String,
+        /// Extra top-level fields of the body, e.g. `{"question": …}`.
+        current: serde_json::Map<String, serde_json::Value>,
+    },
+    /// The requested version is no longer kept (410 `GONE`); the client lists again.
+    #[error("{0}")]
+    Gone(String),
     /// The body is larger than the configured limit (413 `REQUEST_ERROR`).
     #[error("{0}")]
     PayloadTooLarge(String),
@@ -50,6 +62,8 @@ pub struct ErrorDetails {
     pub code: &'static str,
     /// The human-readable message.
     pub message: String,
+    /// Extra top-level fields next to `error`.
+    pub extra: serde_json::Map<String, serde_json::Value>,
 }
 
 impl ApiError {
@@ -59,6 +73,8 @@ impl ApiError {
             ApiError::Pagination(_) => (StatusCode::BAD_REQUEST, "PAGINATION_ERROR"),
             ApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, "REQUEST_ERROR"),
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "NOT_FOUND"),
+            ApiError::Conflict { .. } => (StatusCode::CONFLICT, "CONFLICT"),
+            ApiError::Gone(_) => (StatusCode::GONE, "GONE"),
             ApiError::PayloadTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "REQUEST_ERROR"),
             ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "SERVICE_UNAVAILABLE"),
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL_ERROR"),
@@ -69,6 +85,10 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, code) = self.status_and_code();
+        let extra = match &self {
+            ApiError::Conflict { current, .. } => current.clone(),
+            _ => serde_json::Map::new(),
+        };
         let message = match &self {
             ApiError::Internal(detail) => {
                 tracing::error!(error.detail = %detail, "request failed");
@@ -81,7 +101,7 @@ impl IntoResponse for ApiError {
             other => other.to_string(),
         };
         let mut response = status.into_response();
-        response.extensions_mut().insert(ErrorDetails { code, message });
+        response.extensions_mut().insert(ErrorDetails { code, message, extra });
         response
     }
 }
@@ -116,13 +136,18 @@ pub async fn render_error_body(request: Request, next: Next) -> Response {
         Some(details) => details,
         // Already in a JSON shape of its own (e.g. a legacy `{"error":"…"}` body): leave it alone.
         None if is_json => return response,
-        None => ErrorDetails { code: fallback_code(status), message: fallback_message(status) },
+        None => ErrorDetails {
+            code: fallback_code(status),
+            message: fallback_message(status),
+            extra: serde_json::Map::new(),
+        },
     };
-    let body = json!({"error": {"code": details.code, "message": details.message, "requestId": request_id}});
+    let mut body = details.extra;
+    body.insert("error".into(), json!({"code": details.code, "message": details.message, "requestId": request_id}));
     let (mut parts, _) = response.into_parts();
     parts.headers.remove(header::CONTENT_LENGTH);
     parts.headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json; charset=utf-8"));
-    (parts, Json(body)).into_response()
+    (parts, Json(serde_json::Value::Object(body))).into_response()
 }
 
 fn fallback_code(status: StatusCode) -> &'static str {

@@ -18,6 +18,7 @@ pub mod db;
 pub mod error;
 pub mod http;
 pub mod messages;
+pub mod questions;
 pub mod retention;
 pub mod server;
 pub mod streams;

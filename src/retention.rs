@@ -1,45 +1,84 @@
-//! The reaper: deletes rows whose TTL has passed, so tables do not grow forever. Reads already hide them;
-//! this only reclaims the space. Every replica runs it; `skip locked` keeps them out of each other's way.
+//! The reaper: deletes messages whose TTL has passed, expires pending questions past their expiry, and
+//! prunes the questions watch log, so tables do not grow forever. Every replica runs it; `skip locked` and
+//! conditional updates keep them out of each other's way.
 
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::messages::MessageStore;
+use crate::{messages::MessageStore, questions::QuestionStore};
 
-/// Rows deleted per statement, so one pass never holds many locks or a long transaction.
+/// Rows handled per statement, so one pass never holds many locks or a long transaction.
 const BATCH: i64 = 1000;
 
-/// Reaps every `interval` until `cancel` fires.
-pub async fn run(messages: MessageStore, interval: Duration, cancel: CancellationToken) {
-    let mut tick = tokio::time::interval(interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = cancel.cancelled() => return,
-            _ = tick.tick() => reap_expired(&messages).await,
+/// What the reaper works on.
+#[derive(Debug, Clone)]
+pub struct Reaper {
+    /// Conversation memory.
+    pub messages: MessageStore,
+    /// Questions.
+    pub questions: QuestionStore,
+    /// How long watch-log rows are kept (a watch from before that gets 410 and relists).
+    pub question_log_seconds: i64,
+}
+
+impl Reaper {
+    /// Runs a pass every `interval` until `cancel` fires.
+    pub async fn run(self, interval: Duration, cancel: CancellationToken) {
+        let mut tick = tokio::time::interval(interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = tick.tick() => self.pass().await,
+            }
+        }
+    }
+
+    /// One pass over everything.
+    pub async fn pass(&self) {
+        let reaped = drain("deleting expired messages", || async {
+            self.messages.delete_expired(BATCH).await.map(|n| n as usize)
+        })
+        .await;
+        let expired = drain("expiring questions", || self.questions.expire_due(BATCH)).await;
+        let pruned = match self.questions.prune_events(self.question_log_seconds).await {
+            Ok(n) => n,
+            Err(error) => {
+                tracing::warn!(%error, "pruning the question watch log failed");
+                0
+            }
+        };
+        if reaped + expired > 0 || pruned > 0 {
+            tracing::info!(
+                messages.deleted = reaped,
+                questions.expired = expired,
+                question_events.pruned = pruned,
+                "reaped"
+            );
         }
     }
 }
 
-/// One pass: deletes expired messages batch by batch until none are left.
-pub async fn reap_expired(messages: &MessageStore) {
+/// Repeats `batch` until it handles fewer than a full batch; returns the total.
+async fn drain<F, Fut>(what: &str, batch: F) -> usize
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = crate::db::StoreResult<usize>>,
+{
     let mut total = 0;
     loop {
-        match messages.delete_expired(BATCH).await {
-            Ok(deleted) => {
-                total += deleted;
-                if deleted < BATCH as u64 {
-                    break;
+        match batch().await {
+            Ok(n) => {
+                total += n;
+                if n < BATCH as usize {
+                    return total;
                 }
             }
             Err(error) => {
-                tracing::warn!(%error, "reaping expired messages failed");
-                break;
+                tracing::warn!(%error, "{what} failed");
+                return total;
             }
         }
-    }
-    if total > 0 {
-        tracing::info!(rows = total, "reaped expired messages");
     }
 }

@@ -20,16 +20,19 @@ pub enum Feed {
     Messages,
     /// `chunks`.
     Chunks,
+    /// `question_events` (a question's `resourceVersion`).
+    Questions,
 }
 
 impl Feed {
     /// Every feed, for the fallback poll.
-    pub const ALL: [Feed; 2] = [Feed::Messages, Feed::Chunks];
+    pub const ALL: [Feed; 3] = [Feed::Messages, Feed::Chunks, Feed::Questions];
 
     fn name(self) -> &'static str {
         match self {
             Feed::Messages => "messages",
             Feed::Chunks => "chunks",
+            Feed::Questions => "questions",
         }
     }
 
@@ -38,6 +41,7 @@ impl Feed {
         match self {
             Feed::Messages => 0x61_72_6b_01,
             Feed::Chunks => 0x61_72_6b_02,
+            Feed::Questions => 0x61_72_6b_03,
         }
     }
 
@@ -67,14 +71,15 @@ pub async fn notify(tx: &mut PgConnection, feed: Feed, sequence: i64) -> StoreRe
 }
 
 /// The highest committed sequence of every feed (0 when empty).
-pub async fn high_water(pool: &PgPool) -> StoreResult<[(Feed, i64); 2]> {
+pub async fn high_water(pool: &PgPool) -> StoreResult<[(Feed, i64); 3]> {
     let row = sqlx::query!(
         r#"select (select coalesce(max(sequence_number), 0) from messages) as "messages!",
-                  (select coalesce(max(sequence_number), 0) from chunks) as "chunks!""#
+                  (select coalesce(max(sequence_number), 0) from chunks) as "chunks!",
+                  (select coalesce(max(resource_version), 0) from questions) as "questions!""#
     )
     .fetch_one(pool)
     .await?;
-    Ok([(Feed::Messages, row.messages), (Feed::Chunks, row.chunks)])
+    Ok([(Feed::Messages, row.messages), (Feed::Chunks, row.chunks), (Feed::Questions, row.questions)])
 }
 
 /// The streams that got chunks after `since`, and the highest sequence seen.

@@ -22,6 +22,8 @@ pub enum Topic {
     AllChunks,
     /// New chunks of one stream.
     Stream(String),
+    /// Any change to any question (watchers, and MCP calls waiting for an answer).
+    Questions,
 }
 
 /// A cheap, cloneable handle to this replica's topic map.

@@ -149,7 +149,7 @@ struct Fanout {
     hub: Hub,
     /// The highest sequence already fanned out per feed; `None` until read from the tables, and again
     /// after a reconnect.
-    cursors: Option<[(Feed, i64); 2]>,
+    cursors: Option<[(Feed, i64); 3]>,
 }
 
 impl Fanout {
@@ -180,6 +180,7 @@ impl Fanout {
         let mut reached = sequence;
         match feed {
             Feed::Messages => self.hub.wake(&Topic::Messages),
+            Feed::Questions => self.hub.wake(&Topic::Questions),
             Feed::Chunks => {
                 if self.hub.has_stream_readers() {
                     let (streams, last) = feeds::streams_changed_since(&self.pool, cursor).await?;

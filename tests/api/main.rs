@@ -5,5 +5,6 @@ mod support;
 
 mod memory;
 mod operations;
+mod questions;
 mod replicas;
 mod streams;

@@ -11,6 +11,14 @@ async fn append(app: &TestApp, conversation: &str, query: &str, messages: Value)
     assert_eq!(response.text().await.unwrap(), "", "POST /messages answers with an empty body");
 }
 
+pub fn reaper(app: &TestApp) -> ark_broker::retention::Reaper {
+    ark_broker::retention::Reaper {
+        messages: app.state.messages.clone(),
+        questions: app.state.questions.clone(),
+        question_log_seconds: 3600,
+    }
+}
+
 async fn json_of(response: reqwest::Response) -> (u16, Value) {
     let status = response.status().as_u16();
     (status, response.json().await.expect("a JSON body"))
@@ -156,7 +164,7 @@ async fn ttl_seconds_sets_expires_at_and_expired_messages_are_hidden() {
     let (_, status) = json_of(app.get("/memory-status").await).await;
     assert_eq!(status["total_messages"], 1, "expired messages are not counted");
 
-    ark_broker::retention::reap_expired(&app.state.messages).await;
+    reaper(&app).pass().await;
     let rows: i64 = sqlx::query_scalar("select count(*) from messages").fetch_one(&app.pool()).await.unwrap();
     assert_eq!(rows, 1, "the reaper deleted the expired row and kept the other");
 }

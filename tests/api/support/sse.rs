@@ -17,6 +17,11 @@ impl SseReader {
     pub async fn open(client: &reqwest::Client, url: &str) -> Self {
         let response = within("the SSE response headers", client.get(url).send()).await.expect("GET");
         assert_eq!(response.status(), 200, "SSE request to {url} failed");
+        Self::from_response(response)
+    }
+
+    /// Reads an SSE response already received (its status checked by the caller).
+    pub fn from_response(response: reqwest::Response) -> Self {
         let headers = response.headers().clone();
         let content_type = headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default();
         assert!(content_type.starts_with("text/event-stream"), "content-type was {content_type}");

@@ -1,0 +1,24 @@
+//! Questions an agent asks a person: the store, the REST API, and the Kubernetes-style watch with
+//! `resourceVersion`.
+
+pub mod model;
+mod routes;
+pub mod store;
+mod watch;
+
+pub use store::{Change, QuestionStore};
+
+use axum::{
+    Router,
+    routing::{get, post},
+};
+
+use crate::app::AppState;
+
+/// The questions routes.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/questions", get(routes::list).post(routes::create))
+        .route("/questions/{id}", get(routes::get).patch(routes::answer).delete(routes::cancel))
+        .route("/questions/{id}/answer", post(routes::answer))
+}

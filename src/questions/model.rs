@@ -1,0 +1,268 @@
+//! The shapes of questions: the stored row, the JSON clients see (camelCase, as seed 000), and the bodies
+//! of the write routes with their checks.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::{error::ApiError, http::reply::iso_timestamp};
+
+/// Longest `ttlSeconds` accepted (a year).
+const MAX_TTL_SECONDS: i64 = 365 * 24 * 3600;
+/// Most channels one question can be routed to.
+const MAX_CHANNELS: usize = 16;
+
+/// Where a question is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum QuestionStatus {
+    /// Waiting for an answer.
+    Pending,
+    /// Answered; final.
+    Answered,
+    /// Withdrawn before an answer; final.
+    Cancelled,
+    /// Not answered before its expiry; final.
+    Expired,
+}
+
+impl QuestionStatus {
+    /// Reads the stored (and query-parameter) form.
+    pub fn parse(raw: &str) -> Option<Self> {
+        match raw {
+            "pending" => Some(QuestionStatus::Pending),
+            "answered" => Some(QuestionStatus::Answered),
+            "cancelled" => Some(QuestionStatus::Cancelled),
+            "expired" => Some(QuestionStatus::Expired),
+            _ => None,
+        }
+    }
+
+    /// The stored form.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QuestionStatus::Pending => "pending",
+            QuestionStatus::Answered => "answered",
+            QuestionStatus::Cancelled => "cancelled",
+            QuestionStatus::Expired => "expired",
+        }
+    }
+}
+
+/// A `questions` row as stored.
+#[derive(Debug, Clone)]
+pub struct QuestionRow {
+    pub id: String,
+    pub sequence_number: i64,
+    pub sender: String,
+    pub recipient: String,
+    pub channels: Vec<String>,
+    pub content: String,
+    pub status: String,
+    pub response: Option<String>,
+    pub answered_by: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub answered_at: Option<DateTime<Utc>>,
+    pub closed_at: Option<DateTime<Utc>>,
+    pub expires_at: Option<DateTime<Utc>>,
+    pub query_namespace: Option<String>,
+    pub query_name: Option<String>,
+    pub tool_call_id: Option<String>,
+    pub task_id: Option<Uuid>,
+    pub resource_version: i64,
+}
+
+/// The Query that asked, when known.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueryRef {
+    /// Its namespace (may be unknown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// Its name.
+    pub name: String,
+}
+
+/// A question as the API shows it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Question {
+    pub id: String,
+    pub sender: String,
+    pub recipient: String,
+    pub channels: Vec<String>,
+    pub content: String,
+    pub status: QuestionStatus,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub response: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub answered_by: Option<String>,
+    pub created_at: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub answered_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub closed_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub query: Option<QueryRef>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<Uuid>,
+    /// The version of the last change, a string as in Kubernetes.
+    pub resource_version: String,
+    /// The version as a number.
+    #[serde(skip)]
+    pub version: i64,
+    /// Creation order; the page cursor.
+    #[serde(skip)]
+    pub sequence: i64,
+    /// When it was created, for the page's age display.
+    #[serde(skip)]
+    pub created: DateTime<Utc>,
+}
+
+impl From<QuestionRow> for Question {
+    fn from(row: QuestionRow) -> Self {
+        Question {
+            status: QuestionStatus::parse(&row.status).unwrap_or(QuestionStatus::Pending),
+            query: row.query_name.map(|name| QueryRef { namespace: row.query_namespace, name }),
+            created_at: iso_timestamp(row.created_at),
+            answered_at: row.answered_at.map(iso_timestamp),
+            closed_at: row.closed_at.map(iso_timestamp),
+            expires_at: row.expires_at.map(iso_timestamp),
+            resource_version: row.resource_version.to_string(),
+            version: row.resource_version,
+            sequence: row.sequence_number,
+            created: row.created_at,
+            id: row.id,
+            sender: row.sender,
+            recipient: row.recipient,
+            channels: row.channels,
+            content: row.content,
+            response: row.response,
+            answered_by: row.answered_by,
+            tool_call_id: row.tool_call_id,
+            task_id: row.task_id,
+        }
+    }
+}
+
+/// The body of `POST /questions` (and what the MCP tool fills in).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NewQuestion {
+    /// `ark://agents|users|teams|channels/<name>`.
+    pub sender: String,
+    /// `ark://agents|users|teams|channels/<name>`.
+    pub recipient: String,
+    /// The question.
+    pub content: String,
+    /// Where to deliver it besides the API and the page (e.g. `slack`, `github`).
+    #[serde(default)]
+    pub channels: Vec<String>,
+    /// The asking Query.
+    #[serde(default)]
+    pub query: Option<QueryRef>,
+    /// The tool call that asked.
+    #[serde(default)]
+    pub tool_call_id: Option<String>,
+    /// Seconds until a pending question expires.
+    #[serde(default)]
+    pub ttl_seconds: Option<i64>,
+    /// The MCP task waiting for it (set by the MCP server, not by REST clients).
+    #[serde(skip)]
+    pub task_id: Option<Uuid>,
+}
+
+impl NewQuestion {
+    /// Checks the addresses, content, channels and TTL.
+    pub fn validate(&self) -> Result<(), ApiError> {
+        ark_url("sender", &self.sender)?;
+        ark_url("recipient", &self.recipient)?;
+        if self.content.trim().is_empty() {
+            return Err(ApiError::Validation("content: must not be empty".into()));
+        }
+        no_nul("content", &self.content)?;
+        if self.channels.len() > MAX_CHANNELS {
+            return Err(ApiError::Validation(format!("channels: at most {MAX_CHANNELS}")));
+        }
+        for channel in &self.channels {
+            crate::validate::key("channels", channel)?;
+        }
+        if let Some(query) = &self.query {
+            crate::validate::key("query.name", &query.name)?;
+            if let Some(namespace) = &query.namespace {
+                crate::validate::key("query.namespace", namespace)?;
+            }
+        }
+        if let Some(tool_call_id) = &self.tool_call_id {
+            crate::validate::key("toolCallId", tool_call_id)?;
+        }
+        match self.ttl_seconds {
+            Some(ttl) if ttl <= 0 || ttl > MAX_TTL_SECONDS => {
+                Err(ApiError::Validation(format!("ttlSeconds: must be between 1 and {MAX_TTL_SECONDS}")))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The body of `PATCH /questions/{id}` and `POST /questions/{id}/answer`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Answer {
+    /// The answer.
+    pub response: String,
+    /// Who answered (a user, or a channel's identity).
+    #[serde(default)]
+    pub answered_by: Option<String>,
+}
+
+impl Answer {
+    /// Checks that there is an answer.
+    pub fn validate(&self) -> Result<(), ApiError> {
+        if self.response.trim().is_empty() {
+            return Err(ApiError::Validation("response: must not be empty".into()));
+        }
+        no_nul("response", &self.response)?;
+        if let Some(by) = &self.answered_by {
+            crate::validate::key("answeredBy", by)?;
+        }
+        Ok(())
+    }
+}
+
+/// Checks an `ark://agents|users|teams|channels/<name>` address.
+pub fn ark_url(field: &str, value: &str) -> Result<(), ApiError> {
+    let invalid =
+        || ApiError::Validation(format!("{field}: must be ark://agents|users|teams|channels/<name>, got '{value}'"));
+    let rest = value.strip_prefix("ark://").ok_or_else(invalid)?;
+    let (kind, name) = rest.split_once('/').ok_or_else(invalid)?;
+    let name_ok =
+        !name.is_empty() && name.len() <= 253 && !name.contains('/') && !name.chars().any(char::is_whitespace);
+    if matches!(kind, "agents" | "users" | "teams" | "channels") && name_ok { Ok(()) } else { Err(invalid()) }
+}
+
+fn no_nul(field: &str, value: &str) -> Result<(), ApiError> {
+    if value.contains('\0') {
+        return Err(ApiError::Validation(format!("{field}: must not contain NUL")));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ark_url;
+
+    #[test]
+    fn ark_urls_name_a_kind_and_one_name() {
+        for good in ["ark://agents/reviewer", "ark://users/john.doe@example.com", "ark://teams/a", "ark://channels/ops"]
+        {
+            assert!(ark_url("x", good).is_ok(), "{good}");
+        }
+        for bad in ["", "ark://robots/x", "ark://users/", "ark://users/a/b", "http://users/x", "ark://users/a b"] {
+            assert!(ark_url("x", bad).is_err(), "{bad}");
+        }
+    }
+}

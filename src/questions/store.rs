@@ -1,0 +1,283 @@
+//! SQL for questions. Every change takes the questions feed's writer lock, draws the next
+//! `resourceVersion`, updates the row conditionally (never read-then-write), and logs a `question_events`
+//! row with the question as it now is, all in one transaction with one NOTIFY.
+
+use sqlx::{PgConnection, PgPool};
+use uuid::Uuid;
+
+use super::model::{NewQuestion, Question, QuestionRow, QuestionStatus};
+use crate::db::{
+    StoreResult,
+    feeds::{self, Feed},
+};
+
+/// What a change to one question came to.
+#[derive(Debug)]
+pub enum Change {
+    /// The change was made; the question as it is now.
+    Made(Question),
+    /// The question is no longer pending; as it is (the first answer won, or it was cancelled or expired).
+    Conflict(Question),
+    /// There is no such question.
+    NotFound,
+}
+
+/// A logged change, for watchers.
+#[derive(Debug, Clone)]
+pub struct QuestionEvent {
+    /// The resourceVersion of the change.
+    pub version: i64,
+    /// `question_created`, `question_answered`, `question_cancelled` or `question_expired`.
+    pub kind: String,
+    /// The question after the change, as JSON.
+    pub question: serde_json::Value,
+}
+
+/// Which questions a list covers.
+#[derive(Debug, Clone, Default)]
+pub struct QuestionFilter {
+    pub status: Option<QuestionStatus>,
+    pub recipient: Option<String>,
+    pub sender: Option<String>,
+}
+
+/// Questions in Postgres.
+#[derive(Debug, Clone)]
+pub struct QuestionStore {
+    pool: PgPool,
+}
+
+impl QuestionStore {
+    /// A store on `pool`.
+    pub fn new(pool: PgPool) -> Self {
+        QuestionStore { pool }
+    }
+
+    /// Stores a new pending question; it is committed (and visible on every replica) when this returns.
+    pub async fn create(&self, new: &NewQuestion) -> StoreResult<Question> {
+        let id = format!("q-{}", Uuid::new_v4());
+        let (namespace, name) = match &new.query {
+            Some(query) => (query.namespace.as_deref(), Some(query.name.as_str())),
+            None => (None, None),
+        };
+        let mut tx = self.pool.begin().await?;
+        feeds::lock_for_append(&mut tx, Feed::Questions).await?;
+        let row = sqlx::query_as!(
+            QuestionRow,
+            r#"insert into questions (id, sender, recipient, channels, content, query_namespace, query_name,
+                                      tool_call_id, task_id, expires_at, resource_version)
+               values ($1, $2, $3, $4, $5, $6, $7, $8, $9, now() + make_interval(secs => $10::bigint),
+                       nextval('question_versions'))
+               returning *"#,
+            id,
+            new.sender,
+            new.recipient,
+            &new.channels,
+            new.content,
+            namespace,
+            name,
+            new.tool_call_id,
+            new.task_id,
+            new.ttl_seconds,
+        )
+        .fetch_one(&mut *tx)
+        .await?;
+        let question = record(&mut tx, "question_created", row).await?;
+        tx.commit().await?;
+        Ok(question)
+    }
+
+    /// Answers a pending question. The first answer wins; later ones get [`Change::Conflict`].
+    pub async fn answer(&self, id: &str, response: &str, answered_by: Option<&str>) -> StoreResult<Change> {
+        let mut tx = self.pool.begin().await?;
+        feeds::lock_for_append(&mut tx, Feed::Questions).await?;
+        expire_if_due(&mut tx, id).await?;
+        let answered = sqlx::query_as!(
+            QuestionRow,
+            r#"update questions
+               set status = 'answered', response = $2, answered_by = $3, answered_at = now(), closed_at = now(),
+                   resource_version = nextval('question_versions')
+               where id = $1 and status = 'pending'
+               returning *"#,
+            id,
+            response,
+            answered_by,
+        )
+        .fetch_optional(&mut *tx)
+        .await?;
+        let change = match answered {
+            Some(row) => Change::Made(record(&mut tx, "question_answered", row).await?),
+            None => unchanged(&mut tx, id).await?,
+        };
+        tx.commit().await?;
+        Ok(change)
+    }
+
+    /// Cancels a pending question; the row stays.
+    pub async fn cancel(&self, id: &str) -> StoreResult<Change> {
+        let mut tx = self.pool.begin().await?;
+        feeds::lock_for_append(&mut tx, Feed::Questions).await?;
+        expire_if_due(&mut tx, id).await?;
+        let cancelled = sqlx::query_as!(
+            QuestionRow,
+            r#"update questions
+               set status = 'cancelled', closed_at = now(), resource_version = nextval('question_versions')
+               where id = $1 and status = 'pending'
+               returning *"#,
+            id,
+        )
+        .fetch_optional(&mut *tx)
+        .await?;
+        let change = match cancelled {
+            Some(row) => Change::Made(record(&mut tx, "question_cancelled", row).await?),
+            None => unchanged(&mut tx, id).await?,
+        };
+        tx.commit().await?;
+        Ok(change)
+    }
+
+    /// Expires up to `limit` pending questions whose expiry has passed; returns how many.
+    pub async fn expire_due(&self, limit: i64) -> StoreResult<usize> {
+        let mut tx = self.pool.begin().await?;
+        feeds::lock_for_append(&mut tx, Feed::Questions).await?;
+        let rows = sqlx::query_as!(
+            QuestionRow,
+            r#"update questions
+               set status = 'expired', closed_at = now(), resource_version = nextval('question_versions')
+               where id in (select id from questions
+                            where status = 'pending' and expires_at <= now()
+                            order by expires_at limit $1 for update skip locked)
+               returning *"#,
+            limit,
+        )
+        .fetch_all(&mut *tx)
+        .await?;
+        let count = rows.len();
+        for row in rows {
+            record(&mut tx, "question_expired", row).await?;
+        }
+        tx.commit().await?;
+        Ok(count)
+    }
+
+    /// One question.
+    pub async fn get(&self, id: &str) -> StoreResult<Option<Question>> {
+        let row = sqlx::query_as!(QuestionRow, "select * from questions where id = $1", id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(Question::from))
+    }
+
+    /// Up to `limit` questions created after `after`, oldest first, with the resourceVersion of the same
+    /// snapshot.
+    pub async fn list(&self, filter: &QuestionFilter, after: i64, limit: i64) -> StoreResult<(i64, Vec<Question>)> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query!("set transaction isolation level repeatable read, read only").execute(&mut *tx).await?;
+        let version = current_version(&mut tx).await?;
+        let rows = sqlx::query_as!(
+            QuestionRow,
+            r#"select * from questions
+               where ($1::text is null or status = $1)
+                 and ($2::text is null or recipient = $2)
+                 and ($3::text is null or sender = $3)
+                 and sequence_number > $4
+               order by sequence_number
+               limit $5"#,
+            filter.status.map(QuestionStatus::as_str),
+            filter.recipient,
+            filter.sender,
+            after,
+            limit,
+        )
+        .fetch_all(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok((version, rows.into_iter().map(Question::from).collect()))
+    }
+
+    /// The newest resourceVersion.
+    pub async fn current_version(&self) -> StoreResult<i64> {
+        let mut connection = self.pool.acquire().await?;
+        current_version(&mut connection).await
+    }
+
+    /// The oldest resourceVersion still in the watch log, if any.
+    pub async fn oldest_logged_version(&self) -> StoreResult<Option<i64>> {
+        Ok(sqlx::query_scalar!("select min(resource_version) from question_events").fetch_one(&self.pool).await?)
+    }
+
+    /// Up to `limit` logged changes after version `after`.
+    pub async fn events_after(&self, after: i64, limit: i64) -> StoreResult<Vec<QuestionEvent>> {
+        Ok(sqlx::query_as!(
+            QuestionEvent,
+            r#"select resource_version as version, kind, question from question_events
+               where resource_version > $1 order by resource_version limit $2"#,
+            after,
+            limit,
+        )
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// Drops watch-log rows older than `keep_seconds`; watches from before them get 410 and relist.
+    pub async fn prune_events(&self, keep_seconds: i64) -> StoreResult<u64> {
+        let pruned = sqlx::query!(
+            "delete from question_events where created_at < now() - make_interval(secs => $1::bigint)",
+            keep_seconds,
+        )
+        .execute(&self.pool)
+        .await?;
+        Ok(pruned.rows_affected())
+    }
+}
+
+async fn current_version(connection: &mut PgConnection) -> StoreResult<i64> {
+    Ok(sqlx::query_scalar!(r#"select coalesce(max(resource_version), 0) as "version!" from questions"#)
+        .fetch_one(connection)
+        .await?)
+}
+
+/// Expires `id` first if it is pending past its expiry, so a late answer or cancel sees it expired.
+async fn expire_if_due(tx: &mut PgConnection, id: &str) -> StoreResult<()> {
+    let expired = sqlx::query_as!(
+        QuestionRow,
+        r#"update questions
+           set status = 'expired', closed_at = now(), resource_version = nextval('question_versions')
+           where id = $1 and status = 'pending' and expires_at <= now()
+           returning *"#,
+        id,
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    if let Some(row) = expired {
+        record(tx, "question_expired", row).await?;
+    }
+    Ok(())
+}
+
+/// Why a conditional change matched nothing: the question is not pending, or does not exist.
+async fn unchanged(tx: &mut PgConnection, id: &str) -> StoreResult<Change> {
+    let row = sqlx::query_as!(QuestionRow, "select * from questions where id = $1", id).fetch_optional(tx).await?;
+    Ok(match row {
+        Some(row) => Change::Conflict(row.into()),
+        None => Change::NotFound,
+    })
+}
+
+/// Logs the change for watchers and queues the NOTIFY; returns the question as it now is.
+async fn record(tx: &mut PgConnection, kind: &str, row: QuestionRow) -> StoreResult<Question> {
+    let question = Question::from(row);
+    let version = question.version;
+    let snapshot = serde_json::to_value(&question).expect("a question serialises");
+    sqlx::query!(
+        "insert into question_events (resource_version, question_id, kind, question) values ($1, $2, $3, $4)",
+        version,
+        question.id,
+        kind,
+        snapshot,
+    )
+    .execute(&mut *tx)
+    .await?;
+    feeds::notify(tx, Feed::Questions, version).await?;
+    Ok(question)
+}

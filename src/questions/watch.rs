@@ -1,0 +1,72 @@
+//! `GET /questions?watch=true[&resourceVersion=N]`: Kubernetes-style change stream. Each change is
+//! `event: question_created|question_answered|question_cancelled|question_expired`, `id:` its
+//! resourceVersion, `data:` the question after the change. A watch from N streams only changes after N
+//! (`Last-Event-ID` works the same); a version older than the log keeps gets 410 so the client relists.
+
+use axum::response::{Response, sse::Event};
+
+use super::store::QuestionFilter;
+use crate::{app::AppState, db::hub::Topic, error::ApiError, http::sse};
+
+/// Changes read per round trip while catching up.
+const BATCH: i64 = 500;
+
+/// Starts a watch after `from` (or after now).
+pub async fn respond(state: &AppState, filter: QuestionFilter, from: Option<i64>) -> Result<Response, ApiError> {
+    let store = state.questions.clone();
+    let mut subscription = state.hub.subscribe(Topic::Questions);
+    let current = store.current_version().await?;
+    let mut last = match from {
+        None => current,
+        Some(version) => {
+            if version < current {
+                let oldest = store.oldest_logged_version().await?;
+                // The log covers (oldest - 1, current]; anything before that is gone.
+                if oldest.is_none_or(|oldest| version < oldest - 1) {
+                    return Err(ApiError::Gone(format!(
+                        "resourceVersion {version} is too old; list again to get a current one"
+                    )));
+                }
+            }
+            version
+        }
+    };
+    let retry_pause = state.config.poll_interval();
+    let events = async_stream::stream! {
+        yield sse::connected();
+        loop {
+            match store.events_after(last, BATCH).await {
+                Ok(changes) => {
+                    let full = changes.len() as i64 == BATCH;
+                    for change in changes {
+                        last = change.version;
+                        if matches(&filter, &change.question) {
+                            yield Event::default()
+                                .event(change.kind)
+                                .id(change.version.to_string())
+                                .data(change.question.to_string());
+                        }
+                    }
+                    if full {
+                        continue;
+                    }
+                    subscription.woken().await;
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "question watch read failed; retrying");
+                    tokio::time::sleep(retry_pause).await;
+                }
+            }
+        }
+    };
+    Ok(sse::respond(events, state.shutdown.clone(), Some(state.config.sse_heartbeat())))
+}
+
+/// Recipient and sender never change, so filtering on them is exact. A status filter is not applied to a
+/// watch: a watcher of pending questions must still see them leave.
+fn matches(filter: &QuestionFilter, question: &serde_json::Value) -> bool {
+    let field_is = |name: &str, wanted: &Option<String>| {
+        wanted.as_deref().is_none_or(|wanted| question.get(name).and_then(|v| v.as_str()) == Some(wanted))
+    };
+    field_is("recipient", &filter.recipient) && field_is("sender", &filter.sender)
+}
