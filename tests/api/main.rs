@@ -7,4 +7,5 @@ mod memory;
 mod operations;
 mod questions;
 mod replicas;
+mod reports;
 mod streams;
