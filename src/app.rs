@@ -31,6 +31,7 @@ use crate::{
     questions::{self, QuestionStore},
     retention::Reaper,
     streams::{self, ChunkStore, ChunkWriter},
+    ui,
 };
 
 /// How long start-up waits for the LISTEN connection before giving up.
@@ -138,6 +139,7 @@ pub fn app(state: AppState) -> Router {
         .merge(messages::router())
         .merge(streams::router())
         .merge(questions::router())
+        .merge(ui::router())
         .fallback(|| async { ApiError::NotFound("Not found".into()) })
         .layer(DefaultBodyLimit::max(state.config.max_body_bytes))
         .layer(middleware::from_fn(error::render_error_body))

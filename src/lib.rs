@@ -10,7 +10,9 @@
 //!   the one LISTEN connection per replica, and the in-process hub readers wait on.
 //! - [`retention`]: the reaper of expired rows.
 //! - Domains, each with its routes, model and store (the only place with SQL):
-//!   [`messages`] (upstream's Memory API) and [`streams`] (LLM chunk streams).
+//!   [`messages`] (upstream's Memory API), [`streams`] (LLM chunk streams), [`questions`] (questions
+//!   agents ask people, with the resourceVersion watch).
+//! - [`ui`]: the web page that answers questions.
 
 pub mod app;
 pub mod config;
@@ -23,4 +25,5 @@ pub mod retention;
 pub mod server;
 pub mod streams;
 pub mod telemetry;
+pub mod ui;
 pub mod validate;

@@ -195,6 +195,18 @@ impl QuestionStore {
         Ok((version, rows.into_iter().map(Question::from).collect()))
     }
 
+    /// The `limit` most recently closed (answered, cancelled, expired) questions, newest first.
+    pub async fn recently_closed(&self, limit: i64) -> StoreResult<Vec<Question>> {
+        let rows = sqlx::query_as!(
+            QuestionRow,
+            "select * from questions where status <> 'pending' order by closed_at desc, sequence_number desc limit $1",
+            limit,
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.into_iter().map(Question::from).collect())
+    }
+
     /// The newest resourceVersion.
     pub async fn current_version(&self) -> StoreResult<i64> {
         let mut connection = self.pool.acquire().await?;

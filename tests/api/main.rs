@@ -9,3 +9,4 @@ mod questions;
 mod replicas;
 mod reports;
 mod streams;
+mod ui;

@@ -1,0 +1,161 @@
+//! The HTML of the page (maud escapes every interpolated value).
+
+use chrono::Utc;
+use maud::{DOCTYPE, Markup, html};
+
+use crate::questions::model::Question;
+
+/// Which tab is shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum View {
+    /// Pending questions, with answer forms.
+    Pending,
+    /// Answered, cancelled and expired questions.
+    Closed,
+}
+
+/// The outcome of a form post, shown once after the redirect.
+#[derive(Debug)]
+pub enum Flash {
+    /// The answer was stored.
+    Answered(String),
+    /// Someone else answered first, or the question was cancelled or expired.
+    Conflict(String),
+    /// No such question.
+    Missing(String),
+    /// The answer was empty.
+    Invalid(String),
+}
+
+/// The whole page.
+pub fn render(view: View, version: i64, pending: &[Question], closed: &[Question], flash: Option<&Flash>) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { "Questions · Ark Broker" }
+                link rel="stylesheet" href="/ui/assets/app.css";
+                script src="/ui/assets/app.js" defer {}
+            }
+            body data-view=(match view { View::Pending => "pending", View::Closed => "closed" })
+                 data-resource-version=(version) {
+                header {
+                    h1 { "Questions" }
+                    nav {
+                        a href="/ui" aria-current=[(view == View::Pending).then_some("page")] {
+                            "Pending " span #pending-count .count { (pending.len()) }
+                        }
+                        a href="/ui?view=closed" aria-current=[(view == View::Closed).then_some("page")] {
+                            "Answered & closed"
+                        }
+                    }
+                }
+                main {
+                    @if let Some(flash) = flash { (flash_message(flash)) }
+                    @match view {
+                        View::Pending => {
+                            p #empty .empty hidden[!pending.is_empty()] { "No pending questions. New ones appear here as agents ask them." }
+                            ul #pending .questions {
+                                @for question in pending { (pending_card(question)) }
+                            }
+                            template #question-template { (pending_card_skeleton()) }
+                        }
+                        View::Closed => {
+                            @if closed.is_empty() { p .empty { "Nothing answered, cancelled or expired yet." } }
+                            ul #closed .questions {
+                                @for question in closed { (closed_card(question)) }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn flash_message(flash: &Flash) -> Markup {
+    let (class, text) = match flash {
+        Flash::Answered(id) => ("ok", format!("Answered {id}.")),
+        Flash::Conflict(id) => {
+            ("warn", format!("{id} was already answered, cancelled or expired; your answer was not stored."))
+        }
+        Flash::Missing(id) => ("warn", format!("There is no question {id}.")),
+        Flash::Invalid(id) => ("warn", format!("The answer to {id} was empty; nothing was stored.")),
+    };
+    html! { p .flash .(class) role="status" { (text) } }
+}
+
+fn meta(question: &Question) -> Markup {
+    html! {
+        p .meta {
+            span .sender { (question.sender) } " → " span .recipient { (question.recipient) }
+            " · " time .age datetime=(question.created_at) title=(question.created_at) { (age(question)) }
+            @if let Some(query) = &question.query {
+                " · Query " span .query { (query.namespace.as_deref().map(|ns| format!("{ns}/")).unwrap_or_default()) (query.name) }
+            }
+            @for channel in &question.channels { " " span .channel { (channel) } }
+        }
+    }
+}
+
+fn pending_card(question: &Question) -> Markup {
+    html! {
+        li .question #{"question-" (question.id)} data-id=(question.id) {
+            (meta(question))
+            p .content { (question.content) }
+            (answer_form(&question.id))
+        }
+    }
+}
+
+/// The empty card JavaScript fills in for questions that arrive while the page is open.
+fn pending_card_skeleton() -> Markup {
+    html! {
+        li .question {
+            p .meta {
+                span .sender {} " → " span .recipient {} " · " time .age {} span .query-part hidden { " · Query " span .query {} }
+            }
+            p .content {}
+            (answer_form(""))
+        }
+    }
+}
+
+fn answer_form(id: &str) -> Markup {
+    html! {
+        form .answer method="post" action={"/ui/questions/" (id) "/answer"} {
+            label { span .label { "Answer" } textarea name="response" rows="2" required {} }
+            div .row {
+                label { span .label { "Your name" } input name="answeredBy" autocomplete="name" placeholder="optional"; }
+                button type="submit" { "Send answer" }
+            }
+        }
+    }
+}
+
+fn closed_card(question: &Question) -> Markup {
+    html! {
+        li .question .closed #{"question-" (question.id)} data-id=(question.id) {
+            (meta(question))
+            p .content { (question.content) }
+            p .outcome {
+                span .status .(question.status.as_str()) { (question.status.as_str()) }
+                @if let Some(response) = &question.response { " " span .response { (response) } }
+                @if let Some(by) = &question.answered_by { " — " span .by { (by) } }
+            }
+        }
+    }
+}
+
+/// "3 min ago" as the server sees it; the script keeps it current.
+fn age(question: &Question) -> String {
+    let seconds = (Utc::now() - question.created).num_seconds().max(0);
+    match seconds {
+        0..60 => "just now".to_owned(),
+        60..3600 => format!("{} min ago", seconds / 60),
+        3600..86_400 => format!("{} h ago", seconds / 3600),
+        _ => format!("{} d ago", seconds / 86_400),
+    }
+}
