@@ -62,10 +62,12 @@ pub async fn list(
     headers: HeaderMap,
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> Result<Response, ApiError> {
+    // An empty value (`?status=&recipient=`) means "any", as a form with blank fields sends it.
+    let given = |value: Option<String>| value.filter(|v| !v.is_empty());
     let filter = QuestionFilter {
-        status: params.status.as_deref().map(parse_status).transpose()?,
-        recipient: params.recipient,
-        sender: params.sender,
+        status: given(params.status).as_deref().map(parse_status).transpose()?,
+        recipient: given(params.recipient),
+        sender: given(params.sender),
     };
     if flag("watch", params.watch.as_deref())? {
         let from = match params.resource_version.as_deref() {

@@ -115,6 +115,7 @@ async fn lists_filter_by_status_recipient_and_sender_and_carry_the_resource_vers
         list["items"].as_array().unwrap().iter().map(|q| q["content"].as_str().unwrap().to_owned()).collect()
     };
     assert_eq!(contents(&json_of(app.get("/questions?status=pending").await).await.1), ["b", "c"]);
+    assert_eq!(contents(&json_of(app.get("/questions?status=&recipient=&sender=").await).await.1), ["a", "b", "c"]);
     assert_eq!(contents(&json_of(app.get("/questions?recipient=ark://teams/ops").await).await.1), ["b"]);
     assert_eq!(
         contents(&json_of(app.get("/questions?sender=ark://agents/reviewer&status=pending").await).await.1),
