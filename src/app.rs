@@ -150,36 +150,68 @@ pub fn app(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// Serves `state` on `listener` until `shutdown` resolves; then readiness fails, SSE responses end with a
-/// `retry:` hint, open requests get `shutdown_timeout` to finish, buffered chunks are committed, and it returns.
+/// Where a replica listens: the HTTP API, and the MCP endpoint when it has one.
+#[derive(Debug)]
+pub struct Listeners {
+    /// REST, SSE and the page.
+    pub http: TcpListener,
+    /// MCP (`/mcp`).
+    pub mcp: Option<TcpListener>,
+}
+
+impl From<TcpListener> for Listeners {
+    fn from(http: TcpListener) -> Self {
+        Listeners { http, mcp: None }
+    }
+}
+
+/// Serves `state` until `shutdown` resolves; then readiness fails, SSE responses and waiting MCP calls end
+/// (their questions stay), open requests get `shutdown_timeout` to finish, buffered chunks are committed,
+/// and it returns.
 pub async fn serve(
-    listener: TcpListener,
+    listeners: impl Into<Listeners>,
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    let listeners = listeners.into();
     let draining = state.shutdown.clone();
-    let server = axum::serve(listener, app(state.clone()))
-        .with_graceful_shutdown(draining.clone().cancelled_owned())
-        .into_future();
-    let mut server = tokio::spawn(server);
-    let outcome = tokio::select! {
-        result = &mut server => Some(result),
-        () = shutdown => None,
+    let mut servers = tokio::task::JoinSet::new();
+    servers.spawn(
+        axum::serve(listeners.http, app(state.clone()))
+            .with_graceful_shutdown(draining.clone().cancelled_owned())
+            .into_future(),
+    );
+    if let Some(mcp) = listeners.mcp {
+        servers.spawn(
+            axum::serve(mcp, crate::mcp::router(state.clone()))
+                .with_graceful_shutdown(draining.clone().cancelled_owned())
+                .into_future(),
+        );
+    }
+    let first = tokio::select! {
+        Some(result) = servers.join_next() => flatten(result),
+        () = shutdown => Ok(()),
     };
     draining.cancel();
-    let outcome = match outcome {
-        Some(result) => result,
-        None => match tokio::time::timeout(state.config.shutdown_timeout(), &mut server).await {
-            Ok(result) => result,
-            Err(_) => {
-                tracing::warn!("open requests did not finish in time; exiting anyway");
-                server.abort();
-                Ok(Ok(()))
-            }
-        },
-    };
+    let rest = tokio::time::timeout(state.config.shutdown_timeout(), async {
+        let mut outcome = Ok(());
+        while let Some(result) = servers.join_next().await {
+            outcome = outcome.and(flatten(result));
+        }
+        outcome
+    })
+    .await
+    .unwrap_or_else(|_| {
+        tracing::warn!("open requests did not finish in time; exiting anyway");
+        Ok(())
+    });
+    servers.abort_all();
     finish_background(state).await;
-    outcome.unwrap_or_else(|join| Err(std::io::Error::other(join)))
+    first.and(rest)
+}
+
+fn flatten(result: Result<std::io::Result<()>, tokio::task::JoinError>) -> std::io::Result<()> {
+    result.unwrap_or_else(|join| Err(std::io::Error::other(join)))
 }
 
 async fn finish_background(state: AppState) {

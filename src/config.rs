@@ -19,6 +19,51 @@ pub struct Config {
     #[arg(long, env = "PORT", default_value_t = 8080)]
     pub port: u16,
 
+    /// Port of the MCP endpoint (`/mcp`, Streamable HTTP). 0 picks a free port.
+    #[arg(long, env = "MCP_PORT", default_value_t = 8081)]
+    pub mcp_port: u16,
+
+    /// Host names the MCP endpoint accepts in `Host` (comma-separated), or `*` for any. Behind a Service,
+    /// list its DNS names to keep DNS-rebinding protection.
+    #[arg(long, env = "ARK_BROKER_MCP_ALLOWED_HOSTS", value_delimiter = ',', default_value = "*")]
+    pub mcp_allowed_hosts: Vec<String>,
+
+    /// Browser origins the MCP endpoint accepts (comma-separated, with scheme, e.g. `https://app.example:*`);
+    /// empty accepts any (requests without `Origin` always pass).
+    #[arg(long, env = "ARK_BROKER_MCP_ALLOWED_ORIGINS", value_delimiter = ',')]
+    pub mcp_allowed_origins: Vec<String>,
+
+    /// Milliseconds between `notifications/progress` while a blocking `ask_question` waits.
+    #[arg(long, env = "ARK_BROKER_MCP_PROGRESS_INTERVAL_MS", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u64).range(50..=300_000))]
+    pub mcp_progress_interval_ms: u64,
+
+    /// TTL, in seconds, of an MCP task whose client asked for none; it also bounds the question's life.
+    #[arg(long, env = "ARK_BROKER_MCP_TASK_TTL_SECONDS", default_value_t = 86_400,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub mcp_task_ttl_seconds: u64,
+
+    /// Largest TTL, in seconds, a client may ask for on an MCP task (larger requests are clamped).
+    #[arg(long, env = "ARK_BROKER_MCP_TASK_MAX_TTL_SECONDS", default_value_t = 7 * 86_400,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub mcp_task_max_ttl_seconds: u64,
+
+    /// Poll interval, in milliseconds, suggested to MCP task clients.
+    #[arg(long, env = "ARK_BROKER_MCP_TASK_POLL_INTERVAL_MS", default_value_t = 5_000)]
+    pub mcp_task_poll_interval_ms: u64,
+
+    /// HTTP header on MCP requests naming the calling agent (the question's sender `ark://agents/<name>`).
+    #[arg(long, env = "ARK_BROKER_AGENT_HEADER", default_value = "x-ark-agent")]
+    pub agent_header: String,
+
+    /// HTTP header on MCP requests naming the calling Query (`name` or `namespace/name`).
+    #[arg(long, env = "ARK_BROKER_QUERY_HEADER", default_value = "x-ark-query")]
+    pub query_header: String,
+
+    /// HTTP header on MCP requests naming the calling Query's namespace (when the query header has none).
+    #[arg(long, env = "ARK_BROKER_QUERY_NAMESPACE_HEADER", default_value = "x-ark-query-namespace")]
+    pub query_namespace_header: String,
+
     /// PostgreSQL connection URL. When unset, the broker starts its own local PostgreSQL from the
     /// machine's binaries in `<data-dir>/postgres` and stops it on exit (the embedded default).
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
@@ -40,9 +85,10 @@ pub struct Config {
     #[arg(long, env = "ARK_BROKER_LOG_FORMAT", value_enum, default_value_t = LogFormat::Auto)]
     pub log_format: LogFormat,
 
-    /// Fallback poll, in milliseconds, that backs LISTEN/NOTIFY while readers wait (at most 1000).
+    /// Fallback poll, in milliseconds, that backs LISTEN/NOTIFY while readers wait. Keep it at most 1000;
+    /// larger values exist only so tests can prove a wake-up came through NOTIFY.
     #[arg(long, env = "ARK_BROKER_POLL_INTERVAL_MS", default_value_t = 1000,
-          value_parser = clap::value_parser!(u64).range(10..=1000))]
+          value_parser = clap::value_parser!(u64).range(10..=600_000))]
     pub poll_interval_ms: u64,
 
     /// Seconds between `: heartbeat` comments on `watch=true` SSE streams.
@@ -96,6 +142,7 @@ impl Config {
         config.database_url = Some(database_url.to_owned());
         config.host = IpAddr::from([127, 0, 0, 1]);
         config.port = 0;
+        config.mcp_port = 0;
         config
     }
 
@@ -107,6 +154,11 @@ impl Config {
     /// The heartbeat period of `watch` streams.
     pub fn sse_heartbeat(&self) -> Duration {
         Duration::from_secs(self.sse_heartbeat_seconds)
+    }
+
+    /// Time between progress notifications of a blocking `ask_question`.
+    pub fn mcp_progress_interval(&self) -> Duration {
+        Duration::from_millis(self.mcp_progress_interval_ms)
     }
 
     /// How long shutdown waits for open requests.

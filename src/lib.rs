@@ -12,6 +12,7 @@
 //! - Domains, each with its routes, model and store (the only place with SQL):
 //!   [`messages`] (upstream's Memory API), [`streams`] (LLM chunk streams), [`questions`] (questions
 //!   agents ask people, with the resourceVersion watch).
+//! - [`mcp`]: the MCP server (`ask_question`, `list_pending_questions`, tasks in both protocol eras).
 //! - [`ui`]: the web page that answers questions.
 
 pub mod app;
@@ -19,6 +20,7 @@ pub mod config;
 pub mod db;
 pub mod error;
 pub mod http;
+pub mod mcp;
 pub mod messages;
 pub mod questions;
 pub mod retention;

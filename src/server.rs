@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use tokio::net::TcpListener;
 
 use crate::{
-    app::{self, StartError},
+    app::{self, Listeners, StartError},
     config::Config,
     db::embedded::{EmbeddedError, EmbeddedOptions, EmbeddedPostgres},
 };
@@ -54,11 +54,13 @@ async fn serve_on(config: Config, embedded: Option<&EmbeddedPostgres>) -> Result
         }
         (None, None) => unreachable!("run starts the embedded server when no URL is given"),
     };
-    let address = SocketAddr::new(config.host, config.port);
+    let http_address = SocketAddr::new(config.host, config.port);
+    let mcp_address = SocketAddr::new(config.host, config.mcp_port);
     let state = app::build_state(config, &database_url).await?;
-    let listener = TcpListener::bind(address).await?;
-    tracing::info!(http.addr = %listener.local_addr()?, "listening");
-    app::serve(listener, state, shutdown_signal()).await?;
+    let http = TcpListener::bind(http_address).await?;
+    let mcp = TcpListener::bind(mcp_address).await?;
+    tracing::info!(http.addr = %http.local_addr()?, mcp.addr = %mcp.local_addr()?, "listening");
+    app::serve(Listeners { http, mcp: Some(mcp) }, state, shutdown_signal()).await?;
     tracing::info!("stopped");
     Ok(())
 }

@@ -95,6 +95,19 @@ pub async fn streams_changed_since(pool: &PgPool, since: i64) -> StoreResult<(Ve
     Ok((rows.into_iter().map(|row| row.stream_id).collect(), last))
 }
 
+/// The questions changed after version `since`, and the highest version seen.
+pub async fn questions_changed_since(pool: &PgPool, since: i64) -> StoreResult<(Vec<String>, i64)> {
+    let rows = sqlx::query!(
+        r#"select question_id, max(resource_version) as "last!" from question_events
+           where resource_version > $1 group by question_id"#,
+        since
+    )
+    .fetch_all(pool)
+    .await?;
+    let last = rows.iter().map(|row| row.last).max().unwrap_or(since);
+    Ok((rows.into_iter().map(|row| row.question_id).collect(), last))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -22,8 +22,10 @@ pub enum Topic {
     AllChunks,
     /// New chunks of one stream.
     Stream(String),
-    /// Any change to any question (watchers, and MCP calls waiting for an answer).
+    /// Any change to any question (watchers).
     Questions,
+    /// Changes to one question (MCP calls waiting for its answer).
+    Question(String),
 }
 
 /// A cheap, cloneable handle to this replica's topic map.
@@ -65,6 +67,11 @@ impl Hub {
     /// Whether anyone waits on any stream's chunks.
     pub fn has_stream_readers(&self) -> bool {
         self.lock().keys().any(|topic| matches!(topic, Topic::Stream(_)))
+    }
+
+    /// Whether anyone waits on a single question.
+    pub fn has_question_waiters(&self) -> bool {
+        self.lock().keys().any(|topic| matches!(topic, Topic::Question(_)))
     }
 
     /// Whether anyone waits at all (the fallback poll only runs then).

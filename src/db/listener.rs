@@ -180,7 +180,16 @@ impl Fanout {
         let mut reached = sequence;
         match feed {
             Feed::Messages => self.hub.wake(&Topic::Messages),
-            Feed::Questions => self.hub.wake(&Topic::Questions),
+            Feed::Questions => {
+                if self.hub.has_question_waiters() {
+                    let (questions, last) = feeds::questions_changed_since(&self.pool, cursor).await?;
+                    for id in questions {
+                        self.hub.wake(&Topic::Question(id));
+                    }
+                    reached = reached.max(last);
+                }
+                self.hub.wake(&Topic::Questions);
+            }
             Feed::Chunks => {
                 if self.hub.has_stream_readers() {
                     let (streams, last) = feeds::streams_changed_since(&self.pool, cursor).await?;

@@ -70,6 +70,7 @@ pub struct QuestionRow {
     pub tool_call_id: Option<String>,
     pub task_id: Option<Uuid>,
     pub resource_version: i64,
+    pub task_ttl_ms: Option<i64>,
 }
 
 /// The Query that asked, when known.
@@ -114,6 +115,12 @@ pub struct Question {
     /// The version as a number.
     #[serde(skip)]
     pub version: i64,
+    /// The TTL its MCP task was granted, in milliseconds.
+    #[serde(skip)]
+    pub task_ttl_ms: Option<i64>,
+    /// When it stopped being pending.
+    #[serde(skip)]
+    pub closed: Option<DateTime<Utc>>,
     /// Creation order; the page cursor.
     #[serde(skip)]
     pub sequence: i64,
@@ -133,6 +140,8 @@ impl From<QuestionRow> for Question {
             expires_at: row.expires_at.map(iso_timestamp),
             resource_version: row.resource_version.to_string(),
             version: row.resource_version,
+            task_ttl_ms: row.task_ttl_ms,
+            closed: row.closed_at,
             sequence: row.sequence_number,
             created: row.created_at,
             id: row.id,
@@ -173,6 +182,9 @@ pub struct NewQuestion {
     /// The MCP task waiting for it (set by the MCP server, not by REST clients).
     #[serde(skip)]
     pub task_id: Option<Uuid>,
+    /// The TTL granted to that task, in milliseconds.
+    #[serde(skip)]
+    pub task_ttl_ms: Option<i64>,
 }
 
 impl NewQuestion {

@@ -65,8 +65,9 @@ impl QuestionStore {
         let row = sqlx::query_as!(
             QuestionRow,
             r#"insert into questions (id, sender, recipient, channels, content, query_namespace, query_name,
-                                      tool_call_id, task_id, expires_at, resource_version)
-               values ($1, $2, $3, $4, $5, $6, $7, $8, $9, now() + make_interval(secs => $10::bigint),
+                                      tool_call_id, task_id, task_ttl_ms, expires_at, resource_version)
+               values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::bigint,
+                       now() + coalesce(make_interval(secs => $11::bigint), $10::bigint * interval '1 millisecond'),
                        nextval('question_versions'))
                returning *"#,
             id,
@@ -78,6 +79,7 @@ impl QuestionStore {
             name,
             new.tool_call_id,
             new.task_id,
+            new.task_ttl_ms,
             new.ttl_seconds,
         )
         .fetch_one(&mut *tx)
@@ -134,6 +136,15 @@ impl QuestionStore {
         };
         tx.commit().await?;
         Ok(change)
+    }
+
+    /// Expires `id` if it is pending past its expiry (waiters call this so they need not wait for the reaper).
+    pub async fn expire_if_due(&self, id: &str) -> StoreResult<()> {
+        let mut tx = self.pool.begin().await?;
+        feeds::lock_for_append(&mut tx, Feed::Questions).await?;
+        expire_if_due(&mut tx, id).await?;
+        tx.commit().await?;
+        Ok(())
     }
 
     /// Expires up to `limit` pending questions whose expiry has passed; returns how many.

@@ -3,6 +3,9 @@
 
 mod support;
 
+mod mcp;
+mod mcp_blocking;
+mod mcp_replicas;
 mod memory;
 mod operations;
 mod questions;

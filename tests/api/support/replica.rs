@@ -17,6 +17,8 @@ use super::within;
 pub struct Replica {
     /// `http://127.0.0.1:<port>`.
     pub base: String,
+    /// `http://127.0.0.1:<port>/mcp`.
+    pub mcp_url: String,
     child: Child,
     log: Arc<Mutex<Vec<String>>>,
 }
@@ -30,7 +32,8 @@ impl Replica {
     /// Like [`Replica::start`], with extra flags.
     pub async fn start_with(database_url: &str, args: &[&str]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_ark-broker"))
-            .args(["--database-url", database_url, "--host", "127.0.0.1", "--port", "0", "--log-format", "json"])
+            .args(["--database-url", database_url, "--host", "127.0.0.1", "--port", "0", "--mcp-port", "0"])
+            .args(["--log-format", "json"])
             .args(args)
             .env("LOG_LEVEL", "info")
             .stdin(Stdio::null())
@@ -56,11 +59,11 @@ impl Replica {
                 lines.lock().unwrap().push(line);
             }
         });
-        let address = match within("the replica to listen", address_rx).await {
-            Ok(address) => address,
+        let (http, mcp) = match within("the replica to listen", address_rx).await {
+            Ok(addresses) => addresses,
             Err(_) => panic!("the replica exited before listening; its log:\n{}", log.lock().unwrap().join("\n")),
         };
-        Replica { base: format!("http://{address}"), child, log }
+        Replica { base: format!("http://{http}"), mcp_url: format!("http://{mcp}/mcp"), child, log }
     }
 
     /// The absolute URL of `path`.
@@ -96,7 +99,12 @@ impl Replica {
     }
 }
 
-fn listening_address(line: &str) -> Option<String> {
+/// The HTTP and MCP addresses from the "listening" log line.
+fn listening_address(line: &str) -> Option<(String, String)> {
     let value: serde_json::Value = serde_json::from_str(line).ok()?;
-    (value.get("message")?.as_str()? == "listening").then(|| value.get("http.addr")?.as_str().map(str::to_owned))?
+    if value.get("message")?.as_str()? != "listening" {
+        return None;
+    }
+    let address = |field: &str| value.get(field)?.as_str().map(str::to_owned);
+    Some((address("http.addr")?, address("mcp.addr")?))
 }

@@ -13,6 +13,8 @@ use super::{fresh_database, within};
 pub struct TestApp {
     /// `http://127.0.0.1:<port>`.
     pub base: String,
+    /// `http://127.0.0.1:<port>/mcp`.
+    pub mcp_url: String,
     /// Its shared state (for the hub, the pool, the shutdown token).
     pub state: AppState,
     /// A client for requests.
@@ -33,13 +35,16 @@ impl TestApp {
         let mut config = Config::for_database(&database_url);
         configure(&mut config);
         let state = app::build_state(config, &database_url).await.expect("the broker starts");
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let base = format!("http://{}", listener.local_addr().expect("local address"));
+        let http = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let mcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let base = format!("http://{}", http.local_addr().expect("local address"));
+        let mcp_url = format!("http://{}/mcp", mcp.local_addr().expect("local address"));
         let (stop, stopped) = oneshot::channel::<()>();
-        let server = tokio::spawn(app::serve(listener, state.clone(), async move {
+        let listeners = app::Listeners { http, mcp: Some(mcp) };
+        let server = tokio::spawn(app::serve(listeners, state.clone(), async move {
             let _ = stopped.await;
         }));
-        TestApp { base, state, client: reqwest::Client::new(), stop: Some(stop), server }
+        TestApp { base, mcp_url, state, client: reqwest::Client::new(), stop: Some(stop), server }
     }
 
     /// The absolute URL of `path`.

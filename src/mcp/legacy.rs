@@ -1,0 +1,242 @@
+//! The 2025-11-25 task era, in front of rmcp (which serves only SEP-2663 tasks): an axum middleware that
+//! answers `tools/call` with `params.task`, `tasks/get`, `tasks/result`, `tasks/list` and `tasks/cancel`
+//! from the same Postgres-backed tasks, and adds the era's `capabilities.tasks` and
+//! `execution.taskSupport` to rmcp's `initialize` and `tools/list` replies. Everything else — including
+//! every 2026-07-28 request — passes through to rmcp untouched.
+
+use std::{convert::Infallible, time::Duration};
+
+use axum::{
+    Json,
+    body::{Body, Bytes, to_bytes},
+    extract::{Request, State},
+    http::{HeaderMap, Method, StatusCode, header, request::Parts},
+    middleware::Next,
+    response::{
+        IntoResponse, Response,
+        sse::{Event, KeepAlive, Sse},
+    },
+};
+use rmcp::{ErrorData as McpError, model::ErrorCode};
+use serde_json::{Value, json};
+
+use super::{
+    tasks::{self, RELATED_TASK, Tasks, internal},
+    tools::{self, ASK_QUESTION, Caller},
+    waiter::{Wait, Waiter},
+};
+use crate::{app::AppState, questions::Change};
+
+/// The first protocol version in which tasks are an extension rather than a core utility.
+const MODERN_VERSION: &str = "2026-07-28";
+/// Tasks per `tasks/list` page.
+const LIST_PAGE: i64 = 50;
+/// How often a blocked `tasks/result` re-checks when no notification comes (the hub also polls).
+const RESULT_TICK: Duration = Duration::from_secs(30);
+
+/// The middleware: legacy task traffic is answered here, the rest goes on to rmcp.
+pub async fn layer(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    if request.method() != Method::POST || !super::passes_host_and_origin_checks(&state, request.headers()) {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let bytes = match to_bytes(body, state.config.max_body_bytes).await {
+        Ok(bytes) => bytes,
+        Err(_) => return (StatusCode::PAYLOAD_TOO_LARGE, "request body too large").into_response(),
+    };
+    let rebuilt = |parts: Parts, bytes: Bytes| Request::from_parts(parts, Body::from(bytes));
+    let message: Value = match serde_json::from_slice(&bytes) {
+        Ok(message) if is_legacy(&parts.headers, &message) && message.get("id").is_some() => message,
+        _ => return next.run(rebuilt(parts, bytes)).await,
+    };
+    let id = message["id"].clone();
+    let params = &message["params"];
+    let legacy = Legacy { tasks: Tasks::new(state.clone()), state: state.clone() };
+    let outcome = match message["method"].as_str().unwrap_or_default() {
+        "initialize" => return patch(next.run(rebuilt(parts, bytes)).await, add_task_capabilities).await,
+        "tools/list" => return patch(next.run(rebuilt(parts, bytes)).await, add_task_support).await,
+        "tools/call" if params.get("task").is_some_and(Value::is_object) => legacy.create(params, &parts).await,
+        "tasks/get" => legacy.get(params).await,
+        "tasks/list" => legacy.list(params).await,
+        "tasks/cancel" => legacy.cancel(params).await,
+        "tasks/result" => return legacy.result(id, params, &parts.headers).await,
+        _ => return next.run(rebuilt(parts, bytes)).await,
+    };
+    reply(id, outcome)
+}
+
+/// A request is of the 2025-11-25 era (or older) unless it names 2026-07-28 in its `_meta` or header.
+fn is_legacy(headers: &HeaderMap, message: &Value) -> bool {
+    let in_meta = message.pointer("/params/_meta/io.modelcontextprotocol~1protocolVersion").is_some();
+    let header = headers.get("mcp-protocol-version").and_then(|v| v.to_str().ok());
+    !in_meta && header.is_none_or(|version| version < MODERN_VERSION)
+}
+
+struct Legacy {
+    state: AppState,
+    tasks: Tasks,
+}
+
+impl Legacy {
+    async fn create(&self, params: &Value, parts: &Parts) -> Result<Value, McpError> {
+        if params["name"] != ASK_QUESTION {
+            return Err(McpError::new(ErrorCode::METHOD_NOT_FOUND, "This tool does not support task execution", None));
+        }
+        let caller = Caller::from_headers(&parts.headers, &self.state.config);
+        let question = tools::ask_arguments(params["arguments"].as_object(), &caller)?;
+        let ttl = params.pointer("/task/ttl").and_then(Value::as_u64);
+        let question = self.tasks.create(question, ttl).await?;
+        let immediate = format!(
+            "Question {} was sent to {}; the answer will be this task's result.",
+            question.id, question.recipient
+        );
+        Ok(json!({
+            "task": tasks::legacy_task(&question, self.tasks.task_poll_interval_ms()),
+            "_meta": {"io.modelcontextprotocol/model-immediate-response": immediate},
+        }))
+    }
+
+    async fn get(&self, params: &Value) -> Result<Value, McpError> {
+        let question = self.tasks.find(task_id(params)?).await?;
+        Ok(tasks::legacy_task(&question, self.tasks.task_poll_interval_ms()))
+    }
+
+    async fn list(&self, params: &Value) -> Result<Value, McpError> {
+        let (page, next) = self.tasks.list(params["cursor"].as_str(), LIST_PAGE).await?;
+        let tasks: Vec<Value> =
+            page.iter().map(|q| tasks::legacy_task(q, self.tasks.task_poll_interval_ms())).collect();
+        let mut result = json!({"tasks": tasks});
+        if let Some(next) = next {
+            result["nextCursor"] = json!(next);
+        }
+        Ok(result)
+    }
+
+    async fn cancel(&self, params: &Value) -> Result<Value, McpError> {
+        let question = self.tasks.find(task_id(params)?).await?;
+        match self.state.questions.cancel(&question.id).await.map_err(internal)? {
+            Change::Made(cancelled) => {
+                let mut task = tasks::legacy_task(&cancelled, self.tasks.task_poll_interval_ms());
+                task["statusMessage"] = json!("The task was cancelled by request.");
+                Ok(task)
+            }
+            Change::Conflict(closed) => {
+                let status = tasks::legacy_task(&closed, 0)["status"].clone();
+                Err(McpError::invalid_params(format!("Cannot cancel task: already in terminal status {status}"), None))
+            }
+            Change::NotFound => Err(McpError::invalid_params("Failed to retrieve task: Task not found", None)),
+        }
+    }
+
+    /// Blocks until the task is terminal, then returns exactly the tool's result with the related-task
+    /// `_meta`. Streams SSE keep-alives while it waits when the client accepts SSE.
+    async fn result(&self, id: Value, params: &Value, headers: &HeaderMap) -> Response {
+        let question = match task_id(params) {
+            Ok(task) => self.tasks.find(task).await,
+            Err(error) => Err(error),
+        };
+        let question = match question {
+            Ok(question) => question,
+            Err(error) => return reply(id, Err(error)),
+        };
+        let task = question.task_id.map(|t| t.to_string()).unwrap_or_default();
+        let mut waiter = Waiter::new(&self.state, &question.id, RESULT_TICK);
+        let outcome = async move {
+            loop {
+                match waiter.next().await {
+                    Ok(Some(Wait::Closed(closed))) => {
+                        let mut result = serde_json::to_value(tools::outcome(&closed)).unwrap_or_default();
+                        // `resultType` belongs to 2026-07-28; this era's clients never see it.
+                        result.as_object_mut().map(|r| r.remove("resultType"));
+                        result["_meta"] = json!({RELATED_TASK: {"taskId": task}});
+                        return Ok(result);
+                    }
+                    Ok(Some(Wait::Tick)) => continue,
+                    Ok(None) => return Err(McpError::invalid_params("Failed to retrieve task: Task not found", None)),
+                    Err(error) => return Err(internal(error)),
+                }
+            }
+        };
+        let accepts_sse = headers
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|accept| accept.contains("text/event-stream"));
+        if !accepts_sse {
+            return reply(id, outcome.await);
+        }
+        let shutdown = self.state.shutdown.clone();
+        let stream = async_stream::stream! {
+            tokio::select! {
+                outcome = outcome => {
+                    yield Ok::<_, Infallible>(Event::default().event("message").data(envelope(id, outcome).to_string()));
+                }
+                // The client calls tasks/result again on another replica.
+                _ = shutdown.cancelled() => yield Ok(Event::default().retry(Duration::from_secs(1))),
+            }
+        };
+        Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))).into_response()
+    }
+}
+
+fn task_id(params: &Value) -> Result<&str, McpError> {
+    params["taskId"].as_str().ok_or_else(|| McpError::invalid_params("taskId is required", None))
+}
+
+/// The JSON-RPC response object for `id`.
+fn envelope(id: Value, outcome: Result<Value, McpError>) -> Value {
+    match outcome {
+        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+        Err(error) => json!({"jsonrpc": "2.0", "id": id, "error": error}),
+    }
+}
+
+/// A JSON-RPC response; legacy errors travel with HTTP 200, as the era's transport has it.
+fn reply(id: Value, outcome: Result<Value, McpError>) -> Response {
+    Json(envelope(id, outcome)).into_response()
+}
+
+/// Applies `edit` to the `result` of rmcp's JSON reply (left alone if it is not JSON).
+async fn patch(response: Response, edit: fn(&mut Value)) -> Response {
+    let is_json =
+        response.headers().get(header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if !is_json || !response.status().is_success() {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let Ok(bytes) = to_bytes(body, usize::MAX).await else {
+        return (StatusCode::BAD_GATEWAY, "unreadable MCP reply").into_response();
+    };
+    let mut message: Value = match serde_json::from_slice(&bytes) {
+        Ok(message) => message,
+        Err(_) => return Response::from_parts(parts, Body::from(bytes)),
+    };
+    if let Some(result) = message.get_mut("result") {
+        edit(result);
+    }
+    parts.headers.remove(header::CONTENT_LENGTH);
+    (parts, Json(message)).into_response()
+}
+
+/// `initialize`: the 2025-11-25 task capabilities instead of the SEP-2663 extension.
+fn add_task_capabilities(result: &mut Value) {
+    if result["protocolVersion"] != "2025-11-25" {
+        return;
+    }
+    let capabilities = &mut result["capabilities"];
+    capabilities["tasks"] = json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}});
+    if let Some(extensions) = capabilities.get_mut("extensions").and_then(Value::as_object_mut) {
+        extensions.remove(rmcp::model::TASKS_EXTENSION_ID);
+        if extensions.is_empty() {
+            capabilities.as_object_mut().map(|c| c.remove("extensions"));
+        }
+    }
+}
+
+/// `tools/list`: `ask_question` may be called as a task.
+fn add_task_support(result: &mut Value) {
+    for tool in result["tools"].as_array_mut().into_iter().flatten() {
+        if tool["name"] == ASK_QUESTION {
+            tool["execution"] = json!({"taskSupport": "optional"});
+        }
+    }
+}

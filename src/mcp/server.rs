@@ -1,0 +1,189 @@
+//! The rmcp `ServerHandler`: tools, blocking `ask_question` with progress, and the 2026-07-28 (SEP-2663)
+//! task methods. rmcp does the protocol (versions, `server/discover`, headers, framing); this file only
+//! maps it onto questions.
+
+use std::borrow::Cow;
+
+use axum::http::request::Parts;
+use rmcp::{
+    ErrorData as McpError, RoleServer, ServerHandler,
+    model::{
+        CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, CreateTaskResult, GetTaskParams,
+        GetTaskResult, Implementation, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+        ProtocolVersion, ServerCapabilities, ServerConfig, UpdateTaskParams,
+    },
+    service::RequestContext,
+};
+
+use super::{
+    tasks::{self, Tasks, internal},
+    tools::{self, ASK_QUESTION, Caller, LIST_PENDING_QUESTIONS},
+    waiter::{Wait, Waiter},
+};
+use crate::{
+    app::AppState,
+    questions::{
+        Change,
+        model::{Question, QuestionStatus},
+        store::QuestionFilter,
+    },
+};
+
+/// The protocol versions served: both task eras and the two before them (blocking calls only).
+const VERSIONS: &[ProtocolVersion] = &[
+    ProtocolVersion::V_2026_07_28,
+    ProtocolVersion::V_2025_11_25,
+    ProtocolVersion::V_2025_06_18,
+    ProtocolVersion::V_2025_03_26,
+];
+
+/// The MCP server; cheap to clone (rmcp builds one per request in stateless mode).
+#[derive(Debug, Clone)]
+pub struct BrokerMcp {
+    state: AppState,
+    tasks: Tasks,
+}
+
+impl BrokerMcp {
+    /// A server over the broker's state.
+    pub fn new(state: AppState) -> Self {
+        BrokerMcp { tasks: Tasks::new(state.clone()), state }
+    }
+
+    fn caller(&self, context: &RequestContext<RoleServer>) -> Caller {
+        context
+            .extensions
+            .get::<Parts>()
+            .map(|parts| Caller::from_headers(&parts.headers, &self.state.config))
+            .unwrap_or_default()
+    }
+
+    async fn ask(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let question = tools::ask_arguments(request.arguments.as_ref(), &self.caller(&context))?;
+        if context.client_capabilities().is_some_and(|c| c.supports_tasks()) {
+            let question = self.tasks.create(question, None).await?;
+            let task = tasks::modern_task(&question, self.tasks.task_poll_interval_ms());
+            return Ok(CallToolResponse::Task(CreateTaskResult::new(task)));
+        }
+        let question = self.state.questions.create(&question).await.map_err(internal)?;
+        self.wait_blocking(&question, &context).await.map(CallToolResponse::Complete)
+    }
+
+    /// Blocks until the question closes, sending progress while it is pending. A client disconnect or
+    /// shutdown ends the wait, never the question.
+    async fn wait_blocking(
+        &self,
+        question: &Question,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let token = context.meta.get_progress_token();
+        let mut waiter = Waiter::new(&self.state, &question.id, self.state.config.mcp_progress_interval());
+        let mut progress = 0u32;
+        loop {
+            let next = tokio::select! {
+                next = waiter.next() => next.map_err(internal)?,
+                _ = context.ct.cancelled() => {
+                    tracing::info!(question.id = %question.id, "caller went away; the question stays pending");
+                    return Err(McpError::internal_error("request cancelled; the question stays pending", None));
+                }
+                _ = self.state.shutdown.cancelled() => {
+                    return Err(McpError::internal_error(
+                        format!("the broker is shutting down; question {} stays pending", question.id),
+                        None,
+                    ));
+                }
+            };
+            match next {
+                Some(Wait::Closed(closed)) => return Ok(tools::outcome(&closed).expect("a closed question")),
+                None => return Err(McpError::internal_error("the question disappeared", None)),
+                Some(Wait::Tick) => {
+                    if let Some(token) = &token {
+                        progress += 1;
+                        let message = format!("Question pending — waiting for response ({})", question.id);
+                        let update =
+                            ProgressNotificationParam::new(token.clone(), f64::from(progress)).with_message(message);
+                        // A failed send means the client is gone; the cancellation token will say so.
+                        let _ = context.peer.notify_progress(update).await;
+                    }
+                }
+            }
+        }
+    }
+
+    async fn list_pending(&self, context: RequestContext<RoleServer>) -> Result<CallToolResponse, McpError> {
+        let caller = self.caller(&context);
+        let filter =
+            QuestionFilter { status: Some(QuestionStatus::Pending), sender: caller.agent, ..Default::default() };
+        let (_, pending) = self.state.questions.list(&filter, 0, 1000).await.map_err(internal)?;
+        Ok(CallToolResponse::Complete(tools::pending_list(&pending)))
+    }
+}
+
+impl ServerHandler for BrokerMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_tasks().build())
+            .with_server_info(Implementation::new("ark-broker", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Ask people questions with ask_question (as a task if you can: any broker replica can report on \
+                 it); list what is still unanswered with list_pending_questions.",
+            )
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(VERSIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(tools::definitions()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        match request.name.as_ref() {
+            ASK_QUESTION => self.ask(request, context).await,
+            LIST_PENDING_QUESTIONS => self.list_pending(context).await,
+            other => Err(McpError::invalid_params(format!("Unknown tool: {other}"), None)),
+        }
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        let question = self.tasks.find(&request.task_id).await?;
+        Ok(GetTaskResult::new(tasks::modern_detail(&question, self.tasks.task_poll_interval_ms())))
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        // Our tasks never ask the client for input; an update to a known task is acknowledged and ignored.
+        self.tasks.find(&request.task_id).await.map(|_| ())
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let question = self.tasks.find(&request.task_id).await?;
+        // SEP-2663 cancel is an acknowledgement, idempotent even on a terminal task.
+        match self.state.questions.cancel(&question.id).await.map_err(internal)? {
+            Change::Made(_) | Change::Conflict(_) | Change::NotFound => Ok(()),
+        }
+    }
+}

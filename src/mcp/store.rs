@@ -1,0 +1,51 @@
+//! SQL for MCP tasks: finding and listing the questions behind tasks. Tasks past their TTL are gone.
+
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::{
+    db::StoreResult,
+    questions::model::{Question, QuestionRow},
+};
+
+/// Tasks (questions with a task id) in Postgres.
+#[derive(Debug, Clone)]
+pub struct TaskStore {
+    pool: PgPool,
+}
+
+impl TaskStore {
+    /// A store on `pool`.
+    pub fn new(pool: PgPool) -> Self {
+        TaskStore { pool }
+    }
+
+    /// The question behind task `task_id`, unless there is none or the task is past its TTL.
+    pub async fn find(&self, task_id: Uuid) -> StoreResult<Option<Question>> {
+        let row = sqlx::query_as!(
+            QuestionRow,
+            "select * from questions
+             where task_id = $1 and (task_ttl_ms is null or created_at + task_ttl_ms * interval '1 millisecond' > now())",
+            task_id,
+        )
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(Question::from))
+    }
+
+    /// Up to `limit` live tasks created after sequence `after`, oldest first.
+    pub async fn list(&self, after: i64, limit: i64) -> StoreResult<Vec<Question>> {
+        let rows = sqlx::query_as!(
+            QuestionRow,
+            "select * from questions
+             where task_id is not null and sequence_number > $1
+               and (task_ttl_ms is null or created_at + task_ttl_ms * interval '1 millisecond' > now())
+             order by sequence_number limit $2",
+            after,
+            limit,
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.into_iter().map(Question::from).collect())
+    }
+}

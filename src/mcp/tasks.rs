@@ -1,0 +1,172 @@
+//! MCP tasks as each protocol era sees them. A task is the question behind it: creating a task commits
+//! the question first (durable create), and status, timestamps and result are derived from the row, so
+//! every replica and both eras (2025-11-25 `tasks/*`, 2026-07-28 SEP-2663) report the same task.
+
+use rmcp::{
+    ErrorData as McpError,
+    model::{DetailedTask, Task, TaskPayload, TaskStatus},
+};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use super::{store::TaskStore, tools};
+use crate::{
+    app::AppState,
+    db::StoreError,
+    questions::model::{NewQuestion, Question, QuestionStatus},
+};
+
+/// `_meta` key tying a message to its task.
+pub const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
+/// What a working task says about itself.
+pub const PENDING_MESSAGE: &str = "Question pending — waiting for response";
+/// Shortest TTL granted, so a task is never gone before its creation reply arrives.
+const MIN_TTL_MS: u64 = 1_000;
+
+/// The tasks of this broker: create, find, list; shared by both eras' front-ends.
+#[derive(Debug, Clone)]
+pub struct Tasks {
+    state: AppState,
+    store: TaskStore,
+}
+
+impl Tasks {
+    /// Tasks over the broker's state.
+    pub fn new(state: AppState) -> Self {
+        let store = TaskStore::new(state.pool.clone());
+        Tasks { state, store }
+    }
+
+    /// The poll interval suggested to clients, in milliseconds.
+    pub fn task_poll_interval_ms(&self) -> u64 {
+        self.state.config.mcp_task_poll_interval_ms
+    }
+
+    /// Asks `question` as a task with (at most) `requested_ttl_ms`; committed when this returns.
+    pub async fn create(&self, mut question: NewQuestion, requested_ttl_ms: Option<u64>) -> Result<Question, McpError> {
+        let config = &self.state.config;
+        let ttl = requested_ttl_ms
+            .unwrap_or(config.mcp_task_ttl_seconds.saturating_mul(1000))
+            .clamp(MIN_TTL_MS, config.mcp_task_max_ttl_seconds.saturating_mul(1000));
+        question.task_id = Some(Uuid::new_v4());
+        question.task_ttl_ms = Some(ttl as i64);
+        self.state.questions.create(&question).await.map_err(internal)
+    }
+
+    /// The question behind `task_id`; -32602 when there is none (or it is past its TTL).
+    pub async fn find(&self, task_id: &str) -> Result<Question, McpError> {
+        let not_found =
+            || McpError::invalid_params(format!("Failed to retrieve task: Task not found ({task_id})"), None);
+        let id = Uuid::parse_str(task_id).map_err(|_| not_found())?;
+        self.store.find(id).await.map_err(internal)?.ok_or_else(not_found)
+    }
+
+    /// One page of live tasks after the opaque `cursor`, and the cursor of the next page.
+    pub async fn list(&self, cursor: Option<&str>, page: i64) -> Result<(Vec<Question>, Option<String>), McpError> {
+        let after = match cursor {
+            None => 0,
+            Some(cursor) => decode_cursor(cursor).ok_or_else(|| McpError::invalid_params("Invalid cursor", None))?,
+        };
+        let mut tasks = self.store.list(after, page + 1).await.map_err(internal)?;
+        let next = if tasks.len() as i64 > page {
+            tasks.truncate(page as usize);
+            tasks.last().map(|q| encode_cursor(q.sequence))
+        } else {
+            None
+        };
+        Ok((tasks, next))
+    }
+}
+
+/// Maps a store failure to -32603 (logged; the details stay here).
+pub fn internal(error: StoreError) -> McpError {
+    tracing::warn!(%error, "MCP request failed in the store");
+    McpError::internal_error("the broker could not reach its database; retry", None)
+}
+
+fn encode_cursor(sequence: i64) -> String {
+    format!("t{sequence:x}")
+}
+
+fn decode_cursor(cursor: &str) -> Option<i64> {
+    i64::from_str_radix(cursor.strip_prefix('t')?, 16).ok().filter(|n| *n >= 0)
+}
+
+/// When the task last changed.
+fn last_updated(question: &Question) -> String {
+    question.closed_at.clone().unwrap_or_else(|| question.created_at.clone())
+}
+
+fn task_id(question: &Question) -> String {
+    question.task_id.map(|id| id.to_string()).unwrap_or_default()
+}
+
+/// The task in the 2026-07-28 (SEP-2663) shape. An expired question is a completed task whose result is a
+/// tool error; only a cancelled question is a cancelled task.
+pub fn modern_task(question: &Question, poll_interval_ms: u64) -> Task {
+    let status = match question.status {
+        QuestionStatus::Pending => TaskStatus::Working,
+        QuestionStatus::Answered | QuestionStatus::Expired => TaskStatus::Completed,
+        QuestionStatus::Cancelled => TaskStatus::Cancelled,
+    };
+    let mut task = Task::new(task_id(question), status, question.created_at.clone(), last_updated(question))
+        .with_poll_interval_ms(poll_interval_ms);
+    task.ttl_ms = question.task_ttl_ms.map(|ttl| ttl as u64);
+    if question.status == QuestionStatus::Pending {
+        task = task.with_status_message(PENDING_MESSAGE);
+    }
+    task
+}
+
+/// The SEP-2663 task with its inlined result.
+pub fn modern_detail(question: &Question, poll_interval_ms: u64) -> DetailedTask {
+    let payload = match (question.status, tools::outcome(question)) {
+        (QuestionStatus::Cancelled, _) => TaskPayload::Cancelled,
+        (_, Some(result)) => match serde_json::to_value(result) {
+            Ok(Value::Object(result)) => TaskPayload::Completed { result },
+            _ => TaskPayload::Failed {
+                error: json!({"code": -32603, "message": "unserialisable result"})
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default(),
+            },
+        },
+        (_, None) => TaskPayload::Working,
+    };
+    DetailedTask::new(modern_task(question, poll_interval_ms), payload)
+}
+
+/// The task in the 2025-11-25 shape. There a tool error is a `failed` task, so an expired question is one.
+pub fn legacy_task(question: &Question, poll_interval_ms: u64) -> Value {
+    let (status, message) = match question.status {
+        QuestionStatus::Pending => ("working", Some(PENDING_MESSAGE)),
+        QuestionStatus::Answered => ("completed", None),
+        QuestionStatus::Cancelled => ("cancelled", Some("The question was cancelled.")),
+        QuestionStatus::Expired => ("failed", Some("The question expired before anyone answered it.")),
+    };
+    let mut task = json!({
+        "taskId": task_id(question),
+        "status": status,
+        "createdAt": question.created_at,
+        "lastUpdatedAt": last_updated(question),
+        "ttl": question.task_ttl_ms,
+        "pollInterval": poll_interval_ms,
+    });
+    if let Some(message) = message {
+        task["statusMessage"] = json!(message);
+    }
+    task
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{decode_cursor, encode_cursor};
+
+    #[test]
+    fn cursors_round_trip_and_reject_garbage() {
+        assert_eq!(decode_cursor(&encode_cursor(12345)), Some(12345));
+        for bad in ["", "t", "12", "tzz", "t-1"] {
+            assert_eq!(decode_cursor(bad), None, "{bad}");
+        }
+    }
+}

@@ -1,0 +1,73 @@
+//! Waiting for a question to close, for a blocking `ask_question` and a 2025-11-25 `tasks/result`, on any
+//! replica: woken through the hub (LISTEN/NOTIFY, backed by the listener's poll), with a tick for progress.
+
+use std::time::Duration;
+
+use tokio::time::{Instant, Interval, MissedTickBehavior};
+
+use crate::{
+    app::AppState,
+    db::{
+        StoreResult,
+        hub::{Subscription, Topic},
+    },
+    questions::{
+        QuestionStore,
+        model::{Question, QuestionStatus},
+    },
+};
+
+/// What woke the waiter.
+#[derive(Debug)]
+pub enum Wait {
+    /// The question is closed (answered, cancelled or expired).
+    Closed(Box<Question>),
+    /// Still pending; a tick passed (time to send progress).
+    Tick,
+}
+
+/// Waits on one question.
+#[derive(Debug)]
+pub struct Waiter {
+    questions: QuestionStore,
+    id: String,
+    subscription: Subscription,
+    tick: Interval,
+}
+
+impl Waiter {
+    /// Starts waiting on question `id`, ticking every `tick`. Subscribes before the first read.
+    pub fn new(state: &AppState, id: &str, tick: Duration) -> Self {
+        let subscription = state.hub.subscribe(Topic::Question(id.to_owned()));
+        let mut tick = tokio::time::interval_at(Instant::now() + tick, tick);
+        tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        Waiter { questions: state.questions.clone(), id: id.to_owned(), subscription, tick }
+    }
+
+    /// Waits until the question closes or the next tick. `None` if the question does not exist.
+    pub async fn next(&mut self) -> StoreResult<Option<Wait>> {
+        loop {
+            let Some(question) = self.questions.get(&self.id).await? else { return Ok(None) };
+            if question.status != QuestionStatus::Pending {
+                return Ok(Some(Wait::Closed(Box::new(question))));
+            }
+            if question.expires_at.is_some() && past_expiry(&question) {
+                // Expire it now rather than waiting for the reaper; the change wakes us.
+                self.questions.expire_if_due(&self.id).await?;
+                continue;
+            }
+            tokio::select! {
+                _ = self.subscription.woken() => {}
+                _ = self.tick.tick() => return Ok(Some(Wait::Tick)),
+            }
+        }
+    }
+}
+
+fn past_expiry(question: &Question) -> bool {
+    question
+        .expires_at
+        .as_deref()
+        .and_then(|at| chrono::DateTime::parse_from_rfc3339(at).ok())
+        .is_some_and(|at| at <= chrono::Utc::now())
+}

@@ -1,0 +1,157 @@
+//! MCP across three broker processes: ask on one, wait on another, answer on a third, kill one in the
+//! middle; and the real clients (the official Python SDK, the conformance suite) against live replicas.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use crate::support::{Replica, fresh_database, mcp::Mcp, within};
+
+/// A poll so slow that a prompt wake-up can only have come through NOTIFY.
+const NO_POLL: &[&str] = &["--poll-interval-ms", "600000"];
+
+async fn pending_id(client: &reqwest::Client, replica: &Replica, content: &str) -> String {
+    let list: Value = client.get(replica.url("/questions?status=pending")).send().await.unwrap().json().await.unwrap();
+    let found = list["items"].as_array().unwrap().iter().find(|q| q["content"] == content).expect("the question");
+    found["id"].as_str().unwrap().to_owned()
+}
+
+async fn answer(client: &reqwest::Client, replica: &Replica, id: &str, response: &str) {
+    let reply = client
+        .patch(replica.url(&format!("/questions/{id}")))
+        .json(&json!({"response": response}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reply.status(), 200);
+}
+
+#[tokio::test]
+async fn a_task_asked_on_a_and_answered_on_c_completes_a_result_blocked_on_b_through_notify() {
+    let url = fresh_database().await;
+    let (a, b, c) = tokio::join!(Replica::start(&url), Replica::start_with(&url, NO_POLL), Replica::start(&url));
+    let client = reqwest::Client::new();
+    let args = json!({"recipient": "ark://users/dave", "content": "across?"});
+    let created =
+        Mcp::new(&a.mcp_url).legacy("tools/call", json!({"name": "ask_question", "arguments": args, "task": {}})).await;
+    let task_id = created.result()["task"]["taskId"].as_str().unwrap().to_owned();
+    // B subscribes before it sends the reply's headers, so once they arrive B is waiting.
+    let blocked = Mcp::new(&b.mcp_url).legacy_started("tasks/result", json!({"taskId": task_id})).await;
+    let blocked = tokio::spawn(blocked.finish());
+    let id = pending_id(&client, &c, "across?").await;
+    answer(&client, &c, &id, "from C").await;
+    let result = within("B's tasks/result (B polls only every 10 minutes)", blocked).await.unwrap();
+    assert_eq!(result.result()["structuredContent"]["response"], "from C");
+    let on_a = Mcp::new(&a.mcp_url).legacy("tasks/get", json!({"taskId": task_id})).await;
+    assert_eq!(on_a.result()["status"], "completed");
+    let modern_on_c = Mcp::new(&c.mcp_url).modern("tasks/get", Some(&task_id), json!({"taskId": task_id}), true).await;
+    assert_eq!(modern_on_c.result()["result"]["structuredContent"]["response"], "from C");
+}
+
+#[tokio::test]
+async fn a_blocking_ask_on_a_returns_the_answer_given_on_c_through_notify() {
+    let url = fresh_database().await;
+    let waits_on_notify_only = &["--poll-interval-ms", "600000", "--mcp-progress-interval-ms", "100"];
+    let (a, c) = tokio::join!(Replica::start_with(&url, waits_on_notify_only), Replica::start(&url));
+    let client = reqwest::Client::new();
+    let (observer, mut progress) = tokio::sync::mpsc::unbounded_channel();
+    let call = tokio::spawn({
+        let a = Mcp::new(&a.mcp_url);
+        async move {
+            let params = json!({"name": "ask_question", "arguments": {"recipient": "ark://users/dave", "content": "block across?"},
+                                "_meta": {"progressToken": 7}});
+            a.legacy_observed("tools/call", params, Some(observer)).await
+        }
+    });
+    // A's first progress notification says it is waiting, and names the question.
+    let first = within("A's first progress", progress.recv()).await.expect("progress while pending");
+    let message = first["params"]["message"].as_str().unwrap();
+    let id = message.rsplit('(').next().unwrap().trim_end_matches(')').to_owned();
+    assert!(id.starts_with("q-"), "{message}");
+    answer(&client, &c, &id, "blocking from C").await;
+    let reply = within("A's blocking call", call).await.unwrap();
+    assert_eq!(reply.result()["structuredContent"]["response"], "blocking from C");
+}
+
+#[tokio::test]
+async fn a_blocked_task_result_on_a_killed_replica_is_simply_asked_again_elsewhere() {
+    let url = fresh_database().await;
+    let (a, mut b, c) = tokio::join!(Replica::start(&url), Replica::start(&url), Replica::start(&url));
+    let client = reqwest::Client::new();
+    let args = json!({"recipient": "ark://users/dave", "content": "survive?"});
+    let created =
+        Mcp::new(&a.mcp_url).legacy("tools/call", json!({"name": "ask_question", "arguments": args, "task": {}})).await;
+    let task_id = created.result()["task"]["taskId"].as_str().unwrap().to_owned();
+    let doomed = Mcp::new(&b.mcp_url).legacy_started("tasks/result", json!({"taskId": task_id})).await;
+    b.kill().await;
+    let cut = within("the call on the killed replica to end", doomed.finish_or_cut()).await;
+    assert!(cut.is_none(), "B died mid-call, so its reply never came");
+    let again = tokio::spawn({
+        let c = Mcp::new(&c.mcp_url);
+        let task_id = task_id.clone();
+        async move { c.legacy("tasks/result", json!({"taskId": task_id})).await }
+    });
+    let id = pending_id(&client, &a, "survive?").await;
+    answer(&client, &a, &id, "still here").await;
+    let result = within("tasks/result on C", again).await.unwrap();
+    assert_eq!(result.result()["structuredContent"]["response"], "still here");
+}
+
+fn tool_path(relative: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(relative)
+}
+
+#[tokio::test]
+async fn the_official_python_sdk_uses_tasks_and_progress_across_three_replicas() {
+    let python = tool_path("tests/mcp/.venv/bin/python");
+    assert!(
+        python.exists(),
+        "this test needs the pinned MCP Python SDK; ./scripts/test installs it (tests/mcp/install.sh)"
+    );
+    let url = fresh_database().await;
+    let fast_progress = &["--mcp-progress-interval-ms", "200"];
+    let (a, b, c) = tokio::join!(
+        Replica::start_with(&url, fast_progress),
+        Replica::start_with(&url, fast_progress),
+        Replica::start_with(&url, fast_progress)
+    );
+    let output = within(
+        "the Python SDK scenario",
+        tokio::process::Command::new(&python)
+            .arg(tool_path("tests/mcp/legacy_tasks.py"))
+            .env("MCP_A", &a.mcp_url)
+            .env("MCP_B", &b.mcp_url)
+            .env("MCP_C", &c.mcp_url)
+            .env("REST_A", &a.base)
+            .env("REST_B", &b.base)
+            .env("REST_C", &c.base)
+            .output(),
+    )
+    .await
+    .expect("run python");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "the Python SDK scenario failed:\n{stdout}\n{stderr}");
+    assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
+}
+
+#[tokio::test]
+async fn the_mcp_conformance_suite_passes_except_checks_needing_fixture_tools() {
+    let runner = tool_path("tests/conformance/run.sh");
+    assert!(
+        tool_path("tests/conformance/node_modules/@modelcontextprotocol/conformance").exists(),
+        "this test needs the pinned conformance suite; ./scripts/test installs it"
+    );
+    let url = fresh_database().await;
+    let replica = Replica::start(&url).await;
+    let output = tokio::time::timeout(
+        std::time::Duration::from_secs(240),
+        tokio::process::Command::new("bash").arg(&runner).arg(&replica.mcp_url).output(),
+    )
+    .await
+    .expect("the conformance suite finishes")
+    .expect("run the conformance suite");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "unexpected conformance failures:\n{stdout}\n{stderr}");
+}

@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# Runs the official MCP conformance suite (@modelcontextprotocol/conformance, pinned in package.json) against
+# one Ark Broker MCP endpoint:   tests/conformance/run.sh http://127.0.0.1:8080/mcp
+#
+# Scenarios: server-initialize, http-header-validation, server-stateless, and every tasks-* scenario the
+# installed suite lists. Each run is judged against expected-failures.yml: exit 0 only when every failing
+# (or WARNING) check is listed there and no listed check now passes (the suite calls that a stale baseline).
+# Prints one summary line per scenario; full logs and checks.json go to results/<run>/ (git-ignored).
+#
+# Environment: CONFORMANCE_TIMEOUT_MS (per scenario, default 30000), CONFORMANCE_RESULTS (default ./results),
+# CONFORMANCE_EXPECTED_FAILURES (default ./expected-failures.yml).
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+cd "$here"
+
+if [ $# -ne 1 ] || [ -z "$1" ]; then
+  echo "usage: $0 <mcp-url>   (e.g. http://127.0.0.1:8080/mcp)" >&2
+  exit 2
+fi
+url="$1"
+timeout_ms="${CONFORMANCE_TIMEOUT_MS:-30000}"
+baseline="$(realpath "${CONFORMANCE_EXPECTED_FAILURES:-$here/expected-failures.yml}")"
+pkg="node_modules/@modelcontextprotocol/conformance"
+want_version="$(node -p 'require("./package.json").devDependencies["@modelcontextprotocol/conformance"]')"
+
+# 1. Install (npm ci) when node_modules is missing or holds another version than package.json pins.
+have_version="$(node -p "try{require('./$pkg/package.json').version}catch(e){''}" 2>/dev/null || true)"
+if [ ! -d node_modules ] || [ "$have_version" != "$want_version" ]; then
+  npm ci --no-audit --no-fund --loglevel=error
+fi
+
+# 2. Node < 22 has no fs.globSync; the suite imports it (used only by `tier-check` report globbing). Drop it
+#    from the import and define a stub with the same minified name. Idempotent; fails loudly if the bundle
+#    changed shape.
+dist="$pkg/dist/index.js"
+node_major="$(node -p 'process.versions.node.split(".")[0]')"
+if [ "$node_major" -lt 22 ] && ! grep -q 'ark-broker: node20 globSync stub' "$dist"; then
+  alias="$(grep -o 'globSync as [A-Za-z_$][A-Za-z0-9_$]*' "$dist" | head -1 | sed 's/^globSync as //')"
+  if [ -z "$alias" ]; then
+    echo "run.sh: cannot find 'globSync as <name>' in $dist; the Node 20 patch needs updating" >&2
+    exit 1
+  fi
+  sed -i -e "s/,globSync as ${alias},/,/" -e "s/{globSync as ${alias},/{/" -e "s/,globSync as ${alias}}/}/" "$dist"
+  if grep -q 'globSync' "$dist"; then
+    echo "run.sh: globSync still referenced in $dist after patching; the Node 20 patch needs updating" >&2
+    exit 1
+  fi
+  printf '\n;function %s(){return []} /* ark-broker: node20 globSync stub */\n' "$alias" >> "$dist"
+fi
+conformance=(node "$dist")
+
+# 3. Scenario list: the fixed ones plus every tasks-* the suite lists.
+listing="$("${conformance[@]}" list --server)"
+mapfile -t tasks_scenarios < <(printf '%s\n' "$listing" | sed -n 's/^ *- \(tasks-[a-z0-9-]*\).*/\1/p')
+if [ "${#tasks_scenarios[@]}" -eq 0 ]; then
+  echo "run.sh: the suite lists no tasks-* scenarios" >&2
+  exit 1
+fi
+scenarios=(server-initialize http-header-validation server-stateless "${tasks_scenarios[@]}")
+for s in "${scenarios[@]}"; do
+  printf '%s\n' "$listing" | grep -q "^ *- $s " || { echo "run.sh: the suite has no scenario '$s'" >&2; exit 1; }
+done
+
+# Flags per scenario, as in shared/reference/mcp-tasks.md §6: the legacy handshake and the header checks at
+# their own version; server-stateless and the (extension) tasks scenarios forced onto 2026-07-28.
+flags_for() {
+  case "$1" in
+    server-initialize | http-header-validation) ;;
+    *) echo "--spec-version 2026-07-28 --force" ;;
+  esac
+}
+
+run_dir="${CONFORMANCE_RESULTS:-$here/results}/$(date -u +%Y%m%dT%H%M%SZ)"
+mkdir -p "$run_dir"
+echo "conformance $want_version against $url (logs: $run_dir)"
+
+passed=0
+failed=0
+for s in "${scenarios[@]}"; do
+  log="$run_dir/$s.log"
+  # shellcheck disable=SC2046
+  set +e
+  timeout --kill-after=10 $((timeout_ms / 1000 + 60)) "${conformance[@]}" server --url "$url" --scenario "$s" \
+    $(flags_for "$s") --timeout "$timeout_ms" --expected-failures "$baseline" -o "$run_dir" >"$log" 2>&1
+  rc=$?
+  set -e
+  checks="$(ls -d "$run_dir"/server-"$s"-*/checks.json 2>/dev/null | tail -1 || true)"
+  plain="$(sed 's/\x1b\[[0-9;]*m//g' "$log")"
+  counts="no checks"
+  failing=""
+  if [ -n "$checks" ]; then
+    counts="$(node -e '
+      const c = require(process.argv[1]), n = (s) => c.filter((x) => x.status === s).length;
+      let out = `${n("SUCCESS")} passed, ${n("FAILURE")} failed`;
+      for (const s of ["WARNING", "SKIPPED", "INFO"]) if (n(s)) out += `, ${n(s)} ${s.toLowerCase()}`;
+      console.log(out);' "$checks")"
+    failing="$(node -e '
+      const c = require(process.argv[1]);
+      console.log([...new Set(c.filter((x) => x.status === "FAILURE" || x.status === "WARNING").map((x) => x.id))].join(" "));' "$checks")"
+  else
+    crash="$(printf '%s\n' "$plain" | grep -m1 -E 'error|Error' || true)"
+    counts="no checks (scenario aborted: ${crash:-see log})"
+  fi
+  expected="$(printf '%s\n' "$plain" | grep -c '^  ~ ' || true)"
+  note=""
+  [ "$expected" -gt 0 ] && note=" ($expected expected by baseline)"
+  if printf '%s\n' "$plain" | grep -q '^SKIPPED: scenario'; then
+    rc=1
+    note="$note; the suite skipped the scenario"
+  fi
+  if [ "$rc" -eq 0 ]; then
+    passed=$((passed + 1))
+    echo "PASS $s: $counts$note"
+  else
+    failed=$((failed + 1))
+    if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then note="$note; timed out"; fi
+    stale="$(printf '%s\n' "$plain" | sed -n 's/^  ✓ //p' | paste -sd' ' -)"
+    badbl="$(printf '%s\n' "$plain" | grep -m1 'Invalid expected-failures file' || true)"
+    [ -n "$badbl" ] && note="$note; $badbl"
+    [ -n "$failing" ] && note="$note; failing checks: $failing"
+    [ -n "$stale" ] && note="$note; stale baseline entries (now pass, remove them): $stale"
+    echo "FAIL $s: $counts$note; log: $log"
+  fi
+done
+echo "conformance: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
