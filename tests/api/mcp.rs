@@ -180,6 +180,9 @@ async fn a_2026_07_28_task_reports_its_inlined_result_and_cancel_acknowledges() 
     let legacy = mcp.legacy("tasks/get", json!({"taskId": task_id})).await;
     assert_eq!(legacy.result()["status"], "completed");
 
+    let update =
+        mcp.modern("tasks/update", Some(&task_id), json!({"taskId": task_id, "inputResponses": {}}), true).await;
+    assert_eq!(update.result(), &json!({"resultType": "complete"}), "update is acknowledged");
     let ack = mcp.modern("tasks/cancel", Some(&task_id), json!({"taskId": task_id}), true).await;
     assert_eq!(ack.result(), &json!({"resultType": "complete"}), "cancel is an idempotent acknowledgement");
     let missing_name = mcp.modern("tasks/get", None, json!({"taskId": task_id}), true).await;
@@ -209,4 +212,33 @@ async fn cancelling_a_modern_task_cancels_its_question() {
     assert_eq!(question["status"], "cancelled");
     let got = mcp.modern("tasks/get", Some(&task_id), json!({"taskId": task_id}), true).await;
     assert_eq!(got.result()["status"], "cancelled");
+}
+
+#[tokio::test]
+async fn only_allowed_hosts_reach_mcp_including_the_legacy_task_methods_and_bodies_are_bounded() {
+    let app = TestApp::spawn_with(|config| {
+        config.mcp_allowed_hosts = vec!["broker.ark.svc".into()];
+        config.max_body_bytes = 64 * 1024;
+    })
+    .await;
+    let client = reqwest::Client::new();
+    let call = |host: &'static str, body: Value| {
+        client
+            .post(&app.mcp_url)
+            .header("host", host)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-11-25")
+            .json(&body)
+            .send()
+    };
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tasks/list", "params": {}});
+    assert_eq!(call("evil.example", list.clone()).await.unwrap().status(), 403, "a foreign Host is refused");
+    assert_eq!(call("broker.ark.svc", list).await.unwrap().status(), 200);
+    let tools = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}});
+    assert_eq!(call("evil.example", tools.clone()).await.unwrap().status(), 403);
+    assert_eq!(call("broker.ark.svc:8081", tools).await.unwrap().status(), 200, "host:port matches the host");
+    let huge = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                      "params": {"name": "ask_question", "arguments": {"recipient": "ark://users/d", "content": "x".repeat(100_000)}}});
+    assert_eq!(call("broker.ark.svc", huge).await.unwrap().status(), 413, "bodies over the limit are refused");
 }
