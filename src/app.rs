@@ -28,6 +28,7 @@ use crate::{
     error::{self, ApiError},
     http::health,
     messages::{self, MessageStore},
+    query_status,
     questions::{self, QuestionStore},
     retention::Reaper,
     streams::{self, ChunkStore, ChunkWriter},
@@ -110,6 +111,10 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
         question_log_seconds: config.question_log_seconds as i64,
     };
     let reaper_task = tokio::spawn(reaper.run(Duration::from_secs(config.reap_interval_seconds), shutdown.clone()));
+    let mut background = vec![listener_task, writer_task, reaper_task];
+    if let Some(client) = query_status::client(&config).await {
+        background.push(query_status::spawn(client, &config, pool.clone(), hub.clone(), shutdown.clone()));
+    }
     Ok(AppState {
         config: Arc::new(config),
         messages,
@@ -120,7 +125,7 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
         chunks,
         writer,
         shutdown,
-        background: Arc::new(Mutex::new(vec![listener_task, writer_task, reaper_task])),
+        background: Arc::new(Mutex::new(background)),
     })
 }
 

@@ -64,6 +64,22 @@ pub struct Config {
     #[arg(long, env = "ARK_BROKER_QUERY_NAMESPACE_HEADER", default_value = "x-ark-query-namespace")]
     pub query_namespace_header: String,
 
+    /// Patch the asking Query's status while a question waits: `auto` uses the in-cluster service account or
+    /// a kubeconfig when there is one (and stays off, logging it once, when there is none); `off` never patches.
+    #[arg(long, env = "ARK_BROKER_KUBE_STATUS_PATCHING", value_enum, default_value_t = StatusPatching::Auto)]
+    pub kube_status_patching: StatusPatching,
+
+    /// The Query phase set while a question waits: `input-required` (accepted by Ark's CRD) or `waiting`
+    /// (for clusters whose CRD has it).
+    #[arg(long, env = "ARK_BROKER_WAITING_PHASE", default_value = "input-required",
+          value_parser = ["input-required", "waiting"])]
+    pub waiting_phase: String,
+
+    /// Kubernetes API server URL to use without credentials instead of the in-cluster or kubeconfig one
+    /// (for tests and local development).
+    #[arg(long, env = "ARK_BROKER_KUBE_API_URL")]
+    pub kube_api_url: Option<String>,
+
     /// PostgreSQL connection URL. When unset, the broker starts its own local PostgreSQL from the
     /// machine's binaries in `<data-dir>/postgres` and stops it on exit (the embedded default).
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
@@ -124,6 +140,15 @@ pub struct Config {
     pub flush_max_rows: u64,
 }
 
+/// Whether the broker patches Query status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StatusPatching {
+    /// When Kubernetes is reachable (in-cluster, kubeconfig, or `--kube-api-url`).
+    Auto,
+    /// Never.
+    Off,
+}
+
 /// How log lines are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
@@ -143,6 +168,8 @@ impl Config {
         config.host = IpAddr::from([127, 0, 0, 1]);
         config.port = 0;
         config.mcp_port = 0;
+        // Tests opt in to Kubernetes explicitly (with a fake API server); never a developer's real cluster.
+        config.kube_status_patching = StatusPatching::Off;
         config
     }
 

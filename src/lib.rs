@@ -13,6 +13,7 @@
 //!   [`messages`] (upstream's Memory API), [`streams`] (LLM chunk streams), [`questions`] (questions
 //!   agents ask people, with the resourceVersion watch).
 //! - [`mcp`]: the MCP server (`ask_question`, `list_pending_questions`, tasks in both protocol eras).
+//! - [`query_status`]: the asking Query's phase and `waitingFor` while a question waits (Kubernetes).
 //! - [`ui`]: the web page that answers questions.
 
 pub mod app;
@@ -22,6 +23,7 @@ pub mod error;
 pub mod http;
 pub mod mcp;
 pub mod messages;
+pub mod query_status;
 pub mod questions;
 pub mod retention;
 pub mod server;

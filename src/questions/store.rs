@@ -301,6 +301,21 @@ async fn record(tx: &mut PgConnection, kind: &str, row: QuestionRow) -> StoreRes
     )
     .execute(&mut *tx)
     .await?;
+    if let Some(query) = &question.query
+        && let Some(namespace) = &query.namespace
+    {
+        // The Query waits while the question is pending and resumes when it closes (outbox, see migration 0006).
+        let action = if kind == "question_created" { "wait" } else { "resume" };
+        sqlx::query!(
+            "insert into query_status_patches (question_id, query_namespace, query_name, action) values ($1, $2, $3, $4)",
+            question.id,
+            namespace,
+            query.name,
+            action,
+        )
+        .execute(&mut *tx)
+        .await?;
+    }
     feeds::notify(tx, Feed::Questions, version).await?;
     Ok(question)
 }

@@ -8,6 +8,7 @@ mod mcp_blocking;
 mod mcp_replicas;
 mod memory;
 mod operations;
+mod query_status;
 mod questions;
 mod replicas;
 mod reports;

@@ -1,6 +1,7 @@
 //! Test support: the throwaway PostgreSQL, brokers in-process and as processes, and an SSE client.
 
 pub mod cluster;
+pub mod fake_kube;
 pub mod mcp;
 pub mod replica;
 pub mod sse;

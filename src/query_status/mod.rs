@@ -1,0 +1,158 @@
+//! Query status while a question waits: when a question of a known Query is asked, the Query's phase goes
+//! to the waiting phase and `waitingFor` is recorded (in Postgres, and in an annotation on the Query); when
+//! it is answered, cancelled or expires, the phase goes back to `running` and the annotation goes away.
+//!
+//! The patches come from an outbox written with the question change (see migration 0006): every replica runs
+//! this worker, each patch is claimed by one of them, and failures are retried with backoff. The answer
+//! never waits for Kubernetes. Without Kubernetes configuration the worker does not start.
+
+mod patch;
+mod store;
+
+pub use patch::WAITING_FOR_ANNOTATION;
+
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use self::{
+    patch::{Outcome, QueryPatcher},
+    store::{PatchJob, PatchStore},
+};
+use crate::{
+    config::{Config, StatusPatching},
+    db::hub::{Hub, Topic},
+};
+
+/// How long a claimed patch is reserved for the replica that claimed it.
+const LEASE_SECONDS: i64 = 30;
+/// Patches claimed per round trip.
+const CLAIM: i64 = 8;
+/// Attempts before a transient failure is given up on (about half an hour of backoff).
+const MAX_ATTEMPTS: i32 = 60;
+/// How often due retries are looked for when nothing wakes the worker.
+const TICK: Duration = Duration::from_secs(1);
+
+/// A Kubernetes client per the configuration, or `None` (logged once) when status patching is off.
+pub async fn client(config: &Config) -> Option<kube::Client> {
+    if config.kube_status_patching == StatusPatching::Off {
+        tracing::info!("Query status patching is off (--kube-status-patching=off)");
+        return None;
+    }
+    let kube_config = match &config.kube_api_url {
+        Some(url) => match url.parse() {
+            Ok(url) => Ok(kube::Config::new(url)),
+            Err(error) => {
+                tracing::warn!(%error, "invalid --kube-api-url; Query status patching is off");
+                return None;
+            }
+        },
+        None => kube::Config::infer().await.map_err(|e| e.to_string()),
+    };
+    match kube_config.map(kube::Client::try_from) {
+        Ok(Ok(client)) => Some(client),
+        Ok(Err(error)) => {
+            tracing::warn!(%error, "cannot build a Kubernetes client; Query status patching is off");
+            None
+        }
+        Err(_) => {
+            tracing::info!(
+                "no Kubernetes configuration found (in-cluster or kubeconfig); Query status patching is off"
+            );
+            None
+        }
+    }
+}
+
+/// Starts the worker on this replica.
+pub fn spawn(
+    client: kube::Client,
+    config: &Config,
+    pool: sqlx::PgPool,
+    hub: Hub,
+    cancel: CancellationToken,
+) -> JoinHandle<()> {
+    let worker =
+        Worker { patcher: QueryPatcher::new(client, config.waiting_phase.clone()), store: PatchStore::new(pool) };
+    tokio::spawn(worker.run(hub, cancel))
+}
+
+struct Worker {
+    patcher: QueryPatcher,
+    store: PatchStore,
+}
+
+impl Worker {
+    async fn run(self, hub: Hub, cancel: CancellationToken) {
+        // Any question change may have queued a patch, on this replica or another.
+        let mut changes = hub.subscribe(Topic::Questions);
+        let mut tick = tokio::time::interval(TICK);
+        loop {
+            self.drain().await;
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = changes.woken() => {}
+                _ = tick.tick() => {}
+            }
+        }
+    }
+
+    async fn drain(&self) {
+        loop {
+            let jobs = match self.store.claim_due(CLAIM, LEASE_SECONDS).await {
+                Ok(jobs) if !jobs.is_empty() => jobs,
+                Ok(_) => return,
+                Err(error) => {
+                    tracing::warn!(%error, "cannot claim Query status patches");
+                    return;
+                }
+            };
+            for job in jobs {
+                let outcome = self.attempt(&job).await;
+                if let Err(error) = self.settle(&job, outcome).await {
+                    tracing::warn!(%error, patch.id = job.id, "cannot record a Query status patch; it will be retried");
+                }
+            }
+        }
+    }
+
+    async fn attempt(&self, job: &PatchJob) -> Outcome {
+        let (namespace, name) = (&job.query_namespace, &job.query_name);
+        let question = match self.store.question(&job.question_id).await {
+            Ok(Some(question)) => question,
+            Ok(None) => return Outcome::Done("skipped: the question is gone".into()),
+            Err(error) => return Outcome::Retry(error.to_string()),
+        };
+        if job.action == "wait" {
+            if !question.pending {
+                return Outcome::Done("skipped: the question was already closed".into());
+            }
+            return self.patcher.wait(namespace, name, &question).await;
+        }
+        match self.store.still_waiting(namespace, name, &job.question_id).await {
+            Ok(other) => self.patcher.resume(namespace, name, other.as_ref()).await,
+            Err(error) => Outcome::Retry(error.to_string()),
+        }
+    }
+
+    async fn settle(&self, job: &PatchJob, outcome: Outcome) -> crate::db::StoreResult<()> {
+        let query = format!("{}/{}", job.query_namespace, job.query_name);
+        match outcome {
+            Outcome::Done(result) => {
+                tracing::info!(query = %query, question.id = %job.question_id, action = %job.action, %result, "Query status");
+                self.store.finish(job.id, &result).await
+            }
+            Outcome::Retry(error) if job.attempts < MAX_ATTEMPTS => {
+                // 0.5 s, 1 s, 2 s, … up to 30 s.
+                let delay_ms = (250i64 << job.attempts.clamp(1, 7)).min(30_000);
+                tracing::warn!(query = %query, attempts = job.attempts, retry_ms = delay_ms, %error, "Query status patch failed; retrying");
+                self.store.retry_later(job.id, delay_ms, &error).await
+            }
+            Outcome::Retry(error) | Outcome::GiveUp(error) => {
+                tracing::warn!(query = %query, attempts = job.attempts, %error, "Query status patch given up");
+                self.store.finish(job.id, &format!("gave up: {error}")).await
+            }
+        }
+    }
+}

@@ -1,0 +1,116 @@
+//! SQL for Query status patching: claiming due patches from the outbox (one replica each, leased), and
+//! finishing or rescheduling them.
+
+use chrono::{DateTime, Utc};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::db::StoreResult;
+
+/// A patch to make.
+#[derive(Debug, Clone)]
+pub struct PatchJob {
+    pub id: i64,
+    pub question_id: String,
+    pub query_namespace: String,
+    pub query_name: String,
+    /// `wait` or `resume`.
+    pub action: String,
+    /// Including this one.
+    pub attempts: i32,
+}
+
+/// What the Query waits for, as the annotation shows it.
+#[derive(Debug, Clone)]
+pub struct WaitingFor {
+    pub question_id: String,
+    pub since: DateTime<Utc>,
+    pub task_id: Option<Uuid>,
+    pub tool_call_id: Option<String>,
+    pub pending: bool,
+}
+
+/// The outbox of Query status patches.
+#[derive(Debug, Clone)]
+pub struct PatchStore {
+    pool: PgPool,
+}
+
+impl PatchStore {
+    /// A store on `pool`.
+    pub fn new(pool: PgPool) -> Self {
+        PatchStore { pool }
+    }
+
+    /// Claims up to `limit` due patches for `lease_seconds`. A question's patches are claimed in order: a
+    /// resume waits until its wait is done.
+    pub async fn claim_due(&self, limit: i64, lease_seconds: i64) -> StoreResult<Vec<PatchJob>> {
+        Ok(sqlx::query_as!(
+            PatchJob,
+            r#"with due as (
+                 select p.id from query_status_patches p
+                 where p.done_at is null and p.next_attempt_at <= now()
+                   and not exists (select 1 from query_status_patches e
+                                   where e.question_id = p.question_id and e.id < p.id and e.done_at is null)
+                 order by p.id limit $1
+                 for update skip locked)
+               update query_status_patches p
+               set attempts = p.attempts + 1, next_attempt_at = now() + make_interval(secs => $2::bigint)
+               from due where p.id = due.id
+               returning p.id, p.question_id, p.query_namespace, p.query_name, p.action, p.attempts"#,
+            limit,
+            lease_seconds,
+        )
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// Marks a patch done with `outcome`.
+    pub async fn finish(&self, id: i64, outcome: &str) -> StoreResult<()> {
+        sqlx::query!("update query_status_patches set done_at = now(), outcome = $2 where id = $1", id, outcome)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Tries a patch again after `delay_ms`.
+    pub async fn retry_later(&self, id: i64, delay_ms: i64, error: &str) -> StoreResult<()> {
+        sqlx::query!(
+            "update query_status_patches
+             set next_attempt_at = now() + $2::bigint * interval '1 millisecond', last_error = $3 where id = $1",
+            id,
+            delay_ms,
+            error,
+        )
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// The question a patch is about.
+    pub async fn question(&self, question_id: &str) -> StoreResult<Option<WaitingFor>> {
+        Ok(sqlx::query_as!(
+            WaitingFor,
+            r#"select id as question_id, created_at as since, task_id, tool_call_id, status = 'pending' as "pending!"
+               from questions where id = $1"#,
+            question_id,
+        )
+        .fetch_optional(&self.pool)
+        .await?)
+    }
+
+    /// Another question the same Query still waits for, if any (the oldest).
+    pub async fn still_waiting(&self, namespace: &str, name: &str, except: &str) -> StoreResult<Option<WaitingFor>> {
+        Ok(sqlx::query_as!(
+            WaitingFor,
+            r#"select question_id as "question_id!", since as "since!", task_id, tool_call_id, true as "pending!"
+               from query_waiting_for where namespace = $1 and name = $2 and question_id <> $3
+               order by since limit 1"#,
+            namespace,
+            name,
+            except,
+        )
+        .fetch_optional(&self.pool)
+        .await?)
+    }
+}
