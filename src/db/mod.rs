@@ -3,6 +3,7 @@
 
 pub mod embedded;
 pub mod feeds;
+pub mod follow;
 pub mod hub;
 pub mod listener;
 

@@ -4,19 +4,22 @@
 //! (`Last-Event-ID` works the same); a version older than the log keeps gets 410 so the client relists.
 
 use axum::response::{Response, sse::Event};
+use futures::{StreamExt, stream};
 
 use super::store::QuestionFilter;
-use crate::{app::AppState, db::hub::Topic, error::ApiError, http::sse};
-
-/// Changes read per round trip while catching up.
-const BATCH: i64 = 500;
+use crate::{
+    app::AppState,
+    db::{follow::follow, hub::Topic},
+    error::ApiError,
+    http::sse,
+};
 
 /// Starts a watch after `from` (or after now).
 pub async fn respond(state: &AppState, filter: QuestionFilter, from: Option<i64>) -> Result<Response, ApiError> {
     let store = state.questions.clone();
-    let mut subscription = state.hub.subscribe(Topic::Questions);
+    let subscription = state.hub.subscribe(Topic::Questions);
     let current = store.current_version().await?;
-    let mut last = match from {
+    let last = match from {
         None => current,
         Some(version) => {
             if version < current {
@@ -31,34 +34,16 @@ pub async fn respond(state: &AppState, filter: QuestionFilter, from: Option<i64>
             version
         }
     };
-    let retry_pause = state.config.poll_interval();
-    let events = async_stream::stream! {
-        yield sse::connected();
-        loop {
-            match store.events_after(last, BATCH).await {
-                Ok(changes) => {
-                    let full = changes.len() as i64 == BATCH;
-                    for change in changes {
-                        last = change.version;
-                        if matches(&filter, &change.question) {
-                            yield Event::default()
-                                .event(change.kind)
-                                .id(change.version.to_string())
-                                .data(change.question.to_string());
-                        }
-                    }
-                    if full {
-                        continue;
-                    }
-                    subscription.woken().await;
-                }
-                Err(error) => {
-                    tracing::warn!(%error, "question watch read failed; retrying");
-                    tokio::time::sleep(retry_pause).await;
-                }
-            }
-        }
+    let read = move |after, limit| {
+        let store = store.clone();
+        async move { store.events_after(after, limit).await }
     };
+    let changes = follow(subscription, last, state.config.poll_interval(), read, |change| change.version)
+        .filter(move |change| std::future::ready(matches(&filter, &change.question)))
+        .map(|change| {
+            Event::default().event(change.kind).id(change.version.to_string()).data(change.question.to_string())
+        });
+    let events = stream::once(async { sse::connected() }).chain(changes);
     Ok(sse::respond(events, state.shutdown.clone(), Some(state.config.sse_heartbeat())))
 }
 

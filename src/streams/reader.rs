@@ -4,13 +4,16 @@
 use std::time::Duration;
 
 use axum::response::{Response, sse::Event};
+use futures::{StreamExt, stream};
 use tokio::time::Instant;
 
 use super::model::{ChunkRow, DONE};
-use crate::{app::AppState, db::hub::Topic, error::ApiError, http::sse};
-
-/// Rows read per round trip while catching up.
-const BATCH: i64 = 500;
+use crate::{
+    app::AppState,
+    db::{follow::follow, hub::Topic},
+    error::ApiError,
+    http::sse,
+};
 
 /// Upstream's frame when `wait-for-query` runs out before the first live chunk.
 const TIMEOUT_FRAME: &str = r#"{"error":{"message":"Request timeout waiting for streaming query response","type":"timeout_error","code":"timeout"}}"#;
@@ -28,52 +31,42 @@ pub struct ReadOptions {
 /// are those stored after this call: the start is fixed before the response goes out.
 pub async fn stream_response(state: &AppState, stream_id: String, options: ReadOptions) -> Result<Response, ApiError> {
     let store = state.chunks.clone();
-    let mut subscription = state.hub.subscribe(Topic::Stream(stream_id.clone()));
+    let subscription = state.hub.subscribe(Topic::Stream(stream_id.clone()));
     let start = store.latest_sequence().await?;
-    let retry_pause = state.config.poll_interval();
+    let read = move |after, limit| {
+        let (store, stream_id) = (store.clone(), stream_id.clone());
+        async move { store.stream_after(&stream_id, after, limit).await }
+    };
+    let from = if options.from_beginning { 0 } else { start };
+    let mut rows = Box::pin(follow(subscription, from, state.config.poll_interval(), read, |row| row.sequence));
     let events = async_stream::stream! {
-        let mut last = if options.from_beginning { 0 } else { start };
         // Armed until the first live chunk (one stored after we started); replayed chunks do not disarm it.
         let mut deadline = options.wait_for_query.map(|wait| Instant::now() + wait);
         loop {
-            let rows = match store.stream_after(&stream_id, last, BATCH).await {
-                Ok(rows) => rows,
-                Err(error) => {
-                    tracing::warn!(%error, stream.id = %stream_id, "chunk read failed; retrying");
-                    tokio::time::sleep(retry_pause).await;
-                    continue;
-                }
-            };
-            let full = rows.len() as i64 == BATCH;
-            for row in rows {
-                last = row.sequence;
-                if row.sequence > start {
-                    deadline = None;
-                }
-                if row.is_done {
-                    yield sse::data(DONE);
-                    return;
-                }
-                let is_error = is_error_chunk(&row.chunk);
-                yield sse::data(&row.chunk);
-                if is_error {
-                    yield sse::data(DONE);
-                    return;
-                }
-            }
-            if full {
-                continue;
-            }
-            match deadline {
-                Some(deadline) => tokio::select! {
-                    _ = subscription.woken() => {}
-                    _ = tokio::time::sleep_until(deadline) => {
+            let row = match deadline {
+                Some(at) => tokio::select! {
+                    row = rows.next() => row,
+                    _ = tokio::time::sleep_until(at) => {
                         yield sse::data(TIMEOUT_FRAME);
                         yield sse::data(DONE);
                         return;
                     }
                 },
-                None => subscription.woken().await,
+                None => rows.next().await,
+            };
+            let Some(row) = row else { return };
+            if row.sequence > start {
+                deadline = None;
+            }
+            if row.is_done {
+                yield sse::data(DONE);
+                return;
+            }
+            let is_error = is_error_chunk(&row.chunk);
+            yield sse::data(&row.chunk);
+            if is_error {
+                yield sse::data(DONE);
+                return;
             }
         }
     };
@@ -84,31 +77,15 @@ pub async fn stream_response(state: &AppState, stream_id: String, options: ReadO
 /// completion marker as `"[DONE]"`.
 pub async fn feed_response(state: &AppState) -> Result<Response, ApiError> {
     let store = state.chunks.clone();
-    let mut subscription = state.hub.subscribe(Topic::AllChunks);
-    let mut last = store.latest_sequence().await?;
-    let retry_pause = state.config.poll_interval();
-    let events = async_stream::stream! {
-        yield sse::connected();
-        loop {
-            match store.feed_after(last, BATCH).await {
-                Ok(rows) => {
-                    let full = rows.len() as i64 == BATCH;
-                    for row in rows {
-                        last = row.sequence;
-                        yield feed_event(&row);
-                    }
-                    if full {
-                        continue;
-                    }
-                    subscription.woken().await;
-                }
-                Err(error) => {
-                    tracing::warn!(%error, "chunk feed read failed; retrying");
-                    tokio::time::sleep(retry_pause).await;
-                }
-            }
-        }
+    let subscription = state.hub.subscribe(Topic::AllChunks);
+    let after = store.latest_sequence().await?;
+    let read = move |after, limit| {
+        let store = store.clone();
+        async move { store.feed_after(after, limit).await }
     };
+    let chunks =
+        follow(subscription, after, state.config.poll_interval(), read, |row| row.sequence).map(|row| feed_event(&row));
+    let events = stream::once(async { sse::connected() }).chain(chunks);
     Ok(sse::respond(events, state.shutdown.clone(), Some(state.config.sse_heartbeat())))
 }
 
