@@ -3,7 +3,7 @@
 //! # Layout
 //! - [`config`], [`telemetry`]: settings (flags with env fallbacks) and logging.
 //! - [`server`]: the process: embedded PostgreSQL, binding, signals.
-//! - [`app`]: shared state, the router, and `serve` with its shutdown sequence.
+//! - [`app`]: the router and `serve` with its shutdown sequence; [`state`]: what handlers share, and start-up.
 //! - [`error`]: the API error type and the one place it becomes the documented error body.
 //! - [`http`]: extractors, paging and flag rules, SSE framing, health routes.
 //! - [`db`]: pool and migrations, the embedded server, and fan-out: feeds (NOTIFY hints and writer locks),
@@ -27,6 +27,7 @@ pub mod query_status;
 pub mod questions;
 pub mod retention;
 pub mod server;
+pub mod state;
 pub mod streams;
 pub mod telemetry;
 pub mod ui;

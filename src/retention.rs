@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::{messages::MessageStore, questions::QuestionStore};
+use crate::{messages::store::MessageStore, questions::store::QuestionStore};
 
 /// Rows handled per statement, so one pass never holds many locks or a long transaction.
 const BATCH: i64 = 1000;

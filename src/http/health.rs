@@ -3,7 +3,7 @@
 
 use axum::{Extension, Router, extract::State, http::StatusCode, routing::get};
 
-use crate::{app::AppState, error::Verbatim};
+use crate::{error::Verbatim, state::AppState};
 
 /// The health routes.
 pub fn router() -> Router<AppState> {

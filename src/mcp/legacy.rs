@@ -25,7 +25,7 @@ use super::{
     tools::{self, ASK_QUESTION, Caller},
     waiter::{Wait, Waiter},
 };
-use crate::{app::AppState, questions::Change};
+use crate::{questions::Change, state::AppState};
 
 /// The first protocol version in which tasks are an extension rather than a core utility.
 const MODERN_VERSION: &str = "2026-07-28";

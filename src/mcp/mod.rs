@@ -18,7 +18,7 @@ use rmcp::transport::streamable_http_server::{
 
 pub use server::BrokerMcp;
 
-use crate::{app::AppState, error::ApiError};
+use crate::{error::ApiError, state::AppState};
 
 /// The MCP router (`/mcp`).
 pub fn router(state: AppState) -> Router {

@@ -21,12 +21,12 @@ use super::{
     waiter::{Wait, Waiter},
 };
 use crate::{
-    app::AppState,
     questions::{
         Change,
         model::{Question, QuestionStatus},
         store::QuestionFilter,
     },
+    state::AppState,
 };
 
 /// The protocol versions served: both task eras and the two before them (blocking calls only).

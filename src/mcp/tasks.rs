@@ -11,9 +11,9 @@ use uuid::Uuid;
 
 use super::{store::TaskStore, tools};
 use crate::{
-    app::AppState,
     db::StoreError,
     questions::model::{NewQuestion, Question, QuestionStatus},
+    state::AppState,
 };
 
 /// `_meta` key tying a message to its task.

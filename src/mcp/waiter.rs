@@ -6,7 +6,6 @@ use std::time::Duration;
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 
 use crate::{
-    app::AppState,
     db::{
         StoreResult,
         hub::{Subscription, Topic},
@@ -15,6 +14,7 @@ use crate::{
         QuestionStore,
         model::{Question, QuestionStatus},
     },
+    state::AppState,
 };
 
 /// What woke the waiter.

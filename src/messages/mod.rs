@@ -3,7 +3,7 @@
 
 mod model;
 mod routes;
-mod store;
+pub mod store;
 mod watch;
 
 pub use store::MessageStore;
@@ -13,7 +13,7 @@ use axum::{
     routing::{delete, get},
 };
 
-use crate::app::AppState;
+use crate::state::AppState;
 
 /// The Memory API routes.
 pub fn router() -> Router<AppState> {

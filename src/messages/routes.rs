@@ -13,13 +13,13 @@ use super::{
     watch,
 };
 use crate::{
-    app::AppState,
     error::ApiError,
     http::{
         extract::{ApiJson, ApiQuery},
         params::{ListParams, Page, PageRequest, flag},
         reply::StatusMessage,
     },
+    state::AppState,
 };
 
 /// `POST /messages`: 200 with an empty body once stored.

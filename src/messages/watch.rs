@@ -6,10 +6,10 @@ use futures::{StreamExt, stream};
 
 use super::model::MessageFilter;
 use crate::{
-    app::AppState,
     db::{follow::follow, hub::Topic},
     error::ApiError,
     http::sse,
+    state::AppState,
 };
 
 /// Streams messages after `resume_after` (the `cursor` parameter), or only those stored after this call when

@@ -13,7 +13,7 @@ use axum::{
     routing::{get, post},
 };
 
-use crate::app::AppState;
+use crate::state::AppState;
 
 /// The questions routes.
 pub fn router() -> Router<AppState> {

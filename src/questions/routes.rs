@@ -14,12 +14,12 @@ use super::{
     watch,
 };
 use crate::{
-    app::AppState,
     error::ApiError,
     http::{
         extract::{ApiJson, ApiQuery},
         params::{PageRequest, flag},
     },
+    state::AppState,
 };
 
 /// Parameters of `GET /questions`.

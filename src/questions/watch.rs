@@ -8,10 +8,10 @@ use futures::{StreamExt, stream};
 
 use super::store::QuestionFilter;
 use crate::{
-    app::AppState,
     db::{follow::follow, hub::Topic},
     error::ApiError,
     http::sse,
+    state::AppState,
 };
 
 /// Starts a watch after `from` (or after now).

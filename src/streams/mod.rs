@@ -5,8 +5,8 @@ mod model;
 mod ndjson;
 mod reader;
 mod routes;
-mod store;
-mod writer;
+pub mod store;
+pub mod writer;
 
 pub use store::ChunkStore;
 pub use writer::ChunkWriter;
@@ -16,7 +16,7 @@ use axum::{
     routing::{get, post},
 };
 
-use crate::app::AppState;
+use crate::state::AppState;
 
 /// The chunk-stream routes.
 pub fn router() -> Router<AppState> {

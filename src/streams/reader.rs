@@ -9,10 +9,10 @@ use tokio::time::Instant;
 
 use super::model::{ChunkRow, DONE};
 use crate::{
-    app::AppState,
     db::{follow::follow, hub::Topic},
     error::ApiError,
     http::sse,
+    state::AppState,
 };
 
 /// Upstream's frame when `wait-for-query` runs out before the first live chunk.

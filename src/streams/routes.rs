@@ -19,13 +19,13 @@ use super::{
     writer::Ack,
 };
 use crate::{
-    app::AppState,
     error::ApiError,
     http::{
         extract::ApiQuery,
         params::{ListParams, Page, PageRequest, flag},
         reply::StatusMessage,
     },
+    state::AppState,
     validate,
 };
 

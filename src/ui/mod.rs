@@ -10,7 +10,7 @@ use axum::{
     routing::{get, post},
 };
 
-use crate::app::AppState;
+use crate::state::AppState;
 
 /// The page's routes.
 pub fn router() -> Router<AppState> {

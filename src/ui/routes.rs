@@ -10,7 +10,6 @@ use serde::Deserialize;
 
 use super::page::{self, Flash, View};
 use crate::{
-    app::AppState,
     error::ApiError,
     http::extract::ApiQuery,
     questions::{
@@ -18,6 +17,7 @@ use crate::{
         model::{Answer, QuestionStatus},
         store::QuestionFilter,
     },
+    state::AppState,
 };
 
 /// Most questions one view shows.

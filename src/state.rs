@@ -1,0 +1,122 @@
+//! The state every replica shares among its handlers ([`AppState`]), and [`build_state`]: connect, migrate,
+//! and start the background tasks (listener, chunk writer, reaper, Query status worker). It reaches each
+//! domain's store directly, below the domains' routes, so the routes can depend on it without a circle.
+
+use std::{sync::Arc, time::Duration};
+
+use sqlx::{PgPool, postgres::PgPoolOptions};
+use tokio::{sync::Mutex, task::JoinHandle};
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    config::Config,
+    db::{
+        self,
+        hub::Hub,
+        listener::{self, ListenerStatus},
+    },
+    messages::store::MessageStore,
+    query_status,
+    questions::store::QuestionStore,
+    retention::Reaper,
+    streams::{store::ChunkStore, writer::ChunkWriter},
+};
+
+/// How long start-up waits for the LISTEN connection before giving up.
+const LISTENER_START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Everything a handler needs; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct AppState {
+    /// The settings this replica runs with.
+    pub config: Arc<Config>,
+    /// The request pool.
+    pub pool: PgPool,
+    /// In-process fan-out.
+    pub hub: Hub,
+    /// Whether the LISTEN connection is up.
+    pub listener: ListenerStatus,
+    /// Conversation memory.
+    pub messages: MessageStore,
+    /// Chunk streams.
+    pub chunks: ChunkStore,
+    /// Questions.
+    pub questions: QuestionStore,
+    /// This replica's group-commit writer.
+    pub writer: ChunkWriter,
+    /// Cancelled when the replica starts shutting down: readiness fails and SSE responses end.
+    pub shutdown: CancellationToken,
+    background: Arc<Mutex<Vec<JoinHandle<()>>>>,
+}
+
+/// Why the broker could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// Postgres refused or could not be reached.
+    #[error("cannot connect to PostgreSQL: {0}")]
+    Connect(#[from] sqlx::Error),
+    /// A migration failed.
+    #[error("cannot migrate the database: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    /// The LISTEN connection did not come up in time.
+    #[error("the LISTEN connection did not come up within {0:?}")]
+    Listener(Duration),
+}
+
+/// Connects to `database_url`, applies migrations and starts the writer and the listener; returns once the
+/// replica is ready to serve.
+pub async fn build_state(config: Config, database_url: &str) -> Result<AppState, StartError> {
+    let pool = db::connect(database_url, config.database_pool_max).await?;
+    db::migrate(&pool).await?;
+    let listen_pool = PgPoolOptions::new()
+        .max_connections(1)
+        .connect_lazy_with(db::connect_options(database_url, &listener::application_name())?);
+    let hub = Hub::default();
+    let status = ListenerStatus::default();
+    let shutdown = CancellationToken::new();
+    let chunks = ChunkStore::new(pool.clone());
+    let (writer, writer_task) = ChunkWriter::spawn(chunks.clone(), config.flush_max_rows as usize);
+    let listener_task = tokio::spawn(listener::run(
+        listen_pool,
+        pool.clone(),
+        hub.clone(),
+        status.clone(),
+        config.poll_interval(),
+        shutdown.clone(),
+    ));
+    if tokio::time::timeout(LISTENER_START_TIMEOUT, status.wait_up()).await.is_err() {
+        shutdown.cancel();
+        return Err(StartError::Listener(LISTENER_START_TIMEOUT));
+    }
+    let messages = MessageStore::new(pool.clone());
+    let questions = QuestionStore::new(pool.clone());
+    let reaper = Reaper {
+        messages: messages.clone(),
+        questions: questions.clone(),
+        question_log_seconds: config.question_log_seconds as i64,
+    };
+    let reaper_task = tokio::spawn(reaper.run(Duration::from_secs(config.reap_interval_seconds), shutdown.clone()));
+    let mut background = vec![listener_task, writer_task, reaper_task];
+    if let Some(client) = query_status::client(&config).await {
+        background.push(query_status::spawn(client, &config, pool.clone(), hub.clone(), shutdown.clone()));
+    }
+    Ok(AppState {
+        config: Arc::new(config),
+        messages,
+        questions,
+        pool,
+        hub,
+        listener: status,
+        chunks,
+        writer,
+        shutdown,
+        background: Arc::new(Mutex::new(background)),
+    })
+}
+
+impl AppState {
+    /// Takes the background tasks, for the end of the shutdown sequence.
+    pub(crate) async fn take_background(&self) -> Vec<JoinHandle<()>> {
+        std::mem::take(&mut *self.background.lock().await)
+    }
+}
