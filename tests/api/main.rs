@@ -3,6 +3,7 @@
 
 mod support;
 
+mod deploy;
 mod mcp;
 mod mcp_blocking;
 mod mcp_replicas;
