@@ -15,7 +15,7 @@ fn deploy_python() -> PathBuf {
     let python = root().join("tests/deploy/.venv/bin/python");
     assert!(
         python.exists(),
-        "{} is missing: ./scripts/test installs it (or run tests/deploy/install.sh)",
+        "{} is missing: ./scripts/test installs it (or run scripts/python-venv tests/deploy)",
         python.display()
     );
     python

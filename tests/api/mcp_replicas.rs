@@ -106,7 +106,7 @@ async fn the_official_python_sdk_uses_tasks_and_progress_across_three_replicas()
     let python = tool_path("tests/mcp/.venv/bin/python");
     assert!(
         python.exists(),
-        "this test needs the pinned MCP Python SDK; ./scripts/test installs it (tests/mcp/install.sh)"
+        "this test needs the pinned MCP Python SDK; ./scripts/test installs it (scripts/python-venv tests/mcp)"
     );
     let url = fresh_database().await;
     let fast_progress = &["--mcp-progress-interval-ms", "200"];
