@@ -122,18 +122,18 @@ pub fn modern_task(question: &Question, poll_interval_ms: u64) -> Task {
 pub fn modern_detail(question: &Question, poll_interval_ms: u64) -> DetailedTask {
     let payload = match (question.status, tools::outcome(question)) {
         (QuestionStatus::Cancelled, _) => TaskPayload::Cancelled,
-        (_, Some(result)) => match serde_json::to_value(result) {
-            Ok(Value::Object(result)) => TaskPayload::Completed { result },
-            _ => TaskPayload::Failed {
-                error: json!({"code": -32603, "message": "unserialisable result"})
-                    .as_object()
-                    .cloned()
-                    .unwrap_or_default(),
-            },
-        },
+        (_, Some(result)) => TaskPayload::Completed { result: as_object(&result) },
         (_, None) => TaskPayload::Working,
     };
     DetailedTask::new(modern_task(question, poll_interval_ms), payload)
+}
+
+/// A tool result as the JSON object SEP-2663 inlines.
+fn as_object(result: &rmcp::model::CallToolResult) -> rmcp::model::JsonObject {
+    match serde_json::to_value(result) {
+        Ok(Value::Object(object)) => object,
+        _ => unreachable!("a CallToolResult serialises to a JSON object"),
+    }
 }
 
 /// The task in the 2025-11-25 shape. There a tool error is a `failed` task, so an expired question is one.

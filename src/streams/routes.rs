@@ -1,6 +1,6 @@
 //! Handlers of the chunk-stream routes.
 
-use std::{sync::Arc, time::Duration};
+use std::{collections::VecDeque, sync::Arc, time::Duration};
 
 use axum::{
     Json,
@@ -42,7 +42,7 @@ pub async fn ingest(
     validate::key("query", &id)?;
     let stream_id: Arc<str> = Arc::from(id.as_str());
     let mut lines = NdjsonLines::new(state.config.max_chunk_bytes);
-    let mut pending: Vec<Ack> = Vec::new();
+    let mut pending: VecDeque<Ack> = VecDeque::new();
     let mut received = 0usize;
     let mut body = body.into_data_stream();
     while let Some(piece) = body.next().await {
@@ -69,15 +69,17 @@ async fn submit(
     state: &AppState,
     stream_id: &Arc<str>,
     chunks: Vec<String>,
-    pending: &mut Vec<Ack>,
+    pending: &mut VecDeque<Ack>,
 ) -> Result<usize, ApiError> {
     let count = chunks.len();
     if count == 0 {
         return Ok(0);
     }
-    pending.push(state.writer.write(stream_id.clone(), chunks).await?);
-    if pending.len() > MAX_PENDING_ACKS {
-        wait_stored(pending.remove(0)).await?;
+    pending.push_back(state.writer.write(stream_id.clone(), chunks).await?);
+    if pending.len() > MAX_PENDING_ACKS
+        && let Some(oldest) = pending.pop_front()
+    {
+        wait_stored(oldest).await?;
     }
     Ok(count)
 }
