@@ -82,30 +82,34 @@ pub async fn high_water(pool: &PgPool) -> StoreResult<[(Feed, i64); 3]> {
     Ok([(Feed::Messages, row.messages), (Feed::Chunks, row.chunks), (Feed::Questions, row.questions)])
 }
 
-/// The streams that got chunks after `since`, and the highest sequence seen.
-pub async fn streams_changed_since(pool: &PgPool, since: i64) -> StoreResult<(Vec<String>, i64)> {
-    let rows = sqlx::query!(
-        r#"select stream_id, max(sequence_number) as "last!" from chunks
-           where sequence_number > $1 group by stream_id"#,
-        since
-    )
-    .fetch_all(pool)
-    .await?;
-    let last = rows.iter().map(|row| row.last).max().unwrap_or(since);
-    Ok((rows.into_iter().map(|row| row.stream_id).collect(), last))
-}
-
-/// The questions changed after version `since`, and the highest version seen.
-pub async fn questions_changed_since(pool: &PgPool, since: i64) -> StoreResult<(Vec<String>, i64)> {
-    let rows = sqlx::query!(
-        r#"select question_id, max(resource_version) as "last!" from question_events
-           where resource_version > $1 group by question_id"#,
-        since
-    )
-    .fetch_all(pool)
-    .await?;
-    let last = rows.iter().map(|row| row.last).max().unwrap_or(since);
-    Ok((rows.into_iter().map(|row| row.question_id).collect(), last))
+/// The keys (stream ids, question ids) of `feed` that changed after `since`, and the highest sequence seen.
+/// Feeds without per-key readers (messages) have no keys.
+pub async fn keys_changed_since(pool: &PgPool, feed: Feed, since: i64) -> StoreResult<(Vec<String>, i64)> {
+    let rows: Vec<(String, i64)> = match feed {
+        Feed::Messages => Vec::new(),
+        Feed::Chunks => sqlx::query!(
+            r#"select stream_id, max(sequence_number) as "last!" from chunks
+               where sequence_number > $1 group by stream_id"#,
+            since
+        )
+        .fetch_all(pool)
+        .await?
+        .into_iter()
+        .map(|row| (row.stream_id, row.last))
+        .collect(),
+        Feed::Questions => sqlx::query!(
+            r#"select question_id, max(resource_version) as "last!" from question_events
+               where resource_version > $1 group by question_id"#,
+            since
+        )
+        .fetch_all(pool)
+        .await?
+        .into_iter()
+        .map(|row| (row.question_id, row.last))
+        .collect(),
+    };
+    let last = rows.iter().map(|(_, last)| *last).max().unwrap_or(since);
+    Ok((rows.into_iter().map(|(key, _)| key).collect(), last))
 }
 
 #[cfg(test)]

@@ -64,14 +64,10 @@ impl Hub {
         self.lock().contains_key(topic)
     }
 
-    /// Whether anyone waits on any stream's chunks.
-    pub fn has_stream_readers(&self) -> bool {
-        self.lock().keys().any(|topic| matches!(topic, Topic::Stream(_)))
-    }
-
-    /// Whether anyone waits on a single question.
-    pub fn has_question_waiters(&self) -> bool {
-        self.lock().keys().any(|topic| matches!(topic, Topic::Question(_)))
+    /// Whether anyone waits on a topic of the same kind as `like` (e.g. any `Stream(_)`).
+    pub fn has_any_like(&self, like: &Topic) -> bool {
+        let kind = std::mem::discriminant(like);
+        self.lock().keys().any(|topic| std::mem::discriminant(topic) == kind)
     }
 
     /// Whether anyone waits at all (the fallback poll only runs then).
@@ -140,6 +136,15 @@ mod tests {
         let mut sub = hub.subscribe(Topic::Messages);
         hub.wake(&Topic::Messages);
         sub.woken().await;
+    }
+
+    #[test]
+    fn has_any_like_matches_topics_of_the_same_kind_only() {
+        let hub = Hub::default();
+        let _reader = hub.subscribe(Topic::Stream("s".into()));
+        assert!(hub.has_any_like(&Topic::Stream(String::new())));
+        assert!(!hub.has_any_like(&Topic::Question(String::new())));
+        assert!(!hub.has_any_like(&Topic::AllChunks));
     }
 
     #[test]

@@ -143,6 +143,9 @@ async fn pump(
     }
 }
 
+/// Makes the per-key topic (a stream's, a question's) of a feed from the key.
+type KeyedTopic = fn(String) -> Topic;
+
 /// Turns "feed F reached sequence N" into wake-ups of the topics it touches.
 struct Fanout {
     pool: PgPool,
@@ -177,30 +180,23 @@ impl Fanout {
         if sequence <= cursor {
             return Ok(());
         }
+        // Each feed has one topic for all of it, and chunks and questions also one per key.
+        let (whole, per_key): (Topic, Option<KeyedTopic>) = match feed {
+            Feed::Messages => (Topic::Messages, None),
+            Feed::Chunks => (Topic::AllChunks, Some(Topic::Stream)),
+            Feed::Questions => (Topic::Questions, Some(Topic::Question)),
+        };
         let mut reached = sequence;
-        match feed {
-            Feed::Messages => self.hub.wake(&Topic::Messages),
-            Feed::Questions => {
-                if self.hub.has_question_waiters() {
-                    let (questions, last) = feeds::questions_changed_since(&self.pool, cursor).await?;
-                    for id in questions {
-                        self.hub.wake(&Topic::Question(id));
-                    }
-                    reached = reached.max(last);
-                }
-                self.hub.wake(&Topic::Questions);
+        if let Some(per_key) = per_key
+            && self.hub.has_any_like(&per_key(String::new()))
+        {
+            let (keys, last) = feeds::keys_changed_since(&self.pool, feed, cursor).await?;
+            for key in keys {
+                self.hub.wake(&per_key(key));
             }
-            Feed::Chunks => {
-                if self.hub.has_stream_readers() {
-                    let (streams, last) = feeds::streams_changed_since(&self.pool, cursor).await?;
-                    for stream_id in streams {
-                        self.hub.wake(&Topic::Stream(stream_id));
-                    }
-                    reached = reached.max(last);
-                }
-                self.hub.wake(&Topic::AllChunks);
-            }
+            reached = reached.max(last);
         }
+        self.hub.wake(&whole);
         *self.cursor_mut(feed) = reached;
         Ok(())
     }

@@ -121,8 +121,11 @@ impl Legacy {
                 Ok(task)
             }
             Change::Conflict(closed) => {
-                let status = tasks::legacy_task(&closed, 0)["status"].clone();
-                Err(McpError::invalid_params(format!("Cannot cancel task: already in terminal status {status}"), None))
+                let (status, _) = tasks::legacy_status(closed.status);
+                Err(McpError::invalid_params(
+                    format!("Cannot cancel task: already in terminal status \"{status}\""),
+                    None,
+                ))
             }
             Change::NotFound => Err(McpError::invalid_params("Failed to retrieve task: Task not found", None)),
         }

@@ -136,14 +136,19 @@ fn as_object(result: &rmcp::model::CallToolResult) -> rmcp::model::JsonObject {
     }
 }
 
-/// The task in the 2025-11-25 shape. There a tool error is a `failed` task, so an expired question is one.
-pub fn legacy_task(question: &Question, poll_interval_ms: u64) -> Value {
-    let (status, message) = match question.status {
+/// The 2025-11-25 task status of a question in `status`, and what the task says about it.
+pub fn legacy_status(status: QuestionStatus) -> (&'static str, Option<&'static str>) {
+    match status {
         QuestionStatus::Pending => ("working", Some(PENDING_MESSAGE)),
         QuestionStatus::Answered => ("completed", None),
         QuestionStatus::Cancelled => ("cancelled", Some("The question was cancelled.")),
         QuestionStatus::Expired => ("failed", Some("The question expired before anyone answered it.")),
-    };
+    }
+}
+
+/// The task in the 2025-11-25 shape. There a tool error is a `failed` task, so an expired question is one.
+pub fn legacy_task(question: &Question, poll_interval_ms: u64) -> Value {
+    let (status, message) = legacy_status(question.status);
     let mut task = json!({
         "taskId": task_id(question),
         "status": status,
