@@ -85,6 +85,22 @@ pub struct Config {
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,
 
+    /// Milliseconds any statement of a request may run before Postgres cancels it.
+    #[arg(long, env = "ARK_BROKER_DB_STATEMENT_TIMEOUT_MS", default_value_t = 15_000,
+          value_parser = clap::value_parser!(u64).range(100..))]
+    pub db_statement_timeout_ms: u64,
+
+    /// Milliseconds a statement may wait for a lock (a stream or conversation another replica is writing).
+    #[arg(long, env = "ARK_BROKER_DB_LOCK_TIMEOUT_MS", default_value_t = 8_000,
+          value_parser = clap::value_parser!(u64).range(10..))]
+    pub db_lock_timeout_ms: u64,
+
+    /// Milliseconds a replica may sit idle inside a transaction before Postgres ends its session and
+    /// releases its locks (a frozen or partitioned replica then harms only itself).
+    #[arg(long, env = "ARK_BROKER_DB_IDLE_IN_TRANSACTION_TIMEOUT_MS", default_value_t = 4_000,
+          value_parser = clap::value_parser!(u64).range(100..))]
+    pub db_idle_in_transaction_timeout_ms: u64,
+
     /// Largest number of pooled Postgres connections per replica (the LISTEN connection is extra).
     #[arg(long, env = "DATABASE_POOL_MAX", default_value_t = 10)]
     pub database_pool_max: u32,
@@ -171,6 +187,15 @@ impl Config {
         // Tests opt in to Kubernetes explicitly (with a fake API server); never a developer's real cluster.
         config.kube_status_patching = StatusPatching::Off;
         config
+    }
+
+    /// The Postgres timeouts of request connections.
+    pub fn db_timeouts(&self) -> crate::db::Timeouts {
+        crate::db::Timeouts {
+            statement: Duration::from_millis(self.db_statement_timeout_ms),
+            lock: Duration::from_millis(self.db_lock_timeout_ms),
+            idle_in_transaction: Duration::from_millis(self.db_idle_in_transaction_timeout_ms),
+        }
     }
 
     /// The fallback poll period.

@@ -112,6 +112,7 @@ impl From<StoreError> for ApiError {
             StoreError::Unavailable(e) => ApiError::Unavailable(e.to_string()),
             StoreError::Database(e) => ApiError::Internal(e.to_string()),
             StoreError::ShuttingDown => ApiError::Unavailable("broker is shutting down".into()),
+            StoreError::Contended(what) => ApiError::Unavailable(format!("too many concurrent writers of one {what}")),
         }
     }
 }

@@ -12,14 +12,17 @@ use crate::{
     config::Config,
     db::{
         self,
+        fanout::Fanout,
+        feed::Feed,
         hub::Hub,
-        listener::{self, ListenerStatus},
+        listener::{self, ListenerStatus, Tails},
+        tail,
     },
-    messages::store::MessageStore,
+    messages::{model::MessageItem, store::MessageStore},
     query_status,
-    questions::store::QuestionStore,
+    questions::{self, store::QuestionStore},
     retention::Reaper,
-    streams::{store::ChunkStore, writer::ChunkWriter},
+    streams::{model::ChunkRow, store::ChunkStore, writer::ChunkWriter},
 };
 
 /// How long start-up waits for the LISTEN connection before giving up.
@@ -32,8 +35,12 @@ pub struct AppState {
     pub config: Arc<Config>,
     /// The request pool.
     pub pool: PgPool,
-    /// In-process fan-out.
+    /// Wake-ups for question readers (waiters, watchers, the Query status worker).
     pub hub: Hub,
+    /// This replica's readers of chunk streams.
+    pub chunk_fanout: Fanout<ChunkRow>,
+    /// This replica's readers of messages.
+    pub message_fanout: Fanout<MessageItem>,
     /// Whether the LISTEN connection is up.
     pub listener: ListenerStatus,
     /// Conversation memory.
@@ -66,8 +73,8 @@ pub enum StartError {
 /// Connects to `database_url`, applies migrations and starts the writer and the listener; returns once the
 /// replica is ready to serve.
 pub async fn build_state(config: Config, database_url: &str) -> Result<AppState, StartError> {
-    let pool = db::connect(database_url, config.database_pool_max).await?;
-    db::migrate(&pool).await?;
+    db::migrate(database_url).await?;
+    let pool = db::connect(database_url, config.database_pool_max, config.db_timeouts()).await?;
     let listen_pool = PgPoolOptions::new()
         .max_connections(1)
         .connect_lazy_with(db::connect_options(database_url, &listener::application_name())?);
@@ -75,28 +82,30 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
     let status = ListenerStatus::default();
     let shutdown = CancellationToken::new();
     let chunks = ChunkStore::new(pool.clone());
+    let messages = MessageStore::new(pool.clone());
+    let questions = QuestionStore::new(pool.clone());
     let (writer, writer_task) = ChunkWriter::spawn(chunks.clone(), config.flush_max_rows as usize);
-    let listener_task = tokio::spawn(listener::run(
-        listen_pool,
-        pool.clone(),
-        hub.clone(),
-        status.clone(),
-        config.poll_interval(),
-        shutdown.clone(),
-    ));
+    let (chunk_fanout, message_fanout) = (Fanout::default(), Fanout::default());
+    let (chunk_tail, chunk_tail_task) = tail::spawn(chunks.clone(), chunk_fanout.clone());
+    let (message_tail, message_tail_task) = tail::spawn(messages.clone(), message_fanout.clone());
+    let (question_tail, question_tail_task) = questions::tail::spawn(questions.clone(), hub.clone());
+    let tails: Tails =
+        [(Feed::Chunks, chunk_tail), (Feed::Messages, message_tail), (Feed::Questions, question_tail)].into();
+    let listener_task =
+        tokio::spawn(listener::run(listen_pool, tails, status.clone(), config.poll_interval(), shutdown.clone()));
     if tokio::time::timeout(LISTENER_START_TIMEOUT, status.wait_up()).await.is_err() {
         shutdown.cancel();
         return Err(StartError::Listener(LISTENER_START_TIMEOUT));
     }
-    let messages = MessageStore::new(pool.clone());
-    let questions = QuestionStore::new(pool.clone());
     let reaper = Reaper {
         messages: messages.clone(),
         questions: questions.clone(),
         question_log_seconds: config.question_log_seconds as i64,
     };
     let reaper_task = tokio::spawn(reaper.run(Duration::from_secs(config.reap_interval_seconds), shutdown.clone()));
-    let mut background = vec![listener_task, writer_task, reaper_task];
+    // The tails end when the listener, which holds their senders, ends.
+    let mut background =
+        vec![listener_task, writer_task, reaper_task, chunk_tail_task, message_tail_task, question_tail_task];
     if let Some(client) = query_status::client(&config).await {
         background.push(query_status::spawn(client, &config, pool.clone(), hub.clone(), shutdown.clone()));
     }
@@ -106,6 +115,8 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
         questions,
         pool,
         hub,
+        chunk_fanout,
+        message_fanout,
         listener: status,
         chunks,
         writer,

@@ -1,20 +1,20 @@
 //! The Postgres half of fan-out: exactly one LISTEN connection per replica. Each notification names a feed
-//! and the sequence it reached; the listener works out which topics that touches and wakes them in the hub.
+//! and the transaction that committed to it; the listener passes it to that feed's tail, which reads the rows
+//! once for every reader on this replica.
 //!
-//! Notifications are hints and can be lost (they are not replayed after a reconnect), so the listener also
-//! resyncs every reader after it reconnects, and polls the feeds' high-water marks while anyone waits.
+//! Notifications are hints and can be lost (they are not replayed after a reconnect), so after every
+//! (re)connect the tails are told to resync, and a poll tick reaches them every interval.
 
-use std::{sync::Arc, time::Duration};
+use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use futures::{StreamExt, stream};
 use sqlx::{PgPool, postgres::PgListener};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    StoreResult,
-    feeds::{self, CHANNEL, Feed},
-    hub::{Hub, Topic},
+    feed::{CHANNEL, Feed},
+    tail::TailEvent,
 };
 
 /// The LISTEN connection's name in `pg_stat_activity`: `ark-broker-listener <pid>`, so an operator (or a
@@ -24,6 +24,9 @@ pub fn application_name() -> String {
 }
 
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+/// Where each feed's notifications go.
+pub type Tails = HashMap<Feed, mpsc::UnboundedSender<TailEvent>>;
 
 /// Whether this replica's LISTEN connection is up; `/readyz` and start-up read it.
 #[derive(Debug, Clone)]
@@ -53,16 +56,14 @@ impl ListenerStatus {
 }
 
 /// Runs the listener until `cancel` fires. `listen_pool` should be a one-connection pool used for nothing
-/// else; `pool` serves the catch-up queries.
+/// else.
 pub async fn run(
     listen_pool: PgPool,
-    pool: PgPool,
-    hub: Hub,
+    tails: Tails,
     status: ListenerStatus,
     poll_interval: Duration,
     cancel: CancellationToken,
 ) {
-    let mut fanout = Fanout { pool, hub, cursors: None };
     let mut backoff = Duration::from_millis(50);
     while !cancel.is_cancelled() {
         let listener = match connect(&listen_pool).await {
@@ -81,16 +82,20 @@ pub async fn run(
         status.set(true);
         tracing::info!(channel = CHANNEL, "listening for notifications");
         // Notifications sent while we were away are gone: every reader re-reads what it may have missed.
-        if let Err(error) = fanout.resync().await {
-            tracing::warn!(%error, "resync after connecting failed; the poll will catch up");
-        }
-        let ended = pump(listener, &mut fanout, poll_interval, &cancel).await;
+        broadcast(&tails, TailEvent::Resync);
+        let ended = pump(listener, &tails, poll_interval, &cancel).await;
         status.set(false);
         if let Some(reason) = ended {
             tracing::warn!(reason, "LISTEN connection lost; reconnecting");
         }
     }
     status.set(false);
+}
+
+fn broadcast(tails: &Tails, event: TailEvent) {
+    for tail in tails.values() {
+        let _ = tail.send(event);
+    }
 }
 
 async fn connect(listen_pool: &PgPool) -> Result<PgListener, sqlx::Error> {
@@ -101,10 +106,10 @@ async fn connect(listen_pool: &PgPool) -> Result<PgListener, sqlx::Error> {
     Ok(listener)
 }
 
-/// Delivers notifications and polls until the connection is lost (returns why) or `cancel` fires (None).
+/// Passes notifications on and ticks the poll until the connection is lost (returns why) or `cancel` fires.
 async fn pump(
     listener: PgListener,
-    fanout: &mut Fanout,
+    tails: &Tails,
     poll_interval: Duration,
     cancel: &CancellationToken,
 ) -> Option<String> {
@@ -122,9 +127,9 @@ async fn pump(
             _ = cancel.cancelled() => return None,
             next = notifications.next() => match next {
                 Some(Ok(Some(notification))) => match Feed::parse(notification.payload()) {
-                    Some((feed, sequence)) => {
-                        if let Err(error) = fanout.advance(feed, sequence).await {
-                            tracing::warn!(%error, "fan-out query failed; the poll will catch up");
+                    Some((feed, tx)) => {
+                        if let Some(tail) = tails.get(&feed) {
+                            let _ = tail.send(TailEvent::Committed(tx));
                         }
                     }
                     None => tracing::debug!(payload = notification.payload(), "ignoring unknown notification"),
@@ -132,88 +137,7 @@ async fn pump(
                 Some(Ok(None)) | None => return Some("connection closed".to_owned()),
                 Some(Err(error)) => return Some(error.to_string()),
             },
-            _ = poll.tick() => {
-                if !fanout.hub.is_empty()
-                    && let Err(error) = fanout.poll().await
-                {
-                    tracing::warn!(%error, "fallback poll failed");
-                }
-            }
+            _ = poll.tick() => broadcast(tails, TailEvent::Poll),
         }
-    }
-}
-
-/// Makes the per-key topic (a stream's, a question's) of a feed from the key.
-type KeyedTopic = fn(String) -> Topic;
-
-/// Turns "feed F reached sequence N" into wake-ups of the topics it touches.
-struct Fanout {
-    pool: PgPool,
-    hub: Hub,
-    /// The highest sequence already fanned out per feed; `None` until read from the tables, and again
-    /// after a reconnect.
-    cursors: Option<[(Feed, i64); 3]>,
-}
-
-impl Fanout {
-    /// Loads the cursors if they are unknown; then every reader is woken, because anything up to the
-    /// loaded marks may not have been fanned out. Returns false when it did that, so the caller stops.
-    async fn ensure_cursors(&mut self) -> StoreResult<bool> {
-        if self.cursors.is_some() {
-            return Ok(true);
-        }
-        self.cursors = Some(feeds::high_water(&self.pool).await?);
-        self.hub.wake_all();
-        Ok(false)
-    }
-
-    fn cursor_mut(&mut self, feed: Feed) -> &mut i64 {
-        let cursors = self.cursors.as_mut().expect("ensure_cursors ran first");
-        &mut cursors.iter_mut().find(|(f, _)| *f == feed).expect("every feed has a cursor").1
-    }
-
-    async fn advance(&mut self, feed: Feed, sequence: i64) -> StoreResult<()> {
-        if !self.ensure_cursors().await? {
-            return Ok(());
-        }
-        let cursor = *self.cursor_mut(feed);
-        if sequence <= cursor {
-            return Ok(());
-        }
-        // Each feed has one topic for all of it, and chunks and questions also one per key.
-        let (whole, per_key): (Topic, Option<KeyedTopic>) = match feed {
-            Feed::Messages => (Topic::Messages, None),
-            Feed::Chunks => (Topic::AllChunks, Some(Topic::Stream)),
-            Feed::Questions => (Topic::Questions, Some(Topic::Question)),
-        };
-        let mut reached = sequence;
-        if let Some(per_key) = per_key
-            && self.hub.has_any_like(&per_key(String::new()))
-        {
-            let (keys, last) = feeds::keys_changed_since(&self.pool, feed, cursor).await?;
-            for key in keys {
-                self.hub.wake(&per_key(key));
-            }
-            reached = reached.max(last);
-        }
-        self.hub.wake(&whole);
-        *self.cursor_mut(feed) = reached;
-        Ok(())
-    }
-
-    async fn poll(&mut self) -> StoreResult<()> {
-        if !self.ensure_cursors().await? {
-            return Ok(());
-        }
-        for (feed, sequence) in feeds::high_water(&self.pool).await? {
-            self.advance(feed, sequence).await?;
-        }
-        Ok(())
-    }
-
-    /// After a (re)connect: forget the cursors, so the next step reloads them and wakes every reader.
-    async fn resync(&mut self) -> StoreResult<()> {
-        self.cursors = None;
-        self.ensure_cursors().await.map(|_| ())
     }
 }

@@ -1,16 +1,19 @@
-//! PostgreSQL, the broker's only state: the pool, migrations, the store error, and the fan-out machinery
-//! (one LISTEN connection per replica feeding an in-process hub).
+//! PostgreSQL, the broker's only state: the pool, migrations, the store error, how feeds are written
+//! ([`feed`]) and the fan-out machinery (one LISTEN connection per replica, a tail per feed that reads each
+//! commit once, and the in-process fan-out readers take rows from).
 
 pub mod embedded;
-pub mod feeds;
+pub mod fanout;
+pub mod feed;
 pub mod follow;
 pub mod hub;
 pub mod listener;
+pub mod tail;
 
 use std::{str::FromStr, time::Duration};
 
 use sqlx::{
-    PgPool,
+    ConnectOptions, Connection, PgPool,
     postgres::{PgConnectOptions, PgPoolOptions},
 };
 
@@ -26,6 +29,9 @@ pub enum StoreError {
     /// Postgres answered with an error.
     #[error("database error: {0}")]
     Database(sqlx::Error),
+    /// Writers kept overtaking this one on the same key (a stream, a conversation); the client may retry.
+    #[error("too many concurrent writers of one {0}")]
+    Contended(&'static str),
     /// The replica is shutting down and takes no more writes.
     #[error("shutting down")]
     ShuttingDown,
@@ -54,17 +60,47 @@ pub fn connect_options(url: &str, application_name: &str) -> Result<PgConnectOpt
         .options([("plan_cache_mode", "force_custom_plan")]))
 }
 
-/// The request pool of one replica.
-pub async fn connect(url: &str, max_connections: u32) -> Result<PgPool, sqlx::Error> {
+/// How long Postgres lets a request connection wait or idle before it ends the statement or the session.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    /// `statement_timeout`: no statement of the request path runs longer.
+    pub statement: Duration,
+    /// `lock_timeout`: no statement waits longer for a lock (a key another replica writes).
+    pub lock: Duration,
+    /// `idle_in_transaction_session_timeout`: a replica that stops mid-transaction (frozen, partitioned) has
+    /// its session ended, and its locks released, after this long.
+    pub idle_in_transaction: Duration,
+}
+
+/// The request pool of one replica. Its connections carry `timeouts`, so a replica frozen mid-transaction
+/// harms only itself: Postgres ends its session and releases what it held. The LISTEN connection and
+/// migrations use their own connections without them (LISTEN idles forever; a migration may take long).
+pub async fn connect(url: &str, max_connections: u32, timeouts: Timeouts) -> Result<PgPool, sqlx::Error> {
+    let ms = |d: Duration| format!("{}ms", d.as_millis());
+    let options = connect_options(url, "ark-broker")?.options([
+        ("statement_timeout", ms(timeouts.statement)),
+        ("lock_timeout", ms(timeouts.lock)),
+        ("idle_in_transaction_session_timeout", ms(timeouts.idle_in_transaction)),
+    ]);
     PgPoolOptions::new()
         .max_connections(max_connections.max(2))
         .acquire_timeout(Duration::from_secs(5))
-        .connect_with(connect_options(url, "ark-broker")?)
+        .connect_with(options)
         .await
 }
 
-/// Applies pending migrations. sqlx holds a Postgres advisory lock meanwhile, so replicas that start at
-/// the same moment apply them once and all come up.
-pub async fn migrate(pool: &PgPool) -> Result<(), sqlx::migrate::MigrateError> {
-    MIGRATOR.run(pool).await
+/// Applies pending migrations on a connection of its own. sqlx holds a Postgres advisory lock meanwhile, so
+/// replicas that start at the same moment apply them once and all come up.
+pub async fn migrate(url: &str) -> Result<(), sqlx::migrate::MigrateError> {
+    let mut connection = connect_options(url, "ark-broker-migrate")?.connect().await?;
+    MIGRATOR.run(&mut connection).await?;
+    connection.close().await?;
+    Ok(())
+}
+
+/// The visibility horizon: the oldest transaction id still in flight (every lower one has ended).
+pub async fn horizon(pool: &PgPool) -> StoreResult<i64> {
+    Ok(sqlx::query_scalar!(r#"select pg_snapshot_xmin(pg_current_snapshot())::text::bigint as "horizon!""#)
+        .fetch_one(pool)
+        .await?)
 }

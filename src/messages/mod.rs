@@ -1,7 +1,7 @@
 //! Conversation memory, upstream's Memory API: `/messages`, `/conversations…`, `/memory-status` and
 //! `/queries/{q}/messages`, with a `watch=true` SSE feed that is live across replicas.
 
-mod model;
+pub mod model;
 mod routes;
 pub mod store;
 mod watch;

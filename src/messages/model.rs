@@ -3,7 +3,11 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::{error::ApiError, validate};
+use crate::{
+    db::{fanout::FeedRow, feed::GlobalCursor},
+    error::ApiError,
+    validate,
+};
 
 /// Longest `ttl_seconds` accepted (100 years); Postgres intervals overflow far beyond it.
 const MAX_TTL_SECONDS: i64 = 100 * 365 * 24 * 3600;
@@ -21,6 +25,33 @@ pub struct MessageItem {
     pub message: Value,
     /// Its position in the global messages feed; also the page cursor.
     pub sequence: i64,
+    /// Its position within its conversation: 1, 2, 3, … in commit order.
+    #[serde(skip)]
+    pub position: i64,
+    /// The id of the transaction that wrote it.
+    #[serde(skip)]
+    pub tx: i64,
+    /// The message's size in bytes (as JSON text).
+    #[serde(skip)]
+    pub bytes: i32,
+}
+
+impl FeedRow for MessageItem {
+    fn key(&self) -> &str {
+        &self.conversation_id
+    }
+
+    fn position(&self) -> i64 {
+        self.position
+    }
+
+    fn global(&self) -> GlobalCursor {
+        GlobalCursor { tx: self.tx, sequence: self.sequence }
+    }
+
+    fn size(&self) -> usize {
+        self.bytes.max(0) as usize
+    }
 }
 
 /// The body of `POST /messages`.
@@ -61,10 +92,18 @@ impl AppendMessages {
 }
 
 /// Which messages a list or watch covers.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MessageFilter {
     /// Only this conversation.
     pub conversation_id: Option<String>,
     /// Only this query.
     pub query_id: Option<String>,
+}
+
+impl MessageFilter {
+    /// Whether `item` passes the filter.
+    pub fn matches(&self, item: &MessageItem) -> bool {
+        self.conversation_id.as_deref().is_none_or(|id| id == item.conversation_id)
+            && self.query_id.as_deref().is_none_or(|id| id == item.query_id)
+    }
 }

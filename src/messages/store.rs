@@ -1,5 +1,6 @@
-//! SQL for conversation memory. Appends take the messages feed's writer lock, so the feed's sequence order
-//! is its commit order; every read hides expired rows.
+//! SQL for conversation memory. Appends claim positions from the conversation's counter row (see
+//! [`crate::db::feed`]), so only writers of the same conversation wait for each other; every read hides
+//! expired rows.
 
 use serde_json::Value;
 use sqlx::PgPool;
@@ -7,11 +8,16 @@ use sqlx::PgPool;
 use super::model::{MessageFilter, MessageItem};
 use crate::{
     db::{
-        StoreResult,
-        feeds::{self, Feed},
+        self, StoreError, StoreResult,
+        feed::{Feed, FeedTx, GlobalCursor},
+        follow::{BATCH, BATCH_BYTES, Page},
+        tail::FeedSource,
     },
     http::reply::iso_timestamp,
 };
+
+/// How often an append retries when a writer with a later transaction id wrote the conversation first.
+const MAX_CLAIM_ATTEMPTS: usize = 20;
 
 /// Per-conversation counts for `/memory-status`.
 #[derive(Debug)]
@@ -28,6 +34,22 @@ pub struct ConversationCounts {
 #[derive(Debug, Clone)]
 pub struct MessageStore {
     pool: PgPool,
+}
+
+/// Builds a [`MessageItem`] from a row of any query selecting the message columns.
+macro_rules! item {
+    ($row:expr) => {
+        MessageItem {
+            timestamp: iso_timestamp($row.created_at),
+            conversation_id: $row.conversation_id,
+            query_id: $row.query_id,
+            message: $row.message,
+            sequence: $row.sequence_number,
+            position: $row.position,
+            tx: $row.tx,
+            bytes: $row.bytes,
+        }
+    };
 }
 
 impl MessageStore {
@@ -47,32 +69,50 @@ impl MessageStore {
         if messages.is_empty() {
             return Ok(());
         }
-        let mut tx = self.pool.begin().await?;
-        feeds::lock_for_append(&mut tx, Feed::Messages).await?;
-        let last = sqlx::query_scalar!(
-            r#"with inserted as (
-                 insert into messages (conversation_id, query_id, message, expires_at)
-                 select $1, $2, m.message, now() + make_interval(secs => $4::bigint)
-                 from unnest($3::jsonb[]) with ordinality as m(message, position)
-                 order by m.position
-                 returning sequence_number)
-               select max(sequence_number) as "last!" from inserted"#,
-            conversation_id,
-            query_id,
-            messages,
-            ttl_seconds,
-        )
-        .fetch_one(&mut *tx)
-        .await?;
-        feeds::notify(&mut tx, Feed::Messages, last).await?;
-        tx.commit().await?;
-        Ok(())
+        let count = messages.len() as i64;
+        for _ in 0..MAX_CLAIM_ATTEMPTS {
+            let mut tx = FeedTx::begin(&self.pool, Feed::Messages).await?;
+            let claimed = sqlx::query_scalar!(
+                r#"with claimed as (
+                     insert into conversations as c (conversation_id, last_position, last_tx)
+                     values ($1, $5, pg_current_xact_id())
+                     on conflict (conversation_id) do update
+                       set last_position = c.last_position + excluded.last_position, last_tx = excluded.last_tx
+                       where c.last_tx < excluded.last_tx
+                     returning c.last_position - $5 as base
+                   ), inserted as (
+                     insert into messages (conversation_id, query_id, message, expires_at, position, bytes)
+                     select $1, $2, m.message, now() + make_interval(secs => $4::bigint), cl.base + m.position,
+                            octet_length(m.message::text)
+                     from claimed cl, unnest($3::jsonb[]) with ordinality as m(message, position)
+                     order by m.position
+                     returning 1
+                   )
+                   select base as "base!" from claimed"#,
+                conversation_id,
+                query_id,
+                messages,
+                ttl_seconds,
+                count,
+            )
+            .fetch_optional(tx.conn())
+            .await?;
+            if claimed.is_some() {
+                tx.wrote();
+                return tx.commit().await;
+            }
+            // A writer whose transaction started after ours wrote the conversation first: try again.
+            tx.rollback().await?;
+        }
+        Err(StoreError::Contended("conversation"))
     }
 
     /// Up to `limit` visible messages after sequence `after`, oldest first.
     pub async fn list(&self, filter: &MessageFilter, after: i64, limit: i64) -> StoreResult<Vec<MessageItem>> {
         let rows = sqlx::query!(
-            r#"select sequence_number, conversation_id, query_id, message, created_at from messages
+            r#"select sequence_number, conversation_id, query_id, message, created_at, position,
+                      tx::text::bigint as "tx!", bytes
+               from messages
                where ($1::text is null or conversation_id = $1)
                  and ($2::text is null or query_id = $2)
                  and sequence_number > $3
@@ -86,25 +126,117 @@ impl MessageStore {
         )
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows
+        Ok(rows.into_iter().map(|row| item!(row)).collect())
+    }
+
+    /// One conversation's visible messages after position `after` (optionally of one query), within the
+    /// catch-up limits.
+    pub async fn conversation_page(
+        &self,
+        conversation_id: &str,
+        query_id: Option<&str>,
+        after: i64,
+    ) -> StoreResult<Page<MessageItem, i64>> {
+        let rows = sqlx::query!(
+            r#"select sequence_number, conversation_id, query_id, message, created_at, position,
+                      tx::text::bigint as "tx!", bytes
+               from (select *, sum(bytes) over (order by position) as running
+                     from messages where conversation_id = $1 and position > $2 order by position limit $3) m
+               where running - bytes < $4
+               order by position"#,
+            conversation_id,
+            after,
+            BATCH,
+            BATCH_BYTES,
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        // Filtered after the limits, so the page's cursor still moves past rows that do not match.
+        let page = Page::of_key(rows.into_iter().map(|row| item!(row)).collect(), after);
+        Ok(Page {
+            rows: page.rows.into_iter().filter(|item| query_id.is_none_or(|q| q == item.query_id)).collect(),
+            ..page
+        })
+    }
+
+    /// The whole feed's messages after `after`, below the visibility horizon, within the catch-up limits.
+    pub async fn global_page(&self, after: GlobalCursor) -> StoreResult<Page<MessageItem, GlobalCursor>> {
+        let rows = sqlx::query!(
+            r#"with h as (select pg_snapshot_xmin(pg_current_snapshot()) as horizon)
+               select h.horizon::text::bigint as "horizon!", m.sequence_number as "sequence_number?",
+                      m.conversation_id as "conversation_id?", m.query_id as "query_id?", m.message as "message?",
+                      m.created_at as "created_at?", m.position as "position?", m.tx::text::bigint as "tx?",
+                      m.bytes as "bytes?"
+               from h left join lateral (
+                 select *, sum(bytes) over (order by tx, sequence_number) as running from messages
+                 where (tx, sequence_number) > ($1::text::xid8, $2) and tx < h.horizon
+                 order by tx, sequence_number limit $3
+               ) m on m.running - m.bytes < $4
+               order by m.tx, m.sequence_number"#,
+            after.tx.to_string(),
+            after.sequence,
+            BATCH,
+            BATCH_BYTES,
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        let horizon = rows.first().map_or(after.tx, |row| row.horizon);
+        let items = rows
             .into_iter()
-            .map(|row| MessageItem {
-                timestamp: iso_timestamp(row.created_at),
-                conversation_id: row.conversation_id,
-                query_id: row.query_id,
-                message: row.message,
-                sequence: row.sequence_number,
+            .filter_map(|row| {
+                Some(MessageItem {
+                    timestamp: iso_timestamp(row.created_at?),
+                    conversation_id: row.conversation_id?,
+                    query_id: row.query_id?,
+                    message: row.message?,
+                    sequence: row.sequence_number?,
+                    position: row.position?,
+                    tx: row.tx?,
+                    bytes: row.bytes?,
+                })
             })
-            .collect())
+            .collect();
+        Ok(Page::of_global(items, after, horizon))
     }
 
-    /// The newest sequence of the feed; a live-only watch starts after it.
-    pub async fn latest_sequence(&self) -> StoreResult<i64> {
-        Ok(sqlx::query_scalar!(r#"select coalesce(max(sequence_number), 0) as "n!" from messages"#)
-            .fetch_one(&self.pool)
-            .await?)
+    /// A conversation's committed last position (0 if it has none): a live-only watch starts after it.
+    pub async fn last_position(&self, conversation_id: &str) -> StoreResult<i64> {
+        Ok(sqlx::query_scalar!(
+            r#"select coalesce((select last_position from conversations where conversation_id = $1), 0) as "n!""#,
+            conversation_id
+        )
+        .fetch_one(&self.pool)
+        .await?)
     }
 
+    /// Where a watch resumed from upstream's `cursor` (a message's sequence) continues within a
+    /// conversation: one conversation's sequence numbers rise with its positions, because a writer draws them
+    /// only after it holds the conversation's counter row.
+    pub async fn position_after_sequence(&self, conversation_id: &str, sequence: i64) -> StoreResult<i64> {
+        Ok(sqlx::query_scalar!(
+            r#"select coalesce(max(position), 0) as "n!" from messages
+               where conversation_id = $1 and sequence_number <= $2"#,
+            conversation_id,
+            sequence,
+        )
+        .fetch_one(&self.pool)
+        .await?)
+    }
+
+    /// Where a global watch resumed from upstream's `cursor` continues: right after that message in global
+    /// order `(tx, sequence)`. Everything before it in that order was below the horizon when it was sent,
+    /// so the resume repeats and skips nothing. A message that is gone (deleted or expired) resumes after
+    /// the last earlier message that is still there.
+    pub async fn global_cursor_of(&self, sequence: i64) -> StoreResult<GlobalCursor> {
+        let row = sqlx::query!(
+            r#"select tx::text::bigint as "tx!", sequence_number from messages
+               where sequence_number <= $1 order by sequence_number desc limit 1"#,
+            sequence,
+        )
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map_or_else(GlobalCursor::default, |row| GlobalCursor { tx: row.tx, sequence: row.sequence_number }))
+    }
     /// Conversation ids that still have visible messages, in order of first appearance.
     pub async fn conversation_ids(&self) -> StoreResult<Vec<String>> {
         Ok(sqlx::query_scalar!(
@@ -170,5 +302,40 @@ impl MessageStore {
         .execute(&self.pool)
         .await?;
         Ok(deleted.rows_affected())
+    }
+}
+
+impl FeedSource for MessageStore {
+    type Row = MessageItem;
+
+    async fn rows_of(&self, txs: &[i64]) -> StoreResult<Vec<MessageItem>> {
+        let txs: Vec<String> = txs.iter().map(i64::to_string).collect();
+        let rows = sqlx::query!(
+            r#"select sequence_number, conversation_id, query_id, message, created_at, position,
+                      tx::text::bigint as "tx!", bytes
+               from messages where tx = any($1::text[]::xid8[]) order by tx, sequence_number"#,
+            &txs,
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.into_iter().map(|row| item!(row)).collect())
+    }
+
+    async fn global_page(&self, after: GlobalCursor) -> StoreResult<Page<MessageItem, GlobalCursor>> {
+        MessageStore::global_page(self, after).await
+    }
+
+    async fn horizon(&self) -> StoreResult<i64> {
+        db::horizon(&self.pool).await
+    }
+
+    async fn key_heads(&self, keys: &[String]) -> StoreResult<Vec<(String, i64)>> {
+        let rows = sqlx::query!(
+            "select conversation_id, last_position from conversations where conversation_id = any($1)",
+            keys
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.into_iter().map(|row| (row.conversation_id, row.last_position)).collect())
     }
 }

@@ -4,6 +4,7 @@
 pub mod model;
 mod routes;
 pub mod store;
+pub mod tail;
 mod watch;
 
 pub use store::{Change, QuestionStore};

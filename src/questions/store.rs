@@ -8,7 +8,7 @@ use uuid::Uuid;
 use super::model::{NewQuestion, Question, QuestionRow, QuestionStatus};
 use crate::db::{
     StoreResult,
-    feeds::{self, Feed},
+    feed::{Feed, FeedTx},
 };
 
 /// What a change to one question came to.
@@ -60,8 +60,7 @@ impl QuestionStore {
             Some(query) => (query.namespace.as_deref(), Some(query.name.as_str())),
             None => (None, None),
         };
-        let mut tx = self.pool.begin().await?;
-        feeds::lock_for_append(&mut tx, Feed::Questions).await?;
+        let mut tx = FeedTx::begin(&self.pool, Feed::Questions).await?;
         let row = sqlx::query_as!(
             QuestionRow,
             r#"insert into questions (id, sender, recipient, channels, content, query_namespace, query_name,
@@ -82,7 +81,7 @@ impl QuestionStore {
             new.task_ttl_ms,
             new.ttl_seconds,
         )
-        .fetch_one(&mut *tx)
+        .fetch_one(tx.conn())
         .await?;
         let question = record(&mut tx, "question_created", row).await?;
         tx.commit().await?;
@@ -91,8 +90,7 @@ impl QuestionStore {
 
     /// Answers a pending question. The first answer wins; later ones get [`Change::Conflict`].
     pub async fn answer(&self, id: &str, response: &str, answered_by: Option<&str>) -> StoreResult<Change> {
-        let mut tx = self.pool.begin().await?;
-        feeds::lock_for_append(&mut tx, Feed::Questions).await?;
+        let mut tx = FeedTx::begin(&self.pool, Feed::Questions).await?;
         expire_if_due(&mut tx, id).await?;
         let answered = sqlx::query_as!(
             QuestionRow,
@@ -105,7 +103,7 @@ impl QuestionStore {
             response,
             answered_by,
         )
-        .fetch_optional(&mut *tx)
+        .fetch_optional(tx.conn())
         .await?;
         let change = match answered {
             Some(row) => Change::Made(record(&mut tx, "question_answered", row).await?),
@@ -117,8 +115,7 @@ impl QuestionStore {
 
     /// Cancels a pending question; the row stays.
     pub async fn cancel(&self, id: &str) -> StoreResult<Change> {
-        let mut tx = self.pool.begin().await?;
-        feeds::lock_for_append(&mut tx, Feed::Questions).await?;
+        let mut tx = FeedTx::begin(&self.pool, Feed::Questions).await?;
         expire_if_due(&mut tx, id).await?;
         let cancelled = sqlx::query_as!(
             QuestionRow,
@@ -128,7 +125,7 @@ impl QuestionStore {
                returning *"#,
             id,
         )
-        .fetch_optional(&mut *tx)
+        .fetch_optional(tx.conn())
         .await?;
         let change = match cancelled {
             Some(row) => Change::Made(record(&mut tx, "question_cancelled", row).await?),
@@ -140,8 +137,7 @@ impl QuestionStore {
 
     /// Expires `id` if it is pending past its expiry (waiters call this so they need not wait for the reaper).
     pub async fn expire_if_due(&self, id: &str) -> StoreResult<()> {
-        let mut tx = self.pool.begin().await?;
-        feeds::lock_for_append(&mut tx, Feed::Questions).await?;
+        let mut tx = FeedTx::begin(&self.pool, Feed::Questions).await?;
         expire_if_due(&mut tx, id).await?;
         tx.commit().await?;
         Ok(())
@@ -149,8 +145,7 @@ impl QuestionStore {
 
     /// Expires up to `limit` pending questions whose expiry has passed; returns how many.
     pub async fn expire_due(&self, limit: i64) -> StoreResult<usize> {
-        let mut tx = self.pool.begin().await?;
-        feeds::lock_for_append(&mut tx, Feed::Questions).await?;
+        let mut tx = FeedTx::begin(&self.pool, Feed::Questions).await?;
         let rows = sqlx::query_as!(
             QuestionRow,
             r#"update questions
@@ -161,7 +156,7 @@ impl QuestionStore {
                returning *"#,
             limit,
         )
-        .fetch_all(&mut *tx)
+        .fetch_all(tx.conn())
         .await?;
         let count = rows.len();
         for row in rows {
@@ -224,6 +219,18 @@ impl QuestionStore {
         current_version(&mut connection).await
     }
 
+    /// The questions transactions `txs` changed, with the version of each change.
+    pub async fn changed_by(&self, txs: &[i64]) -> StoreResult<Vec<(String, i64)>> {
+        let txs: Vec<String> = txs.iter().map(i64::to_string).collect();
+        let rows = sqlx::query!(
+            "select question_id, resource_version from question_events where tx = any($1::text[]::xid8[])",
+            &txs,
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.into_iter().map(|row| (row.question_id, row.resource_version)).collect())
+    }
+
     /// The oldest resourceVersion still in the watch log, if any.
     pub async fn oldest_logged_version(&self) -> StoreResult<Option<i64>> {
         Ok(sqlx::query_scalar!("select min(resource_version) from question_events").fetch_one(&self.pool).await?)
@@ -261,7 +268,7 @@ async fn current_version(connection: &mut PgConnection) -> StoreResult<i64> {
 }
 
 /// Expires `id` first if it is pending past its expiry, so a late answer or cancel sees it expired.
-async fn expire_if_due(tx: &mut PgConnection, id: &str) -> StoreResult<()> {
+async fn expire_if_due(tx: &mut FeedTx, id: &str) -> StoreResult<()> {
     let expired = sqlx::query_as!(
         QuestionRow,
         r#"update questions
@@ -270,7 +277,7 @@ async fn expire_if_due(tx: &mut PgConnection, id: &str) -> StoreResult<()> {
            returning *"#,
         id,
     )
-    .fetch_optional(&mut *tx)
+    .fetch_optional(tx.conn())
     .await?;
     if let Some(row) = expired {
         record(tx, "question_expired", row).await?;
@@ -279,8 +286,9 @@ async fn expire_if_due(tx: &mut PgConnection, id: &str) -> StoreResult<()> {
 }
 
 /// Why a conditional change matched nothing: the question is not pending, or does not exist.
-async fn unchanged(tx: &mut PgConnection, id: &str) -> StoreResult<Change> {
-    let row = sqlx::query_as!(QuestionRow, "select * from questions where id = $1", id).fetch_optional(tx).await?;
+async fn unchanged(tx: &mut FeedTx, id: &str) -> StoreResult<Change> {
+    let row =
+        sqlx::query_as!(QuestionRow, "select * from questions where id = $1", id).fetch_optional(tx.conn()).await?;
     Ok(match row {
         Some(row) => Change::Conflict(row.into()),
         None => Change::NotFound,
@@ -288,7 +296,7 @@ async fn unchanged(tx: &mut PgConnection, id: &str) -> StoreResult<Change> {
 }
 
 /// Logs the change for watchers and queues the NOTIFY; returns the question as it now is.
-async fn record(tx: &mut PgConnection, kind: &str, row: QuestionRow) -> StoreResult<Question> {
+async fn record(tx: &mut FeedTx, kind: &str, row: QuestionRow) -> StoreResult<Question> {
     let question = Question::from(row);
     let version = question.version;
     let snapshot = serde_json::to_value(&question).expect("a question serialises");
@@ -299,7 +307,7 @@ async fn record(tx: &mut PgConnection, kind: &str, row: QuestionRow) -> StoreRes
         kind,
         snapshot,
     )
-    .execute(&mut *tx)
+    .execute(tx.conn())
     .await?;
     if let Some(query) = &question.query
         && let Some(namespace) = &query.namespace
@@ -313,9 +321,9 @@ async fn record(tx: &mut PgConnection, kind: &str, row: QuestionRow) -> StoreRes
             query.name,
             action,
         )
-        .execute(&mut *tx)
+        .execute(tx.conn())
         .await?;
     }
-    feeds::notify(tx, Feed::Questions, version).await?;
+    tx.wrote();
     Ok(question)
 }

@@ -8,7 +8,7 @@ use futures::{StreamExt, stream};
 
 use super::store::QuestionFilter;
 use crate::{
-    db::{follow::follow, hub::Topic},
+    db::{follow::follow_woken, hub::Topic},
     error::ApiError,
     http::sse,
     state::AppState,
@@ -38,7 +38,7 @@ pub async fn respond(state: &AppState, filter: QuestionFilter, from: Option<i64>
         let store = store.clone();
         async move { store.events_after(after, limit).await }
     };
-    let changes = follow(subscription, last, state.config.poll_interval(), read, |change| change.version)
+    let changes = follow_woken(subscription, last, state.config.poll_interval(), read, |change| change.version)
         .filter(move |change| std::future::ready(matches(&filter, &change.question)))
         .map(|change| {
             Event::default().event(change.kind).id(change.version.to_string()).data(change.question.to_string())

@@ -1,7 +1,7 @@
 //! LLM chunk streams, upstream's `/stream` routes, durable in Postgres: NDJSON ingest group-committed per
 //! replica, SSE readers on any replica, completion markers, and the raw global feed.
 
-mod model;
+pub mod model;
 mod ndjson;
 mod reader;
 mod routes;

@@ -4,7 +4,10 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::value::RawValue;
 
-use crate::http::reply::iso_timestamp;
+use crate::{
+    db::{fanout::FeedRow, feed::GlobalCursor},
+    http::reply::iso_timestamp,
+};
 
 /// What the completion marker's chunk reads as in raw pages and the global watch.
 pub const DONE: &str = "[DONE]";
@@ -12,16 +15,40 @@ pub const DONE: &str = "[DONE]";
 /// One stored chunk (or completion marker) of a stream.
 #[derive(Debug, Clone)]
 pub struct ChunkRow {
-    /// Position in the global chunk feed.
+    /// Position in the global chunk feed (upstream's `sequenceNumber`).
     pub sequence: i64,
     /// The stream (query name).
     pub stream_id: String,
+    /// Position within its stream: 1, 2, 3, … in commit order.
+    pub position: i64,
+    /// The id of the transaction that wrote it.
+    pub tx: i64,
     /// The chunk's JSON text, exactly as received.
     pub chunk: String,
     /// Whether this is the completion marker.
     pub is_done: bool,
     /// When it was stored.
     pub created_at: DateTime<Utc>,
+    /// The chunk's size in bytes.
+    pub bytes: i32,
+}
+
+impl FeedRow for ChunkRow {
+    fn key(&self) -> &str {
+        &self.stream_id
+    }
+
+    fn position(&self) -> i64 {
+        self.position
+    }
+
+    fn global(&self) -> GlobalCursor {
+        GlobalCursor { tx: self.tx, sequence: self.sequence }
+    }
+
+    fn size(&self) -> usize {
+        self.bytes.max(0) as usize
+    }
 }
 
 /// Upstream's raw item `{"sequenceNumber","timestamp","data":{"queryId","chunk"[,"complete"]}}`.

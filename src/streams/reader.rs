@@ -1,5 +1,6 @@
 //! The SSE readers of chunk streams: `GET /stream/{id}` (upstream's chunk framing, `[DONE]`, the
-//! `wait-for-query` timeout) and `GET /stream?watch=true` (the generic feed of every chunk).
+//! `wait-for-query` timeout) and `GET /stream?watch=true` (the generic feed of every chunk). Both take their
+//! rows from this replica's fan-out and read Postgres only to catch up.
 
 use std::time::Duration;
 
@@ -9,7 +10,7 @@ use tokio::time::Instant;
 
 use super::model::{ChunkRow, DONE};
 use crate::{
-    db::{follow::follow, hub::Topic},
+    db::{fanout::FeedRow, feed::GlobalCursor, follow::follow, tail::FeedSource},
     error::ApiError,
     http::sse,
     state::AppState,
@@ -31,14 +32,15 @@ pub struct ReadOptions {
 /// are those stored after this call: the start is fixed before the response goes out.
 pub async fn stream_response(state: &AppState, stream_id: String, options: ReadOptions) -> Result<Response, ApiError> {
     let store = state.chunks.clone();
-    let subscription = state.hub.subscribe(Topic::Stream(stream_id.clone()));
-    let start = store.latest_sequence().await?;
-    let read = move |after, limit| {
+    let subscription = state.chunk_fanout.subscribe_key(&stream_id);
+    let start = store.last_position(&stream_id).await?;
+    let read = move |after| {
         let (store, stream_id) = (store.clone(), stream_id.clone());
-        async move { store.stream_after(&stream_id, after, limit).await }
+        async move { store.stream_page(&stream_id, after).await }
     };
     let from = if options.from_beginning { 0 } else { start };
-    let mut rows = Box::pin(follow(subscription, from, state.config.poll_interval(), read, |row| row.sequence));
+    let mut rows =
+        Box::pin(follow(subscription, from, state.config.poll_interval(), read, <ChunkRow as FeedRow>::position));
     let events = async_stream::stream! {
         // Armed until the first live chunk (one stored after we started); replayed chunks do not disarm it.
         let mut deadline = options.wait_for_query.map(|wait| Instant::now() + wait);
@@ -55,7 +57,7 @@ pub async fn stream_response(state: &AppState, stream_id: String, options: ReadO
                 None => rows.next().await,
             };
             let Some(row) = row else { return };
-            if row.sequence > start {
+            if row.position > start {
                 deadline = None;
             }
             if row.is_done {
@@ -74,17 +76,18 @@ pub async fn stream_response(state: &AppState, stream_id: String, options: ReadO
 }
 
 /// Serves every new chunk of every stream (`GET /stream?watch=true`): the `chunk` field only, the
-/// completion marker as `"[DONE]"`.
+/// completion marker as `"[DONE]"`. Chunks come in global order (see [`crate::db::feed`]): each stream's in
+/// its own order, and none is skipped for committing late.
 pub async fn feed_response(state: &AppState) -> Result<Response, ApiError> {
     let store = state.chunks.clone();
-    let subscription = state.hub.subscribe(Topic::AllChunks);
-    let after = store.latest_sequence().await?;
-    let read = move |after, limit| {
+    let subscription = state.chunk_fanout.subscribe_global();
+    let start = GlobalCursor::horizon(store.horizon().await?);
+    let read = move |after: GlobalCursor| {
         let store = store.clone();
-        async move { store.feed_after(after, limit).await }
+        async move { store.global_page(after).await }
     };
-    let chunks =
-        follow(subscription, after, state.config.poll_interval(), read, |row| row.sequence).map(|row| feed_event(&row));
+    let chunks = follow(subscription, start, state.config.poll_interval(), read, <ChunkRow as FeedRow>::global)
+        .map(|row| feed_event(&row));
     let events = stream::once(async { sse::connected() }).chain(chunks);
     Ok(sse::respond(events, state.shutdown.clone(), Some(state.config.sse_heartbeat())))
 }

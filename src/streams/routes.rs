@@ -16,7 +16,7 @@ use super::{
     model::{BrokerItem, Completion},
     ndjson::NdjsonLines,
     reader::{self, ReadOptions},
-    writer::Ack,
+    writer::{Ack, Request},
 };
 use crate::{
     error::ApiError,
@@ -42,15 +42,16 @@ pub async fn ingest(
     validate::key("query", &id)?;
     let stream_id: Arc<str> = Arc::from(id.as_str());
     let mut lines = NdjsonLines::new(state.config.max_chunk_bytes);
+    let request = Arc::new(Request::default());
     let mut pending: VecDeque<Ack> = VecDeque::new();
     let mut received = 0usize;
     let mut body = body.into_data_stream();
     while let Some(piece) = body.next().await {
         let piece = piece.map_err(|e| ApiError::BadRequest(format!("reading the request body failed: {e}")))?;
         let chunks = lines.push(&piece);
-        received += submit(&state, &stream_id, chunks, &mut pending).await?;
+        received += submit(&state, &request, &stream_id, chunks, &mut pending).await?;
     }
-    received += submit(&state, &stream_id, lines.finish(), &mut pending).await?;
+    received += submit(&state, &request, &stream_id, lines.finish(), &mut pending).await?;
     for ack in pending {
         wait_stored(ack).await?;
     }
@@ -67,6 +68,7 @@ pub async fn ingest(
 
 async fn submit(
     state: &AppState,
+    request: &Arc<Request>,
     stream_id: &Arc<str>,
     chunks: Vec<String>,
     pending: &mut VecDeque<Ack>,
@@ -75,7 +77,7 @@ async fn submit(
     if count == 0 {
         return Ok(0);
     }
-    pending.push_back(state.writer.write(stream_id.clone(), chunks).await?);
+    pending.push_back(state.writer.write(request, stream_id.clone(), chunks).await?);
     if pending.len() > MAX_PENDING_ACKS
         && let Some(oldest) = pending.pop_front()
     {

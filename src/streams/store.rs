@@ -1,5 +1,6 @@
-//! SQL for chunk streams. Every write takes the chunks feed's writer lock, so one global sequence orders
-//! all chunks in commit order: per-stream readers and the global feed can both advance by sequence safely.
+//! SQL for chunk streams. Writers claim positions from each stream's counter row (see [`crate::db::feed`]):
+//! a group commit claims every stream it can lock right away and leaves streams another transaction holds
+//! for its next flush, so a writer that froze while holding a stream delays only that stream.
 
 use std::sync::Arc;
 
@@ -7,9 +8,14 @@ use sqlx::PgPool;
 
 use super::model::{ChunkRow, Completion};
 use crate::db::{
-    StoreResult,
-    feeds::{self, Feed},
+    self, StoreResult,
+    feed::{Feed, FeedTx, GlobalCursor},
+    follow::{BATCH, BATCH_BYTES, Page},
+    tail::FeedSource,
 };
+
+/// How often `complete` retries when a writer with a later transaction id wrote the stream first.
+const MAX_CLAIM_ATTEMPTS: usize = 20;
 
 /// Chunks of one stream to append, in order.
 #[derive(Debug)]
@@ -32,11 +38,29 @@ impl ChunkStore {
         ChunkStore { pool }
     }
 
-    /// Appends several streams' chunks in one transaction with one NOTIFY (a group commit).
-    pub async fn append(&self, appends: &[Append]) -> StoreResult<()> {
+    /// Registers streams that may not exist yet; existing ones are left alone without waiting for a writer
+    /// that holds them.
+    pub async fn create_streams(&self, stream_ids: &[&str]) -> StoreResult<()> {
+        sqlx::query!(
+            "insert into streams (stream_id)
+             select id from unnest($1::text[]) as new(id)
+             where not exists (select 1 from streams s where s.stream_id = new.id)
+             order by id
+             on conflict do nothing",
+            stream_ids as &[&str],
+        )
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Appends several streams' chunks in one transaction with one NOTIFY (a group commit). Returns the
+    /// streams it wrote; the others are held by another transaction right now and should be tried again.
+    /// The streams must exist ([`ChunkStore::create_streams`]).
+    pub async fn append(&self, appends: &[&Append]) -> StoreResult<Vec<String>> {
         let rows: usize = appends.iter().map(|a| a.chunks.len()).sum();
         if rows == 0 {
-            return Ok(());
+            return Ok(Vec::new());
         }
         let mut stream_ids: Vec<&str> = Vec::with_capacity(rows);
         let mut chunks: Vec<&str> = Vec::with_capacity(rows);
@@ -46,83 +70,127 @@ impl ChunkStore {
                 chunks.push(chunk);
             }
         }
-        let mut tx = self.pool.begin().await?;
-        feeds::lock_for_append(&mut tx, Feed::Chunks).await?;
-        sqlx::query!(
-            "insert into streams (stream_id) select distinct unnest($1::text[]) on conflict do nothing",
-            &stream_ids as &[&str],
-        )
-        .execute(&mut *tx)
-        .await?;
-        let last = sqlx::query_scalar!(
-            r#"with inserted as (
-                 insert into chunks (stream_id, chunk)
-                 select c.stream_id, c.chunk::json
-                 from unnest($1::text[], $2::text[]) with ordinality as c(stream_id, chunk, position)
-                 order by c.position
-                 returning sequence_number)
-               select max(sequence_number) as "last!" from inserted"#,
+        let mut tx = FeedTx::begin(&self.pool, Feed::Chunks).await?;
+        let written = sqlx::query_scalar!(
+            r#"with wanted as (
+                 select stream_id, count(*) as n from unnest($1::text[]) as w(stream_id) group by stream_id
+               ), free as (
+                 select s.stream_id from streams s where s.stream_id in (select stream_id from wanted)
+                 order by s.stream_id for update skip locked
+               ), claimed as (
+                 update streams s set last_position = s.last_position + w.n, last_tx = pg_current_xact_id()
+                 from wanted w
+                 where s.stream_id = w.stream_id and s.stream_id in (select stream_id from free)
+                   and s.last_tx < pg_current_xact_id()
+                 returning s.stream_id, s.last_position - w.n as base
+               ), numbered as (
+                 select c.stream_id, c.chunk, c.ordinal,
+                        row_number() over (partition by c.stream_id order by c.ordinal) as k
+                 from unnest($1::text[], $2::text[]) with ordinality as c(stream_id, chunk, ordinal)
+               ), inserted as (
+                 insert into chunks (stream_id, position, chunk, bytes)
+                 select n.stream_id, cl.base + n.k, n.chunk::json, octet_length(n.chunk)
+                 from numbered n join claimed cl on cl.stream_id = n.stream_id
+                 order by n.ordinal
+                 returning 1
+               )
+               select stream_id as "stream_id!" from claimed"#,
             &stream_ids as &[&str],
             &chunks as &[&str],
         )
-        .fetch_one(&mut *tx)
+        .fetch_all(tx.conn())
         .await?;
-        feeds::notify(&mut tx, Feed::Chunks, last).await?;
-        tx.commit().await?;
-        Ok(())
+        if written.is_empty() {
+            tx.rollback().await?;
+        } else {
+            tx.wrote();
+            tx.commit().await?;
+        }
+        Ok(written)
     }
 
     /// Appends the completion marker once; later calls report that it is there already.
     pub async fn complete(&self, stream_id: &str) -> StoreResult<Completion> {
-        let mut tx = self.pool.begin().await?;
-        feeds::lock_for_append(&mut tx, Feed::Chunks).await?;
-        let completed_now = sqlx::query_scalar!(
-            "update streams set completed_at = now() where stream_id = $1 and completed_at is null returning stream_id",
-            stream_id,
-        )
-        .fetch_optional(&mut *tx)
-        .await?
-        .is_some();
-        if !completed_now {
-            let exists = sqlx::query_scalar!(
-                r#"select exists (select 1 from streams where stream_id = $1) as "exists!""#,
-                stream_id
+        for _ in 0..MAX_CLAIM_ATTEMPTS {
+            let mut tx = FeedTx::begin(&self.pool, Feed::Chunks).await?;
+            let marker = sqlx::query_scalar!(
+                r#"with claimed as (
+                     update streams
+                     set last_position = last_position + 1, last_tx = pg_current_xact_id(), completed_at = now()
+                     where stream_id = $1 and completed_at is null and last_position > purged_position
+                       and last_tx < pg_current_xact_id()
+                     returning last_position
+                   ), inserted as (
+                     insert into chunks (stream_id, position, chunk, is_done, bytes)
+                     select $1, last_position, '"[DONE]"', true, 8 from claimed
+                     returning 1
+                   )
+                   select last_position from claimed"#,
+                stream_id,
             )
-            .fetch_one(&mut *tx)
+            .fetch_optional(tx.conn())
+            .await?;
+            if marker.is_some() {
+                tx.wrote();
+                tx.commit().await?;
+                return Ok(Completion::Completed);
+            }
+            let state = sqlx::query!(
+                r#"select completed_at is not null as "completed!", last_position > purged_position as "known!",
+                          last_tx >= pg_current_xact_id() as "overtaken!"
+                   from streams where stream_id = $1"#,
+                stream_id,
+            )
+            .fetch_optional(tx.conn())
             .await?;
             tx.rollback().await?;
-            return Ok(if exists { Completion::AlreadyCompleted } else { Completion::NotFound });
+            match state {
+                None => return Ok(Completion::NotFound),
+                Some(state) if !state.known => return Ok(Completion::NotFound),
+                Some(state) if state.completed => return Ok(Completion::AlreadyCompleted),
+                // A writer whose transaction started after ours wrote the stream first: try again.
+                Some(_) => continue,
+            }
         }
-        let marker = sqlx::query_scalar!(
-            r#"insert into chunks (stream_id, chunk, is_done) values ($1, '"[DONE]"', true) returning sequence_number"#,
-            stream_id,
-        )
-        .fetch_one(&mut *tx)
-        .await?;
-        feeds::notify(&mut tx, Feed::Chunks, marker).await?;
-        tx.commit().await?;
-        Ok(Completion::Completed)
+        Err(db::StoreError::Contended("stream"))
     }
 
-    /// Up to `limit` rows of one stream after `after`.
-    pub async fn stream_after(&self, stream_id: &str, after: i64, limit: i64) -> StoreResult<Vec<ChunkRow>> {
-        Ok(sqlx::query_as!(
-            ChunkRow,
-            r#"select sequence_number as sequence, stream_id, chunk::text as "chunk!", is_done, created_at
-               from chunks where stream_id = $1 and sequence_number > $2 order by sequence_number limit $3"#,
-            stream_id,
-            after,
-            limit,
+    /// A stream's committed last position (0 if it has none): a live-only reader starts after it.
+    pub async fn last_position(&self, stream_id: &str) -> StoreResult<i64> {
+        Ok(sqlx::query_scalar!(
+            r#"select coalesce((select last_position from streams where stream_id = $1), 0) as "n!""#,
+            stream_id
         )
-        .fetch_all(&self.pool)
+        .fetch_one(&self.pool)
         .await?)
     }
 
-    /// Up to `limit` rows of every stream after `after` (the global feed).
+    /// One stream's rows after position `after`, within the catch-up limits.
+    pub async fn stream_page(&self, stream_id: &str, after: i64) -> StoreResult<Page<ChunkRow, i64>> {
+        let rows = sqlx::query_as!(
+            ChunkRow,
+            r#"select sequence_number as sequence, stream_id, position, tx::text::bigint as "tx!",
+                      chunk::text as "chunk!", is_done, created_at, bytes
+               from (select *, sum(bytes) over (order by position) as running
+                     from chunks where stream_id = $1 and position > $2 order by position limit $3) c
+               where running - bytes < $4
+               order by position"#,
+            stream_id,
+            after,
+            BATCH,
+            BATCH_BYTES,
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(Page::of_key(rows, after))
+    }
+
+    /// Up to `limit` rows of every stream after sequence `after` (the `GET /stream` page).
     pub async fn feed_after(&self, after: i64, limit: i64) -> StoreResult<Vec<ChunkRow>> {
         Ok(sqlx::query_as!(
             ChunkRow,
-            r#"select sequence_number as sequence, stream_id, chunk::text as "chunk!", is_done, created_at
+            r#"select sequence_number as sequence, stream_id, position, tx::text::bigint as "tx!",
+                      chunk::text as "chunk!", is_done, created_at, bytes
                from chunks where sequence_number > $1 order by sequence_number limit $2"#,
             after,
             limit,
@@ -136,19 +204,80 @@ impl ChunkStore {
         Ok(sqlx::query_scalar!(r#"select count(*) as "n!" from chunks"#).fetch_one(&self.pool).await?)
     }
 
-    /// The newest sequence of the feed; a live-only reader starts after it.
-    pub async fn latest_sequence(&self) -> StoreResult<i64> {
-        Ok(sqlx::query_scalar!(r#"select coalesce(max(sequence_number), 0) as "n!" from chunks"#)
-            .fetch_one(&self.pool)
-            .await?)
-    }
-
-    /// Deletes every stream and chunk.
+    /// Deletes every chunk and forgets every stream. The counters stay, so a position is never reused.
     pub async fn delete_all(&self) -> StoreResult<()> {
         let mut tx = self.pool.begin().await?;
         sqlx::query!("delete from chunks").execute(&mut *tx).await?;
-        sqlx::query!("delete from streams").execute(&mut *tx).await?;
+        sqlx::query!("update streams set completed_at = null, purged_position = last_position")
+            .execute(&mut *tx)
+            .await?;
         tx.commit().await?;
         Ok(())
+    }
+}
+
+impl FeedSource for ChunkStore {
+    type Row = ChunkRow;
+
+    async fn rows_of(&self, txs: &[i64]) -> StoreResult<Vec<ChunkRow>> {
+        let txs: Vec<String> = txs.iter().map(i64::to_string).collect();
+        Ok(sqlx::query_as!(
+            ChunkRow,
+            r#"select sequence_number as sequence, stream_id, position, tx::text::bigint as "tx!",
+                      chunk::text as "chunk!", is_done, created_at, bytes
+               from chunks where tx = any($1::text[]::xid8[]) order by tx, sequence_number"#,
+            &txs,
+        )
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    async fn global_page(&self, after: GlobalCursor) -> StoreResult<Page<ChunkRow, GlobalCursor>> {
+        let rows = sqlx::query!(
+            r#"with h as (select pg_snapshot_xmin(pg_current_snapshot()) as horizon)
+               select h.horizon::text::bigint as "horizon!", c.sequence_number as "sequence?", c.stream_id as "stream_id?",
+                      c.position as "position?", c.tx::text::bigint as "tx?", c.chunk::text as "chunk?",
+                      c.is_done as "is_done?", c.created_at as "created_at?", c.bytes as "bytes?"
+               from h left join lateral (
+                 select *, sum(bytes) over (order by tx, sequence_number) as running from chunks
+                 where (tx, sequence_number) > ($1::text::xid8, $2) and tx < h.horizon
+                 order by tx, sequence_number limit $3
+               ) c on c.running - c.bytes < $4
+               order by c.tx, c.sequence_number"#,
+            after.tx.to_string(),
+            after.sequence,
+            BATCH,
+            BATCH_BYTES,
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        let horizon = rows.first().map_or(after.tx, |row| row.horizon);
+        let chunks: Vec<ChunkRow> = rows
+            .into_iter()
+            .filter_map(|row| {
+                Some(ChunkRow {
+                    sequence: row.sequence?,
+                    stream_id: row.stream_id?,
+                    position: row.position?,
+                    tx: row.tx?,
+                    chunk: row.chunk?,
+                    is_done: row.is_done?,
+                    created_at: row.created_at?,
+                    bytes: row.bytes?,
+                })
+            })
+            .collect();
+        Ok(Page::of_global(chunks, after, horizon))
+    }
+
+    async fn horizon(&self) -> StoreResult<i64> {
+        db::horizon(&self.pool).await
+    }
+
+    async fn key_heads(&self, keys: &[String]) -> StoreResult<Vec<(String, i64)>> {
+        let rows = sqlx::query!("select stream_id, last_position from streams where stream_id = any($1)", keys)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.into_iter().map(|row| (row.stream_id, row.last_position)).collect())
     }
 }

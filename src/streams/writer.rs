@@ -2,12 +2,25 @@
 //! handed over since the last flush goes into one transaction with one NOTIFY. Per-row INSERT+NOTIFY would
 //! serialise on Postgres' global notify lock at about a quarter of plain INSERT speed; batching amortises it.
 //! A request learns its chunks are stored only after the commit.
+//!
+//! Two rules keep each request's stored lines a prefix of what it sent: hand-overs of one stream are
+//! written in the order they came, and once a hand-over of a request fails, no later one of that request is
+//! written. A stream another transaction holds right now (another replica's flush, or a frozen one) is left
+//! for the next flush instead of making the whole flush wait.
 
-use std::sync::Arc;
+use std::{
+    collections::{HashSet, VecDeque},
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
 
 use tokio::{
     sync::{mpsc, oneshot},
     task::JoinHandle,
+    time::Instant,
 };
 
 use super::store::{Append, ChunkStore};
@@ -15,14 +28,38 @@ use crate::db::{StoreError, StoreResult};
 
 /// Hand-overs waiting for the writer; a full queue slows producers down instead of growing memory.
 const QUEUE_DEPTH: usize = 1024;
+/// How long to wait before trying streams other transactions held again.
+const HELD_RETRY: Duration = Duration::from_millis(5);
+/// How long a stream may stay held by another transaction before its hand-overs fail.
+const HELD_LIMIT: Duration = Duration::from_secs(10);
+/// Stream ids known to exist, remembered so a flush need not ask; forgotten when there are more.
+const KNOWN_STREAMS: usize = 100_000;
 
 /// The chunks were not stored; the producer should retry them.
 #[derive(Debug, Clone, Copy)]
 pub struct NotStored;
 
+/// One request's standing with the writer: once a hand-over of it failed, its later ones are not written.
+#[derive(Debug, Default)]
+pub struct Request {
+    failed: AtomicBool,
+}
+
 struct HandOver {
     append: Append,
     ack: oneshot::Sender<Result<(), NotStored>>,
+    request: Arc<Request>,
+    /// When a flush first found its stream held by another transaction.
+    held_since: Option<Instant>,
+}
+
+impl HandOver {
+    fn finish(self, result: Result<(), NotStored>) {
+        if result.is_err() {
+            self.request.failed.store(true, Ordering::SeqCst);
+        }
+        let _ = self.ack.send(result);
+    }
 }
 
 /// The sending side of this replica's writer; cheap to clone.
@@ -38,61 +75,132 @@ impl ChunkWriter {
     /// Starts the writer task. It runs until every `ChunkWriter` clone is dropped, then drains and ends.
     pub fn spawn(store: ChunkStore, max_rows: usize) -> (Self, JoinHandle<()>) {
         let (queue, receiver) = mpsc::channel(QUEUE_DEPTH);
-        let task = tokio::spawn(run(store, receiver, max_rows.max(1)));
-        (ChunkWriter { queue }, task)
+        let writer = Writer { store, max_rows: max_rows.max(1), known: HashSet::new(), held: VecDeque::new() };
+        (ChunkWriter { queue }, tokio::spawn(writer.run(receiver)))
     }
 
-    /// Queues `chunks` of `stream_id`, in order after anything this stream queued before.
-    pub async fn write(&self, stream_id: Arc<str>, chunks: Vec<String>) -> StoreResult<Ack> {
+    /// Queues `chunks` of `stream_id` for `request`, in order after anything this stream queued before.
+    pub async fn write(&self, request: &Arc<Request>, stream_id: Arc<str>, chunks: Vec<String>) -> StoreResult<Ack> {
         let (ack, acked) = oneshot::channel();
-        let hand_over = HandOver { append: Append { stream_id, chunks }, ack };
+        let append = Append { stream_id, chunks };
+        let hand_over = HandOver { append, ack, request: request.clone(), held_since: None };
         self.queue.send(hand_over).await.map_err(|_| StoreError::ShuttingDown)?;
         Ok(acked)
     }
 }
 
-async fn run(store: ChunkStore, mut receiver: mpsc::Receiver<HandOver>, max_rows: usize) {
-    let mut batch: Vec<HandOver> = Vec::new();
-    while let Some(first) = receiver.recv().await {
-        let mut rows = first.append.chunks.len();
-        batch.push(first);
-        // Take whatever else is already waiting: this is the group in group commit.
-        while rows < max_rows {
-            match receiver.try_recv() {
-                Ok(next) => {
-                    rows += next.append.chunks.len();
-                    batch.push(next);
-                }
-                Err(_) => break,
-            }
-        }
-        flush(&store, &mut batch).await;
-    }
+struct Writer {
+    store: ChunkStore,
+    max_rows: usize,
+    known: HashSet<Arc<str>>,
+    /// Hand-overs whose streams were held by another transaction, oldest first.
+    held: VecDeque<HandOver>,
 }
 
-async fn flush(store: &ChunkStore, batch: &mut Vec<HandOver>) {
-    let (appends, acks): (Vec<Append>, Vec<_>) = batch.drain(..).map(|h| (h.append, h.ack)).unzip();
-    match store.append(&appends).await {
-        Ok(()) => {
-            for ack in acks {
-                let _ = ack.send(Ok(()));
-            }
-        }
-        Err(StoreError::Database(error)) if appends.len() > 1 => {
-            // One request's bad data must not fail everyone else's chunks: retry each hand-over alone.
-            tracing::warn!(%error, "group commit failed; retrying requests one by one");
-            for (append, ack) in appends.iter().zip(acks) {
-                let result = store.append(std::slice::from_ref(append)).await;
-                if let Err(error) = &result {
-                    tracing::warn!(%error, stream.id = %append.stream_id, "chunks not stored");
+impl Writer {
+    async fn run(mut self, mut receiver: mpsc::Receiver<HandOver>) {
+        loop {
+            let mut batch: Vec<HandOver> = self.held.drain(..).collect();
+            let first = if batch.is_empty() {
+                match receiver.recv().await {
+                    Some(first) => Some(first),
+                    None => return,
                 }
-                let _ = ack.send(result.map_err(|_| NotStored));
+            } else {
+                // Held streams are retried soon, or as soon as something new arrives.
+                tokio::time::timeout(HELD_RETRY, receiver.recv()).await.ok().flatten()
+            };
+            batch.extend(first);
+            let mut rows: usize = batch.iter().map(|h| h.append.chunks.len()).sum();
+            // Take whatever else is already waiting: this is the group in group commit.
+            while rows < self.max_rows {
+                match receiver.try_recv() {
+                    Ok(next) => {
+                        rows += next.append.chunks.len();
+                        batch.push(next);
+                    }
+                    Err(_) => break,
+                }
+            }
+            self.flush(batch).await;
+        }
+    }
+
+    async fn flush(&mut self, batch: Vec<HandOver>) {
+        let (batch, abandoned): (Vec<_>, Vec<_>) =
+            batch.into_iter().partition(|h| !h.request.failed.load(Ordering::SeqCst));
+        for hand_over in abandoned {
+            hand_over.finish(Err(NotStored));
+        }
+        if batch.is_empty() {
+            return;
+        }
+        if let Err(error) = self.create_streams(&batch).await {
+            tracing::warn!(%error, requests = batch.len(), "chunk flush failed");
+            batch.into_iter().for_each(|h| h.finish(Err(NotStored)));
+            return;
+        }
+        let appends: Vec<&Append> = batch.iter().map(|h| &h.append).collect();
+        match self.store.append(&appends).await {
+            Ok(written) => self.settle(batch, &written),
+            Err(StoreError::Database(error)) if batch.len() > 1 => {
+                // One request's bad data must not fail everyone else's chunks: retry each hand-over alone.
+                tracing::warn!(%error, "group commit failed; retrying requests one by one");
+                for hand_over in batch {
+                    if hand_over.request.failed.load(Ordering::SeqCst) {
+                        hand_over.finish(Err(NotStored));
+                        continue;
+                    }
+                    match self.store.append(&[&hand_over.append]).await {
+                        Ok(written) => self.settle(vec![hand_over], &written),
+                        Err(error) => {
+                            tracing::warn!(%error, stream.id = %hand_over.append.stream_id, "chunks not stored");
+                            hand_over.finish(Err(NotStored));
+                        }
+                    }
+                }
+            }
+            Err(error) => {
+                tracing::warn!(%error, requests = batch.len(), "chunk flush failed");
+                batch.into_iter().for_each(|h| h.finish(Err(NotStored)));
             }
         }
-        Err(error) => {
-            tracing::warn!(%error, requests = acks.len(), "chunk flush failed");
-            for ack in acks {
-                let _ = ack.send(Err(NotStored));
+    }
+
+    async fn create_streams(&mut self, batch: &[HandOver]) -> StoreResult<()> {
+        if self.known.len() > KNOWN_STREAMS {
+            self.known.clear();
+        }
+        let mut new: Vec<&str> = batch
+            .iter()
+            .map(|h| &*h.append.stream_id)
+            .filter(|id| !self.known.contains(*id))
+            .collect::<HashSet<_>>()
+            .into_iter()
+            .collect();
+        if new.is_empty() {
+            return Ok(());
+        }
+        new.sort_unstable();
+        self.store.create_streams(&new).await?;
+        self.known.extend(batch.iter().map(|h| h.append.stream_id.clone()));
+        Ok(())
+    }
+
+    /// Acks the hand-overs of written streams and holds the others back for the next flush.
+    fn settle(&mut self, batch: Vec<HandOver>, written: &[String]) {
+        let written: HashSet<&str> = written.iter().map(String::as_str).collect();
+        for mut hand_over in batch {
+            if written.contains(&*hand_over.append.stream_id) {
+                hand_over.finish(Ok(()));
+                continue;
+            }
+            let since = *hand_over.held_since.get_or_insert_with(Instant::now);
+            if since.elapsed() > HELD_LIMIT {
+                tracing::warn!(stream.id = %hand_over.append.stream_id, "stream held by another transaction too long");
+                hand_over.finish(Err(NotStored));
+            } else {
+                self.held.push_back(hand_over);
             }
         }
     }

@@ -3,6 +3,7 @@
 
 mod support;
 
+mod commit_order;
 mod deploy;
 mod mcp;
 mod mcp_blocking;

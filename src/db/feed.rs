@@ -1,0 +1,175 @@
+//! The feeds — tables readers follow live — and the one way to write to them: [`FeedTx`], a transaction
+//! that ends with one NOTIFY naming itself.
+//!
+//! Commit order is not sequence order: two writers draw 100 and 101, 101 commits first, and a reader that
+//! moved past 101 never sees 100. A feed-wide lock would fix that by serialising every writer of the cluster,
+//! and one frozen replica holding it would stop everyone's ingest. Instead each feed picks the cheapest
+//! mechanism that still proves "a reader that advanced past N never misses a row committed later below N":
+//!
+//! - **Per key** (a stream's chunks, a conversation's messages): the writer bumps the key's counter row
+//!   (`last_position`) in its transaction. The row lock is held to commit, so only writers of the same key
+//!   wait for each other and one key's positions commit in order; a per-key reader advances by position.
+//!   The row also keeps `last_tx`, its last writer's transaction id, and a writer whose own id is not above it
+//!   does not write the key (it retries in a new transaction). So one key's writers have increasing ids too,
+//!   which the global order below relies on. (A transaction gets its id at its first write, possibly before
+//!   it waits for a key another writer holds; without this rule the later committer could hold the lower id.)
+//! - **Globally** (`GET /stream?watch=true`, `GET /messages?watch=true`): rows carry their transaction id
+//!   (`tx`, xid8). A reader delivers rows in `(tx, sequence)` order and only below the visibility horizon
+//!   `pg_snapshot_xmin(pg_current_snapshot())`: every transaction below it has ended, so nothing can commit
+//!   before the reader's cursor later. A transaction that stays open holds the horizon back (a frozen replica
+//!   until Postgres evicts it) but never blocks a per-key reader or another writer.
+//! - **Questions** keep one short transaction lock for the whole feed: their changes are rare (a person
+//!   answers), their `resourceVersion` is a Kubernetes-style global version that watches resume from, and
+//!   `lock_timeout`/`idle_in_transaction_session_timeout` bound how long a frozen holder can keep it.
+//!
+//! Notifications carry the feed and the writer's transaction id (`chunks:1234`), never bodies: each replica
+//! reads that transaction's rows once and hands them to its readers in memory.
+
+use sqlx::{PgPool, Postgres, Transaction};
+
+use super::StoreResult;
+
+/// The one NOTIFY channel every replica LISTENs on.
+pub const CHANNEL: &str = "ark_broker";
+
+/// A table readers follow live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Feed {
+    /// `messages`, per conversation and globally.
+    Messages,
+    /// `chunks`, per stream and globally.
+    Chunks,
+    /// `question_events` (a question's `resourceVersion`).
+    Questions,
+}
+
+impl Feed {
+    /// Every feed.
+    pub const ALL: [Feed; 3] = [Feed::Messages, Feed::Chunks, Feed::Questions];
+
+    fn name(self) -> &'static str {
+        match self {
+            Feed::Messages => "messages",
+            Feed::Chunks => "chunks",
+            Feed::Questions => "questions",
+        }
+    }
+
+    /// The NOTIFY payload saying transaction `tx` committed rows of this feed: never bodies, ≤ 256 bytes.
+    pub fn payload(self, tx: i64) -> String {
+        format!("{}:{tx}", self.name())
+    }
+
+    /// Reads a payload written by [`Feed::payload`].
+    pub fn parse(payload: &str) -> Option<(Feed, i64)> {
+        let (name, tx) = payload.split_once(':')?;
+        let feed = Feed::ALL.into_iter().find(|feed| feed.name() == name)?;
+        Some((feed, tx.parse().ok()?))
+    }
+
+    /// Whether writers of this feed take its transaction lock (see the module docs for why only questions).
+    fn serialised(self) -> bool {
+        matches!(self, Feed::Questions)
+    }
+
+    fn lock_key(self) -> i64 {
+        // Arbitrary but fixed: "ark" in ASCII, then the feed number.
+        match self {
+            Feed::Messages => 0x61_72_6b_01,
+            Feed::Chunks => 0x61_72_6b_02,
+            Feed::Questions => 0x61_72_6b_03,
+        }
+    }
+}
+
+/// A write to a feed: begin, write rows (the store's SQL on [`FeedTx::conn`]), then [`FeedTx::commit`], which
+/// queues the NOTIFY naming this transaction when rows were written and commits. Dropping it rolls back.
+#[derive(Debug)]
+pub struct FeedTx {
+    tx: Transaction<'static, Postgres>,
+    feed: Feed,
+    wrote: bool,
+}
+
+impl FeedTx {
+    /// Begins a write to `feed` (taking the feed lock where the feed has one).
+    pub async fn begin(pool: &PgPool, feed: Feed) -> StoreResult<Self> {
+        let mut tx = pool.begin().await?;
+        if feed.serialised() {
+            sqlx::query!("select pg_advisory_xact_lock($1)", feed.lock_key()).execute(&mut *tx).await?;
+        }
+        Ok(FeedTx { tx, feed, wrote: false })
+    }
+
+    /// The connection to run the store's statements on.
+    pub fn conn(&mut self) -> &mut sqlx::PgConnection {
+        &mut self.tx
+    }
+
+    /// Records that rows were written, so readers must hear of this transaction.
+    pub fn wrote(&mut self) {
+        self.wrote = true;
+    }
+
+    /// Notifies (if rows were written) and commits.
+    pub async fn commit(mut self) -> StoreResult<()> {
+        if self.wrote {
+            sqlx::query!(
+                "select pg_notify($1, $2 || pg_current_xact_id()::text)",
+                CHANNEL,
+                format!("{}:", self.feed.name()),
+            )
+            .execute(&mut *self.tx)
+            .await?;
+        }
+        self.tx.commit().await?;
+        Ok(())
+    }
+
+    /// Ends without writing anything.
+    pub async fn rollback(self) -> StoreResult<()> {
+        self.tx.rollback().await?;
+        Ok(())
+    }
+}
+
+/// A position in a global feed: everything at or before it was delivered. Ordered by transaction id, then by
+/// sequence; `(horizon, 0)` means "every row of a transaction below `horizon`".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct GlobalCursor {
+    /// Transaction id (xid8, as a number).
+    pub tx: i64,
+    /// Sequence number within the feed.
+    pub sequence: i64,
+}
+
+impl GlobalCursor {
+    /// "Everything of every transaction below `horizon`."
+    pub fn horizon(horizon: i64) -> Self {
+        GlobalCursor { tx: horizon, sequence: 0 }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payloads_round_trip_and_stay_small() {
+        for feed in Feed::ALL {
+            let payload = feed.payload(i64::MAX);
+            assert!(payload.len() <= 256);
+            assert_eq!(Feed::parse(&payload), Some((feed, i64::MAX)));
+        }
+        assert_eq!(Feed::parse("nonsense"), None);
+        assert_eq!(Feed::parse("chunks:x"), None);
+    }
+
+    #[test]
+    fn global_cursors_order_by_transaction_then_sequence() {
+        let a = GlobalCursor { tx: 10, sequence: 900 };
+        let b = GlobalCursor { tx: 11, sequence: 5 };
+        assert!(a < b, "a lower transaction id comes first whatever its sequence");
+        assert!(GlobalCursor::horizon(11) < b && GlobalCursor::horizon(11) > a);
+    }
+}
