@@ -3,51 +3,13 @@
 //! positions and sequence numbers) until the test lets it go, while other replicas write and commit.
 
 use serde_json::{Value, json};
-use sqlx::{Connection, Executor, PgConnection};
+use sqlx::{Connection, PgConnection};
 
-use crate::support::{Replica, SseReader, fresh_database, within};
-
-const HOLD_LOCK: i64 = 4242;
-
-/// Makes inserts whose JSON contains `"hold"` wait for the test's advisory lock, inside the writer's
-/// transaction.
-async fn install_hold(url: &str) -> PgConnection {
-    let mut connection = PgConnection::connect(url).await.unwrap();
-    connection
-        .execute(
-            r#"create function test_hold() returns trigger language plpgsql as $$
-               begin
-                 if to_jsonb(new)::text like '%"hold"%' then perform pg_advisory_xact_lock(4242); end if;
-                 return new;
-               end $$;
-               create trigger test_hold before insert on chunks for each row execute function test_hold();
-               create trigger test_hold before insert on messages for each row execute function test_hold();"#,
-        )
-        .await
-        .unwrap();
-    sqlx::query("select pg_advisory_lock($1)").bind(HOLD_LOCK).execute(&mut connection).await.unwrap();
-    connection
-}
-
-/// Waits until a broker transaction is blocked on the hold lock.
-async fn wait_until_held(connection: &mut PgConnection) {
-    within("a writer to reach the hold", async {
-        loop {
-            let waiting: i64 = sqlx::query_scalar(
-                "select count(*) from pg_locks where locktype = 'advisory' and objid = $1 and not granted",
-            )
-            .bind(HOLD_LOCK)
-            .fetch_one(&mut *connection)
-            .await
-            .unwrap();
-            if waiting > 0 {
-                return;
-            }
-            tokio::task::yield_now().await;
-        }
-    })
-    .await;
-}
+use crate::support::{
+    Replica, SseReader, fresh_database,
+    hold::{install_hold, release_hold, wait_until_held},
+    within,
+};
 
 fn post_ndjson(client: &reqwest::Client, url: String, body: &str) -> impl Future<Output = reqwest::Response> + 'static {
     let request = client.post(url).header("content-type", "application/x-ndjson").body(body.to_owned());
@@ -79,7 +41,7 @@ async fn a_chunk_held_open_after_drawing_its_position_is_delivered_before_later_
     assert_eq!(free_stream.next_data().await.unwrap(), "{\"s2\":1}", "a reader of another stream is not held up");
     assert!(!later_post.is_finished(), "B must not commit s1 past A's open position");
 
-    sqlx::query("select pg_advisory_unlock($1)").bind(HOLD_LOCK).execute(&mut hold).await.unwrap();
+    release_hold(&mut hold).await;
     assert_eq!(within("the held POST", held_post).await.unwrap().status(), 200);
     assert_eq!(within("the later POST", later_post).await.unwrap().status(), 200);
 
@@ -117,7 +79,7 @@ async fn a_message_held_open_is_delivered_in_order_and_a_lower_sequence_with_a_h
     assert_eq!(elsewhere["message"], "elsewhere", "another conversation's reader is not held up");
     assert!(!later.is_finished(), "B must not commit c past A's open position");
 
-    sqlx::query("select pg_advisory_unlock($1)").bind(HOLD_LOCK).execute(&mut hold).await.unwrap();
+    release_hold(&mut hold).await;
     assert_eq!(within("the held append", held).await.unwrap().status(), 200);
     assert_eq!(within("the later append", later).await.unwrap().status(), 200);
     let messages = |frames: Vec<String>| -> Vec<Value> {

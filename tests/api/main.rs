@@ -5,6 +5,7 @@ mod support;
 
 mod commit_order;
 mod deploy;
+mod frozen;
 mod mcp;
 mod mcp_blocking;
 mod mcp_replicas;

@@ -48,3 +48,31 @@ pub async fn fresh_database() -> String {
     let options = PgConnectOptions::from_str(admin).expect("a valid DATABASE_URL").database(&name);
     options.to_url_lossy().to_string()
 }
+
+/// A PostgreSQL server of a test's own, for tests that restart it or hold transactions open that would hold
+/// back the shared server's visibility horizon for every other test. Stopped and removed on drop.
+pub struct OwnServer {
+    server: EmbeddedPostgres,
+    dir: PathBuf,
+}
+
+impl OwnServer {
+    /// Starts a server (durable, so a crash restart replays the WAL) and returns it with a fresh database.
+    pub async fn start() -> (Self, String) {
+        let dir = std::env::temp_dir().join(format!("ark-broker-own-{}", uuid::Uuid::new_v4().simple()));
+        let options = EmbeddedOptions { durable: true, max_connections: 200 };
+        let server = EmbeddedPostgres::start(&dir, options).await.expect("start a PostgreSQL of the test's own");
+        let admin = server.url();
+        let mut connection = PgConnection::connect(&admin).await.expect("connect to the test's server");
+        connection.execute("create database broker").await.expect("create the database");
+        let url = server.database_url("broker");
+        (OwnServer { server, dir }, url)
+    }
+}
+
+impl Drop for OwnServer {
+    fn drop(&mut self) {
+        self.server.stop_blocking();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

@@ -2,12 +2,13 @@
 
 pub mod cluster;
 pub mod fake_kube;
+pub mod hold;
 pub mod mcp;
 pub mod replica;
 pub mod sse;
 pub mod test_app;
 
-pub use cluster::fresh_database;
+pub use cluster::{OwnServer, fresh_database};
 pub use replica::Replica;
 pub use sse::SseReader;
 pub use test_app::TestApp;

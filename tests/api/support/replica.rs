@@ -82,6 +82,18 @@ impl Replica {
         unsafe { libc::kill(self.pid() as i32, libc::SIGTERM) };
     }
 
+    /// Freezes the process (SIGSTOP), as a long pause, a frozen VM or a partition would.
+    pub fn freeze(&self) {
+        // SAFETY: kill with a valid pid and signal number has no memory-safety preconditions.
+        unsafe { libc::kill(self.pid() as i32, libc::SIGSTOP) };
+    }
+
+    /// Lets a frozen process run again (SIGCONT).
+    pub fn thaw(&self) {
+        // SAFETY: as above.
+        unsafe { libc::kill(self.pid() as i32, libc::SIGCONT) };
+    }
+
     /// Sends SIGKILL and waits until the process is gone.
     pub async fn kill(&mut self) {
         self.child.start_kill().expect("SIGKILL");
