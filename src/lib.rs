@@ -6,8 +6,9 @@
 //! - [`app`]: the router and `serve` with its shutdown sequence; [`state`]: what handlers share, and start-up.
 //! - [`error`]: the API error type and the one place it becomes the documented error body.
 //! - [`http`]: extractors, paging and flag rules, SSE framing, health routes.
-//! - [`db`]: pool and migrations, the embedded server, and fan-out: feeds (NOTIFY hints and writer locks),
-//!   the one LISTEN connection per replica, and the in-process hub readers wait on.
+//! - [`db`]: pool and migrations, the embedded server, how feeds are written without a cluster-wide lock
+//!   ([`db::feed`]), and fan-out: the one LISTEN connection per replica, each feed's tail that reads a commit
+//!   once, the in-process fan-out readers take rows from, and the reader loop ([`db::follow`]).
 //! - [`retention`]: the reaper of expired rows.
 //! - Domains, each with its routes, model and store (the only place with SQL):
 //!   [`messages`] (upstream's Memory API), [`streams`] (LLM chunk streams), [`questions`] (questions
