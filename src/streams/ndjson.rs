@@ -88,8 +88,42 @@ fn parse_chunk(line: &[u8]) -> Option<String> {
         let value: serde_json::Value = serde_json::from_str(text).ok()?;
         return serde_json::to_string(&value).ok();
     }
+    if nesting_depth(line) > MAX_DEPTH {
+        return None;
+    }
     serde_json::from_str::<IgnoredAny>(text).ok()?;
     Some(text.to_owned())
+}
+
+/// Deepest nesting a chunk may have: serde_json's own limit for values, far below where Postgres' json
+/// parser runs out of stack. A deeper line is the writer's error, so it is counted here, at parse time, and
+/// never reaches a flush (where Postgres would fail every other request's chunks in the same transaction).
+const MAX_DEPTH: usize = 128;
+
+/// The deepest nesting of arrays and objects in a JSON text (brackets inside strings do not count).
+fn nesting_depth(json: &[u8]) -> usize {
+    let (mut depth, mut deepest, mut in_string, mut escaped) = (0usize, 0usize, false, false);
+    for &byte in json {
+        if in_string {
+            match byte {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match byte {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
 }
 
 #[cfg(test)]
@@ -104,6 +138,19 @@ mod tests {
         assert_eq!(lines.push(b":3}\n"), vec![r#"{"c":3}"#]);
         assert!(lines.finish().is_empty());
         assert_eq!(lines.invalid(), 0);
+    }
+
+    #[test]
+    fn lines_nested_deeper_than_the_parser_allows_are_counted_not_stored() {
+        // serde_json stops at depth 128, far below where Postgres' json parser runs out of stack, so a line
+        // Postgres would refuse never reaches a flush (where it would fail other requests' chunks too).
+        let deep = format!("{}{}\n", "[".repeat(100_000), "]".repeat(100_000));
+        let mut lines = NdjsonLines::new(1 << 20);
+        assert!(lines.push(deep.as_bytes()).is_empty());
+        assert_eq!(lines.push(b"{\"ok\":1}\n"), vec![r#"{"ok":1}"#]);
+        assert_eq!(lines.invalid(), 1);
+        assert_eq!(nesting_depth(br#"{"a":["[[[{",{"b":[]}]}"#), 4, "brackets in strings do not count");
+        assert_eq!(nesting_depth(br#""\\\"[""#), 0);
     }
 
     #[test]
