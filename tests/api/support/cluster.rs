@@ -19,7 +19,7 @@ async fn admin_url() -> &'static str {
                 return url;
             }
             let dir = std::env::temp_dir().join(format!("ark-broker-tests-{}", std::process::id()));
-            let options = EmbeddedOptions { durable: false, max_connections: 500 };
+            let options = EmbeddedOptions { durable: false, max_connections: 500, ..Default::default() };
             let server = EmbeddedPostgres::start(&dir, options).await.unwrap_or_else(|error| {
                 panic!("the tests need PostgreSQL: set DATABASE_URL or install its server binaries ({error})")
             });
