@@ -3,6 +3,7 @@
 
 mod support;
 
+mod bench_smoke;
 mod deploy;
 mod mcp;
 mod mcp_blocking;
