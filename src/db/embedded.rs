@@ -37,17 +37,19 @@ pub enum EmbeddedError {
 }
 
 /// Tuning of the embedded server.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct EmbeddedOptions {
     /// Keep fsync on. Off is only for throwaway test clusters, where speed matters more than crashes.
     pub durable: bool,
     /// `max_connections` of the server.
     pub max_connections: u32,
+    /// More server settings, each `name=value` (no spaces), passed as `-c name=value`.
+    pub extra_settings: Vec<String>,
 }
 
 impl Default for EmbeddedOptions {
     fn default() -> Self {
-        EmbeddedOptions { durable: true, max_connections: 200 }
+        EmbeddedOptions { durable: true, max_connections: 200, extra_settings: Vec::new() }
     }
 }
 
@@ -95,6 +97,10 @@ impl EmbeddedPostgres {
         );
         if !options.durable {
             settings.push_str(" -c fsync=off -c synchronous_commit=off -c full_page_writes=off");
+        }
+        for setting in &options.extra_settings {
+            settings.push_str(" -c ");
+            settings.push_str(setting);
         }
         let log = dir.join("postgres.log");
         let args: Vec<OsString> = vec![

@@ -19,7 +19,7 @@ async fn admin_url() -> &'static str {
                 return url;
             }
             let dir = std::env::temp_dir().join(format!("ark-broker-tests-{}", std::process::id()));
-            let options = EmbeddedOptions { durable: false, max_connections: 500 };
+            let options = EmbeddedOptions { durable: false, max_connections: 500, ..Default::default() };
             let server = EmbeddedPostgres::start(&dir, options).await.unwrap_or_else(|error| {
                 panic!("the tests need PostgreSQL: set DATABASE_URL or install its server binaries ({error})")
             });
@@ -60,7 +60,7 @@ impl OwnServer {
     /// Starts a server (durable, so a crash restart replays the WAL) and returns it with a fresh database.
     pub async fn start() -> (Self, String) {
         let dir = std::env::temp_dir().join(format!("ark-broker-own-{}", uuid::Uuid::new_v4().simple()));
-        let options = EmbeddedOptions { durable: true, max_connections: 200 };
+        let options = EmbeddedOptions { durable: true, max_connections: 200, ..Default::default() };
         let server = EmbeddedPostgres::start(&dir, options).await.expect("start a PostgreSQL of the test's own");
         let admin = server.url();
         let mut connection = PgConnection::connect(&admin).await.expect("connect to the test's server");

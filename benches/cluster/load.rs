@@ -1,0 +1,474 @@
+//! The load generator and checker for chunk streams across replicas, shared by the `cluster` bench and the
+//! `bench_smoke` integration test (which includes this file with `#[path]`, so it depends on nothing else in
+//! the bench).
+//!
+//! A [`Shape`] is S streams × K readers per stream × R chunks/s per stream. For each stream, K SSE readers
+//! (`GET /stream/{id}`) are opened on replicas other than the stream's writer replica, and only once every
+//! reader has its response headers (so its start position is fixed) does one long chunked NDJSON
+//! `POST /stream/{id}` per stream write at R chunks/s for the phase's duration. Each line carries its
+//! position in the stream and its send time (unix µs). At the end the body is finished (the reply's
+//! `chunks_received` is what the broker acknowledged), `POST /stream/{id}/complete` is sent, and readers end
+//! at `data: [DONE]`. The checker then counts, per reader: gaps, duplicates, out-of-order deliveries,
+//! acknowledged chunks never delivered, and a missing `[DONE]` after an acknowledged completion.
+//!
+//! Pacing: one tokio interval per stream with [`MissedTickBehavior::Burst`], so a writer that was held up
+//! catches up and the phase's requested total is kept; streams start staggered over one period so the load
+//! is even. A line is stamped when it is made, so client-side delays before that are not counted as latency.
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::{Duration, SystemTime, UNIX_EPOCH},
+};
+
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
+use serde::Deserialize;
+use tokio::time::{Instant, MissedTickBehavior};
+
+/// How long readers may take to reach `[DONE]` after the writers finished, before they count as cut off.
+const DRAIN_GRACE: Duration = Duration::from_secs(20);
+/// Readers opened at the same time.
+const OPEN_CONCURRENCY: usize = 64;
+
+/// One load shape.
+#[derive(Debug, Clone)]
+pub struct Shape {
+    /// Streams (S), each with one writer.
+    pub streams: usize,
+    /// SSE readers per stream (K), on replicas other than the writer's.
+    pub readers: usize,
+    /// Chunks per second per stream (R).
+    pub rate: u32,
+    /// Writers round-robin over all replicas; otherwise all on the first.
+    pub spread: bool,
+    /// How long each writer writes.
+    pub duration: Duration,
+}
+
+impl Shape {
+    /// The chunks per second the whole shape asks for.
+    pub fn requested_per_s(&self) -> f64 {
+        self.streams as f64 * f64::from(self.rate)
+    }
+
+    /// `S×K×R one writer|spread`.
+    pub fn label(&self) -> String {
+        let writers = if self.spread { "spread" } else { "one writer" };
+        format!("{}×{}×{} {writers}", self.streams, self.readers, self.rate)
+    }
+}
+
+/// What the checker found, summed over all readers.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Check {
+    /// Positions below a reader's highest delivered one that it never got.
+    pub gaps: u64,
+    /// Deliveries of a position the reader already had.
+    pub duplicates: u64,
+    /// Deliveries of a position lower than one delivered before it (not duplicates).
+    pub out_of_order: u64,
+    /// Acknowledged positions a reader never got, plus `[DONE]`s missing after an acknowledged completion.
+    pub lost: u64,
+    /// Readers that did not end at `[DONE]`.
+    pub missing_done: u64,
+}
+
+impl Check {
+    /// No gap, duplicate, reordering or acknowledged loss, and every reader ended at `[DONE]`.
+    pub fn is_clean(&self) -> bool {
+        *self == Check::default()
+    }
+}
+
+/// The result of one run of a shape.
+#[derive(Debug)]
+pub struct Outcome {
+    /// Chunks per second asked for.
+    pub requested_per_s: f64,
+    /// Lines the writers sent.
+    pub sent: u64,
+    /// Chunks the broker acknowledged (`chunks_received` of the replies).
+    pub acknowledged: u64,
+    /// Chunk events the readers received.
+    pub delivered: u64,
+    /// The longest time from a stream's first write to its acknowledgement.
+    pub write_window: Duration,
+    /// The longest time from a stream's first write to the last chunk a reader of it got.
+    pub delivery_window: Duration,
+    /// Receive − send time of every delivered chunk, sorted, in µs.
+    pub latencies_us: Vec<u64>,
+    /// The checker's findings.
+    pub check: Check,
+    /// Readers opened.
+    pub readers: usize,
+    /// Failed requests and broken responses, with what went wrong.
+    pub errors: Vec<String>,
+}
+
+impl Outcome {
+    /// Acknowledged chunks per second over the write window.
+    pub fn achieved_per_s(&self) -> f64 {
+        per_second(self.acknowledged, self.write_window)
+    }
+
+    /// Delivered events per second over the delivery window.
+    pub fn delivered_per_s(&self) -> f64 {
+        per_second(self.delivered, self.delivery_window)
+    }
+
+    /// The `q` quantile (0–1) of delivery latency in ms; 0 without samples.
+    pub fn latency_ms(&self, q: f64) -> f64 {
+        quantile_ms(&self.latencies_us, q)
+    }
+}
+
+/// The `q` quantile (0–1) of sorted µs samples, in ms; 0 without samples.
+pub fn quantile_ms(sorted_us: &[u64], q: f64) -> f64 {
+    if sorted_us.is_empty() {
+        return 0.0;
+    }
+    let index = ((sorted_us.len() - 1) as f64 * q.clamp(0.0, 1.0)).round() as usize;
+    sorted_us[index] as f64 / 1000.0
+}
+
+fn per_second(count: u64, window: Duration) -> f64 {
+    if window.is_zero() { 0.0 } else { count as f64 / window.as_secs_f64() }
+}
+
+/// Now as unix µs.
+pub fn unix_micros() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0)
+}
+
+/// Runs `shape` against `replicas` (base URLs, `http://host:port`); stream ids are `bench-{tag}-{n}`.
+pub async fn run(client: &reqwest::Client, replicas: &[String], shape: &Shape, tag: &str) -> Outcome {
+    assert!(replicas.len() >= 2, "readers need a replica other than the writer's");
+    let writer_of = |stream: usize| if shape.spread { stream % replicas.len() } else { 0 };
+    let stream_id = |stream: usize| format!("bench-{tag}-{stream}");
+    let mut errors = Vec::new();
+
+    // Readers first, and all of them answered, before anything is written.
+    let wanted: Vec<(usize, String)> = (0..shape.streams)
+        .flat_map(|stream| {
+            let writer = writer_of(stream);
+            (0..shape.readers).map(move |k| (stream, (writer + 1 + k % (replicas.len() - 1)) % replicas.len()))
+        })
+        .map(|(stream, replica)| (stream, format!("{}/stream/{}", replicas[replica], stream_id(stream))))
+        .collect();
+    let opened: Vec<(usize, Result<reqwest::Response, String>)> = futures::stream::iter(wanted)
+        .map(|(stream, url)| async move { (stream, open_reader(client, &url).await) })
+        .buffer_unordered(OPEN_CONCURRENCY)
+        .collect()
+        .await;
+    let started = Instant::now();
+    let deadline = started + shape.duration + DRAIN_GRACE;
+    let mut readers = Vec::new();
+    for (stream, response) in opened {
+        match response {
+            Ok(response) => readers.push((stream, tokio::spawn(read(response, deadline)))),
+            Err(error) => errors.push(error),
+        }
+    }
+
+    let period = Duration::from_secs_f64(1.0 / f64::from(shape.rate.max(1)));
+    let first_tick = |stream: usize| started + period.mul_f64(stream as f64 / shape.streams as f64);
+    let writers: Vec<_> = (0..shape.streams)
+        .map(|stream| {
+            let url = format!("{}/stream/{}", replicas[writer_of(stream)], stream_id(stream));
+            tokio::spawn(write(client.clone(), url, first_tick(stream), period, shape.duration))
+        })
+        .collect();
+
+    let mut written = Vec::with_capacity(writers.len());
+    for writer in writers {
+        let report = writer.await.expect("writer task");
+        if let Some(error) = &report.error {
+            errors.push(error.clone());
+        }
+        written.push(report);
+    }
+    let write_window = (0..shape.streams)
+        .filter_map(|stream| Some(written[stream].acked_at? - first_tick(stream)))
+        .max()
+        .unwrap_or_default();
+
+    let mut check = Check::default();
+    let mut latencies_us = Vec::new();
+    let mut delivered = 0;
+    let mut delivery_window = Duration::ZERO;
+    let reader_count = readers.len();
+    for (stream, reader) in readers {
+        let mut report = reader.await.expect("reader task");
+        if let Some(error) = report.error.take() {
+            errors.push(error);
+        }
+        report.judge(&written[stream], &mut check);
+        delivered += report.latencies_us.len() as u64;
+        if let Some(last) = report.last_at {
+            delivery_window = delivery_window.max(last.saturating_duration_since(first_tick(stream)));
+        }
+        latencies_us.append(&mut report.latencies_us);
+    }
+    latencies_us.sort_unstable();
+    Outcome {
+        requested_per_s: shape.requested_per_s(),
+        sent: written.iter().map(|w| w.sent).sum(),
+        acknowledged: written.iter().map(|w| w.acknowledged).sum(),
+        delivered,
+        write_window,
+        delivery_window,
+        latencies_us,
+        check,
+        readers: reader_count,
+        errors,
+    }
+}
+
+async fn open_reader(client: &reqwest::Client, url: &str) -> Result<reqwest::Response, String> {
+    let response = client.get(url).send().await.map_err(|e| format!("GET {url}: {e}"))?;
+    match response.status().as_u16() {
+        200 => Ok(response),
+        status => Err(format!("GET {url}: HTTP {status}")),
+    }
+}
+
+/// What one writer did.
+#[derive(Debug, Default)]
+struct Written {
+    sent: u64,
+    acknowledged: u64,
+    acked_at: Option<Instant>,
+    /// `POST /stream/{id}/complete` succeeded, so `[DONE]` is owed to every reader.
+    completed: bool,
+    error: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Processed {
+    chunks_received: u64,
+}
+
+async fn write(
+    client: reqwest::Client,
+    url: String,
+    first_tick: Instant,
+    period: Duration,
+    duration: Duration,
+) -> Written {
+    let sent = Arc::new(AtomicU64::new(0));
+    let counter = sent.clone();
+    let stream_name = url.rsplit('/').next().unwrap_or_default().to_owned();
+    let end = first_tick + duration;
+    let lines = async_stream::stream! {
+        let mut ticks = tokio::time::interval_at(first_tick, period);
+        ticks.set_missed_tick_behavior(MissedTickBehavior::Burst);
+        let mut position = 0u64;
+        loop {
+            ticks.tick().await;
+            if Instant::now() >= end {
+                break;
+            }
+            let line = chunk_line(&stream_name, position, unix_micros());
+            position += 1;
+            counter.store(position, Ordering::Relaxed);
+            yield Ok::<Bytes, std::io::Error>(line);
+        }
+    };
+    let mut written = Written::default();
+    let reply = client
+        .post(&url)
+        .header("content-type", "application/x-ndjson")
+        .body(reqwest::Body::wrap_stream(lines))
+        .send()
+        .await;
+    written.sent = sent.load(Ordering::Relaxed);
+    let reply = match reply {
+        Ok(reply) if reply.status().is_success() => reply.json::<Processed>().await,
+        Ok(reply) => {
+            written.error = Some(format!("POST {url}: HTTP {}", reply.status()));
+            return written;
+        }
+        Err(error) => Err(error),
+    };
+    match reply {
+        Ok(processed) => {
+            written.acknowledged = processed.chunks_received;
+            written.acked_at = Some(Instant::now());
+        }
+        Err(error) => {
+            written.error = Some(format!("POST {url}: {error}"));
+            return written;
+        }
+    }
+    match client.post(format!("{url}/complete")).send().await {
+        Ok(reply) if reply.status().is_success() => written.completed = true,
+        Ok(reply) => written.error = Some(format!("POST {url}/complete: HTTP {}", reply.status())),
+        Err(error) => written.error = Some(format!("POST {url}/complete: {error}")),
+    }
+    written
+}
+
+/// One NDJSON line: an OpenAI `chat.completion.chunk` (~300 bytes) with the bench's mark appended.
+fn chunk_line(stream: &str, position: u64, sent_us: u64) -> Bytes {
+    Bytes::from(format!(
+        concat!(
+            r#"{{"id":"chatcmpl-{}","object":"chat.completion.chunk","created":1718000000,"#,
+            r#""model":"gpt-4o-2024-08-06","system_fingerprint":"fp_abc123def4","choices":[{{"index":0,"#,
+            r#""delta":{{"role":"assistant","content":" the quick brown fox jumps over the lazy dog"}},"#,
+            r#""logprobs":null,"finish_reason":null}}],"bench":{{"seq":{},"sent_us":{}}}}}"#,
+            "\n"
+        ),
+        stream, position, sent_us
+    ))
+}
+
+/// What one reader saw.
+#[derive(Debug)]
+struct ReaderReport {
+    seen: Vec<bool>,
+    duplicates: u64,
+    out_of_order: u64,
+    done: bool,
+    latencies_us: Vec<u64>,
+    /// When the last chunk arrived.
+    last_at: Option<Instant>,
+    error: Option<String>,
+}
+
+impl ReaderReport {
+    /// Adds this reader's findings against what its stream's writer had acknowledged.
+    fn judge(&self, written: &Written, check: &mut Check) {
+        let highest = self.seen.iter().rposition(|&seen| seen);
+        if let Some(highest) = highest {
+            check.gaps += self.seen[..highest].iter().filter(|&&seen| !seen).count() as u64;
+        }
+        check.duplicates += self.duplicates;
+        check.out_of_order += self.out_of_order;
+        let acknowledged = written.acknowledged as usize;
+        check.lost += (0..acknowledged).filter(|&p| !self.seen.get(p).copied().unwrap_or(false)).count() as u64;
+        if !self.done {
+            check.missing_done += 1;
+            if written.completed {
+                check.lost += 1;
+            }
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct Marked {
+    bench: Mark,
+}
+
+#[derive(Deserialize)]
+struct Mark {
+    seq: u64,
+    sent_us: u64,
+}
+
+async fn read(response: reqwest::Response, deadline: Instant) -> ReaderReport {
+    let url = response.url().to_string();
+    let mut report = ReaderReport {
+        seen: Vec::new(),
+        duplicates: 0,
+        out_of_order: 0,
+        done: false,
+        latencies_us: Vec::new(),
+        last_at: None,
+        error: None,
+    };
+    let mut body = response.bytes_stream().map_err(|e| e.to_string());
+    let mut buffer: Vec<u8> = Vec::new();
+    let mut highest: Option<u64> = None;
+    loop {
+        let piece = match tokio::time::timeout_at(deadline, body.next()).await {
+            Ok(Some(Ok(piece))) => piece,
+            Ok(Some(Err(error))) => {
+                report.error = Some(format!("GET {url}: {error}"));
+                return report;
+            }
+            Ok(None) => {
+                report.error = Some(format!("GET {url}: ended before [DONE]"));
+                return report;
+            }
+            Err(_) => {
+                report.error = Some(format!("GET {url}: no [DONE] in time"));
+                return report;
+            }
+        };
+        let received_us = unix_micros();
+        buffer.extend_from_slice(&piece);
+        while let Some(end) = buffer.windows(2).position(|w| w == b"\n\n") {
+            let frame: Vec<u8> = buffer.drain(..end + 2).collect();
+            let Some(data) = frame[..end].strip_prefix(b"data: ") else { continue };
+            if data == b"[DONE]" {
+                report.done = true;
+                return report;
+            }
+            let mark = match serde_json::from_slice::<Marked>(data) {
+                Ok(marked) => marked.bench,
+                Err(error) => {
+                    report.error = Some(format!("GET {url}: a frame without the bench mark ({error})"));
+                    continue;
+                }
+            };
+            report.last_at = Some(Instant::now());
+            report.latencies_us.push(received_us.saturating_sub(mark.sent_us));
+            let position = mark.seq as usize;
+            if report.seen.len() <= position {
+                report.seen.resize(position + 1, false);
+            }
+            if report.seen[position] {
+                report.duplicates += 1;
+                continue;
+            }
+            report.seen[position] = true;
+            if highest.is_some_and(|h| mark.seq < h) {
+                report.out_of_order += 1;
+            }
+            highest = highest.max(Some(mark.seq));
+        }
+    }
+}
+
+// Items are named by path, not imported: a harness-less bench compiled for checking keeps this module but
+// drops its `#[test]` functions, and imports would then be unused.
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_checker_counts_gaps_and_acknowledged_losses() {
+        let reader = |positions: &[usize], done: bool| {
+            let mut seen = vec![false; positions.iter().max().map_or(0, |m| m + 1)];
+            positions.iter().for_each(|&p| seen[p] = true);
+            super::ReaderReport {
+                seen,
+                duplicates: 0,
+                out_of_order: 0,
+                done,
+                latencies_us: Vec::new(),
+                last_at: None,
+                error: None,
+            }
+        };
+        let written = super::Written { acknowledged: 5, completed: true, ..Default::default() };
+        let mut check = super::Check::default();
+        reader(&[0, 1, 3], false).judge(&written, &mut check);
+        assert_eq!(check, super::Check { gaps: 1, lost: 3, missing_done: 1, ..Default::default() });
+        let mut clean = super::Check::default();
+        reader(&[0, 1, 2, 3, 4], true).judge(&written, &mut clean);
+        assert!(clean.is_clean());
+    }
+
+    #[test]
+    fn lines_carry_their_mark_and_quantiles_pick_samples() {
+        let line = super::chunk_line("s", 7, 42);
+        let marked: super::Marked = serde_json::from_slice(line.trim_ascii_end()).unwrap();
+        assert_eq!((marked.bench.seq, marked.bench.sent_us), (7, 42));
+        assert!((280..400).contains(&line.len()), "{}", line.len());
+        assert_eq!(super::quantile_ms(&[1000, 2000, 3000], 0.5), 2.0);
+        assert_eq!(super::quantile_ms(&[], 0.99), 0.0);
+    }
+}

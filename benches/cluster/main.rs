@@ -1,0 +1,132 @@
+//! The cluster benchmark (issue 9, point 5), run by `scripts/bench` (`--smoke` for a seconds-long run);
+//! `docs/performance.md` explains what it measures and how to read it.
+//!
+//! It starts its own durable PostgreSQL, measures the baselines (A, C, CN, L) on it, starts three
+//! `ark-broker` replicas (the release binary) on a fresh database, then runs the load shapes, the
+//! saturation ramp and the HITL wake, printing one JSON line per phase and a markdown report at the end.
+//! It exits non-zero only when the checker finds a gap, duplicate, reordering or acknowledged loss.
+
+mod baselines;
+mod hitl;
+mod load;
+mod machine;
+mod meter;
+mod phases;
+mod postgres;
+mod replicas;
+mod report;
+
+use std::{path::PathBuf, process::ExitCode, time::Duration};
+
+use load::Shape;
+use phases::{Bench, Ramp, add_all, baseline_rows};
+use postgres::{BROKER_DB, Postgres};
+use replicas::Replica;
+use report::Report;
+
+/// What a run does.
+struct Plan {
+    mode: &'static str,
+    baseline_seconds: u32,
+    notifications: usize,
+    shapes: Vec<Shape>,
+    ramp: Ramp,
+    hitl_iterations: usize,
+}
+
+impl Plan {
+    fn new(smoke: bool) -> Self {
+        let shape = |streams, spread, seconds| Shape {
+            streams,
+            readers: 2,
+            rate: 10,
+            spread,
+            duration: Duration::from_secs(seconds),
+        };
+        if smoke {
+            return Plan {
+                mode: "smoke",
+                baseline_seconds: 2,
+                notifications: 200,
+                shapes: vec![shape(5, false, 2), shape(5, true, 2)],
+                ramp: Ramp { streams: 5, rates: vec![10, 40], duration: Duration::from_secs(2), bisect: false },
+                hitl_iterations: 20,
+            };
+        }
+        Plan {
+            mode: "full",
+            baseline_seconds: 10,
+            notifications: 1000,
+            shapes: vec![shape(100, false, 20), shape(500, false, 20), shape(1000, false, 20), shape(1000, true, 20)],
+            ramp: Ramp {
+                streams: 100,
+                rates: vec![25, 50, 100, 200, 400, 800],
+                duration: Duration::from_secs(10),
+                bisect: true,
+            },
+            hitl_iterations: 1000,
+        }
+    }
+}
+
+/// `$CARGO_TARGET_DIR/bench`, or `target/bench` under the package.
+fn output_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| PathBuf::from("target"), PathBuf::from).join("bench")
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    // cargo passes `--bench`; only `--smoke` means anything here.
+    let plan = Plan::new(std::env::args().skip(1).any(|arg| arg == "--smoke"));
+    let scratch = std::env::temp_dir().join(format!("ark-bench-{}", std::process::id()));
+    let mut report = Report::create(output_dir());
+    let mut machine = machine::Machine::record();
+    let mut pg = Postgres::start(&scratch.join("postgres")).await;
+    machine.postgres = pg.version().await;
+    report.line(&serde_json::json!({"phase": "machine", "mode": plan.mode, "machine": machine}));
+
+    eprintln!("baselines: pgbench {} s per case, {} notifications", plan.baseline_seconds, plan.notifications);
+    let baselines =
+        baselines::measure(&mut pg, &scratch.join("pgbench"), plan.baseline_seconds, plan.notifications).await;
+    add_all(&mut report, baseline_rows(&baselines));
+
+    pg.create_database(BROKER_DB).await;
+    let url = pg.url(BROKER_DB);
+    let (a, b, c) = tokio::join!(Replica::start(&url), Replica::start(&url), Replica::start(&url));
+    let replicas = [a, b, c];
+    let mut bench = Bench { pg: &mut pg, replicas: &replicas, client: reqwest::Client::new(), baselines };
+    for shape in &plan.shapes {
+        let (row, _) = bench.shape(shape).await;
+        report.add(row);
+    }
+    add_all(&mut report, bench.saturation(&plan.ramp).await);
+    report.add(bench.hitl(plan.hitl_iterations).await);
+
+    let title = format!(
+        "{} run, {} (broker at {})",
+        plan.mode,
+        chrono::Utc::now().format("%Y-%m-%d %H:%M UTC"),
+        git_revision().unwrap_or_else(|| "unknown revision".to_owned()),
+    );
+    println!("\n{}", report.finish(&title, &machine, &bench.baselines));
+    for (name, replica) in ["A", "B", "C"].iter().zip(&replicas) {
+        for line in replica.warning_samples() {
+            eprintln!("replica {name} warned: {line}");
+        }
+    }
+    for replica in replicas {
+        replica.stop().await;
+    }
+    drop(pg);
+    if report.has_correctness_failure() {
+        eprintln!("FAILED: the checker found gaps, duplicates, reordering or acknowledged losses");
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
+}
+
+/// `git describe --always --dirty` of the working tree, when there is one.
+fn git_revision() -> Option<String> {
+    let output = std::process::Command::new("git").args(["describe", "--always", "--dirty"]).output().ok()?;
+    output.status.success().then(|| String::from_utf8_lossy(&output.stdout).trim().to_owned())
+}

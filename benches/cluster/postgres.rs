@@ -1,0 +1,129 @@
+//! The bench's own PostgreSQL: a durable (fsync on) embedded server in a temporary directory with
+//! `pg_stat_statements` preloaded, the databases on it, and statement counts per database.
+
+use std::{
+    path::{Path, PathBuf},
+    str::FromStr,
+};
+
+use ark_broker::db::embedded::{EmbeddedOptions, EmbeddedPostgres};
+use sqlx::{AssertSqlSafe, Connection, Executor, PgConnection, postgres::PgConnectOptions};
+
+/// The database the brokers use.
+pub const BROKER_DB: &str = "ark_bench";
+/// The database the baselines use, so the brokers' tables are untouched.
+pub const BASELINE_DB: &str = "bench_baseline";
+
+/// Server settings on top of the embedded defaults; the memory and WAL ones are those of the reference
+/// measurements (`performance.md` §2).
+const SETTINGS: &[&str] = &[
+    "shared_preload_libraries=pg_stat_statements",
+    "pg_stat_statements.track=top",
+    "shared_buffers=1GB",
+    "max_wal_size=4GB",
+    "checkpoint_timeout=15min",
+];
+
+/// The running server, with a connection to its `postgres` database for the bench's own queries.
+pub struct Postgres {
+    server: EmbeddedPostgres,
+    dir: PathBuf,
+    admin: PgConnection,
+    broker_db_oid: Option<u32>,
+}
+
+impl Postgres {
+    /// Initialises and starts a server under `dir`.
+    pub async fn start(dir: &Path) -> Self {
+        let options = EmbeddedOptions {
+            durable: true,
+            max_connections: 400,
+            extra_settings: SETTINGS.iter().map(|s| (*s).to_owned()).collect(),
+        };
+        let server = EmbeddedPostgres::start(dir, options).await.expect("start PostgreSQL");
+        let mut admin = PgConnection::connect(&server.url()).await.expect("connect to PostgreSQL");
+        admin.execute("create extension if not exists pg_stat_statements").await.expect("pg_stat_statements");
+        Postgres { server, dir: dir.to_owned(), admin, broker_db_oid: None }
+    }
+
+    /// The URL of database `name`.
+    pub fn url(&self, name: &str) -> String {
+        self.server.database_url(name)
+    }
+
+    /// The server's port.
+    pub fn port(&self) -> u16 {
+        PgConnectOptions::from_str(&self.server.url()).expect("a valid URL").get_port()
+    }
+
+    /// `select version()`.
+    pub async fn version(&mut self) -> String {
+        sqlx::query_scalar("select version()").fetch_one(&mut self.admin).await.expect("version")
+    }
+
+    /// Creates database `name`.
+    pub async fn create_database(&mut self, name: &str) {
+        self.admin.execute(AssertSqlSafe(format!("create database {name}"))).await.expect("create database");
+        if name == BROKER_DB {
+            let oid: sqlx::postgres::types::Oid = sqlx::query_scalar("select oid from pg_database where datname = $1")
+                .bind(name)
+                .fetch_one(&mut self.admin)
+                .await
+                .expect("the database's oid");
+            self.broker_db_oid = Some(oid.0);
+        }
+    }
+
+    /// Forgets every statement counted so far.
+    pub async fn reset_statements(&mut self) {
+        self.admin.execute("select pg_stat_statements_reset()").await.expect("pg_stat_statements_reset");
+    }
+
+    /// Statements the brokers' database ran since the last reset (the bench's own run on `postgres`).
+    pub async fn broker_statements(&mut self) -> i64 {
+        let oid = sqlx::postgres::types::Oid(self.broker_db_oid.expect("the broker database exists"));
+        sqlx::query_scalar("select coalesce(sum(calls), 0)::bigint from pg_stat_statements where dbid = $1")
+            .bind(oid)
+            .fetch_one(&mut self.admin)
+            .await
+            .expect("pg_stat_statements")
+    }
+
+    /// The busiest statements of the brokers' database since the last reset: `(calls, query)`.
+    pub async fn top_broker_statements(&mut self, limit: i64) -> Vec<(i64, String)> {
+        let oid = sqlx::postgres::types::Oid(self.broker_db_oid.expect("the broker database exists"));
+        sqlx::query_as(
+            "select calls, left(regexp_replace(query, '\\s+', ' ', 'g'), 120) from pg_stat_statements
+             where dbid = $1 order by calls desc limit $2",
+        )
+        .bind(oid)
+        .bind(limit)
+        .fetch_all(&mut self.admin)
+        .await
+        .expect("pg_stat_statements")
+    }
+}
+
+impl Drop for Postgres {
+    /// Stops the server (immediate shutdown: nothing here needs to survive) and removes its directory,
+    /// also when the bench panics.
+    fn drop(&mut self) {
+        self.server.stop_blocking();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A PostgreSQL client program (`pgbench`) from PATH or the newest `/usr/lib/postgresql/*/bin`.
+pub fn client_program(name: &str) -> PathBuf {
+    let on_path = std::env::var_os("PATH")
+        .and_then(|path| std::env::split_paths(&path).map(|dir| dir.join(name)).find(|p| p.is_file()));
+    if let Some(found) = on_path {
+        return found;
+    }
+    let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .map(|dirs| dirs.filter_map(|d| d.ok().map(|d| d.path().join("bin").join(name))).collect())
+        .unwrap_or_default();
+    found.retain(|p| p.is_file());
+    found.sort_by_key(|p| p.iter().rev().nth(2).and_then(|v| v.to_str()?.parse::<u32>().ok()).unwrap_or(0));
+    found.pop().unwrap_or_else(|| panic!("{name} not found on PATH or under /usr/lib/postgresql"))
+}

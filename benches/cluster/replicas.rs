@@ -1,0 +1,149 @@
+//! Three `ark-broker` processes (the release binary cargo built for this bench) on one database, found by
+//! the `"listening"` JSON log line as the test suite does; and what they cost, read from `/proc`.
+
+use std::{
+    process::Stdio,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
+};
+
+use tokio::{
+    io::{AsyncBufReadExt, BufReader},
+    process::{Child, Command},
+    sync::oneshot,
+};
+
+/// One running replica.
+pub struct Replica {
+    /// `http://127.0.0.1:<port>`.
+    pub base: String,
+    /// `http://127.0.0.1:<port>/mcp`.
+    pub mcp_url: String,
+    child: Child,
+    /// WARN and ERROR lines logged so far.
+    warnings: Arc<AtomicU64>,
+    /// The first few of them, for the report.
+    samples: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Replica {
+    /// Starts a replica on `database_url` and waits for its "listening" line.
+    pub async fn start(database_url: &str) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ark-broker"))
+            .args(["--database-url", database_url, "--host", "127.0.0.1", "--port", "0", "--mcp-port", "0"])
+            .args(["--log-format", "json"])
+            .env("LOG_LEVEL", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start ark-broker");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (address_tx, address_rx) = oneshot::channel();
+        let warnings = Arc::new(AtomicU64::new(0));
+        let samples = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (counter, kept) = (warnings.clone(), samples.clone());
+        // Drains stdout for the whole life of the process (a full pipe would block the broker).
+        tokio::spawn(async move {
+            let mut address_tx = Some(address_tx);
+            let mut lines = BufReader::new(stdout).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                let Ok(entry) = serde_json::from_str::<serde_json::Value>(&line) else { continue };
+                if let Some(address) = listening_address(&entry)
+                    && let Some(tx) = address_tx.take()
+                {
+                    let _ = tx.send(address);
+                }
+                if matches!(entry["level"].as_str(), Some("WARN" | "ERROR")) {
+                    counter.fetch_add(1, Ordering::Relaxed);
+                    let mut kept = kept.lock().expect("samples lock");
+                    if kept.len() < 5 {
+                        kept.push(line);
+                    }
+                }
+            }
+        });
+        let (http, mcp) = tokio::time::timeout(Duration::from_secs(60), address_rx)
+            .await
+            .expect("the replica to listen within a minute")
+            .expect("the replica exited before listening");
+        Replica { base: format!("http://{http}"), mcp_url: format!("http://{mcp}/mcp"), child, warnings, samples }
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id().expect("still running")
+    }
+
+    /// WARN/ERROR lines logged since start.
+    pub fn warnings(&self) -> u64 {
+        self.warnings.load(Ordering::Relaxed)
+    }
+
+    /// The first WARN/ERROR lines.
+    pub fn warning_samples(&self) -> Vec<String> {
+        self.samples.lock().expect("samples lock").clone()
+    }
+
+    /// SIGTERM, then waits for the exit (SIGKILL after 15 s).
+    pub async fn stop(mut self) {
+        // SAFETY: kill with a valid pid and signal number has no memory-safety preconditions.
+        unsafe { libc::kill(self.pid() as i32, libc::SIGTERM) };
+        if tokio::time::timeout(Duration::from_secs(15), self.child.wait()).await.is_err() {
+            let _ = self.child.kill().await;
+        }
+    }
+}
+
+/// The HTTP and MCP addresses from the "listening" log line.
+fn listening_address(entry: &serde_json::Value) -> Option<(String, String)> {
+    if entry.get("message")?.as_str()? != "listening" {
+        return None;
+    }
+    let address = |field: &str| entry.get(field)?.as_str().map(str::to_owned);
+    Some((address("http.addr")?, address("mcp.addr")?))
+}
+
+/// CPU seconds (user + system) a process has used, from `/proc/<pid>/stat`.
+pub fn cpu_seconds(pid: u32) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return 0.0 };
+    // The command name is in parentheses and may hold spaces; fields after it are plain.
+    let Some(after_name) = stat.rfind(')').map(|at| &stat[at + 2..]) else { return 0.0 };
+    let fields: Vec<&str> = after_name.split(' ').collect();
+    // utime and stime are fields 14 and 15 of the whole line, 12 and 13 after the name.
+    let ticks: u64 = fields.get(11..13).map_or(0, |f| f.iter().filter_map(|v| v.parse::<u64>().ok()).sum());
+    ticks as f64 / clock_ticks_per_second()
+}
+
+/// CPU seconds of every `postgres` process (the server and its backends) alive now.
+pub fn postgres_cpu_seconds() -> f64 {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return 0.0 };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|comm| comm.trim() == "postgres"))
+        .map(cpu_seconds)
+        .sum()
+}
+
+/// `VmRSS` and `VmHWM` (peak) of a process in MiB, from `/proc/<pid>/status`.
+pub fn memory_mib(pid: u32) -> (f64, f64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(name))
+            .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+            .map_or(0.0, |kib| kib / 1024.0)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+fn clock_ticks_per_second() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if ticks > 0 { ticks as f64 } else { 100.0 }
+}

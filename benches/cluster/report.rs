@@ -1,0 +1,229 @@
+//! The output: one JSON line per phase on stdout and in `results.jsonl`, and at the end a markdown report
+//! (`results.md`: machine, baselines, the phase table, a verdict per goal).
+
+use std::{fs::File, io::Write, path::PathBuf};
+
+use serde::Serialize;
+
+use crate::{baselines::Baselines, machine::Machine};
+
+/// One phase's result. The first fields are the common ones every line has (null where they do not
+/// apply); the rest appear when set.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Row {
+    /// Phase id (`100x2x10-one`, `baseline-A`, `saturation`, `hitl`, …).
+    pub phase: String,
+    /// What `value` measures.
+    pub metric: String,
+    /// The headline number.
+    pub value: f64,
+    /// The denominator `value` is compared with.
+    pub baseline: Option<f64>,
+    /// `value ÷ baseline`.
+    pub ratio: Option<f64>,
+    /// Latency quantiles, ms.
+    pub p50_ms: Option<f64>,
+    pub p99_ms: Option<f64>,
+    pub max_ms: Option<f64>,
+    /// Broker CPU seconds over the phase (all replicas).
+    pub cpu_s: Option<f64>,
+    /// Peak RSS of the largest replica (VmHWM, since start), MiB.
+    pub rss_mb: Option<f64>,
+    /// Broker statements ÷ delivered events.
+    pub statements_per_event: Option<f64>,
+    pub gaps: Option<u64>,
+    pub duplicates: Option<u64>,
+    pub lost: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub out_of_order: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub missing_done: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requested_per_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub achieved_per_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delivered_per_s: Option<f64>,
+    /// Lines sent, chunks acknowledged, chunk events delivered, readers opened.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sent: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub acknowledged: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delivered: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub readers: Option<u64>,
+    /// p50 ÷ L.p50 and p99 ÷ L.p99.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p50_vs_l: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p99_vs_l: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub postgres_cpu_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_cpu_s: Option<f64>,
+    /// All replicas' VmRSS at the end of the phase, MiB.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rss_now_mb: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub statements: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub broker_warnings: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub errors: Option<u64>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub error_samples: Vec<String>,
+    /// The brokers' busiest statements in the phase, `calls × query`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub top_statements: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+impl Row {
+    /// Whether the checker found a correctness failure in this phase.
+    pub fn is_incorrect(&self) -> bool {
+        [self.gaps, self.duplicates, self.lost, self.out_of_order, self.missing_done].iter().flatten().any(|&n| n > 0)
+    }
+}
+
+/// Collects rows, printing and appending each as it comes.
+pub struct Report {
+    dir: PathBuf,
+    jsonl: File,
+    rows: Vec<Row>,
+}
+
+impl Report {
+    /// Starts `dir/results.jsonl` afresh.
+    pub fn create(dir: PathBuf) -> Self {
+        std::fs::create_dir_all(&dir).expect("the output directory");
+        let jsonl = File::create(dir.join("results.jsonl")).expect("results.jsonl");
+        Report { dir, jsonl, rows: Vec::new() }
+    }
+
+    /// Prints and stores `value` as one JSON line (for records that are not phases, like the machine).
+    pub fn line(&mut self, value: &impl Serialize) {
+        let text = serde_json::to_string(value).expect("JSON");
+        println!("{text}");
+        writeln!(self.jsonl, "{text}").expect("write results.jsonl");
+    }
+
+    /// Prints and stores one phase.
+    pub fn add(&mut self, row: Row) {
+        self.line(&row);
+        self.rows.push(row);
+    }
+
+    /// Whether any phase failed the checker.
+    pub fn has_correctness_failure(&self) -> bool {
+        self.rows.iter().any(Row::is_incorrect)
+    }
+
+    /// Writes `results.md` and returns its text.
+    pub fn finish(&self, title: &str, machine: &Machine, baselines: &Baselines) -> String {
+        let mut md = format!("### {title}\n\nMachine: {}.\n\n", machine.describe());
+        md.push_str("| baseline | value |\n|---|---|\n");
+        md.push_str(&format!("| A: single-row INSERT, 16 clients | {} rows/s |\n", thousands(baselines.a)));
+        md.push_str(&format!("| C: UNNEST×100 INSERT, 16 clients | {} rows/s |\n", thousands(baselines.c)));
+        md.push_str(&format!(
+            "| CN: UNNEST×100 + 1 NOTIFY per batch, 16 clients | {} rows/s |\n",
+            thousands(baselines.cn)
+        ));
+        md.push_str(&format!(
+            "| L: LISTEN/NOTIFY, 1 listener, p50 / p99 / max | {:.2} / {:.2} / {:.2} ms |\n\n",
+            baselines.l_p50, baselines.l_p99, baselines.l_max
+        ));
+        md.push_str(
+            "| phase | requested/s | achieved/s | delivered ev/s | p50 / p99 / max ms | p50÷L | p99÷L | ingest÷CN \
+             | stmts/event | broker CPU s | PG CPU s | bench CPU s | RSS peak MB | gaps/dup/ooo/lost | warnings |\n",
+        );
+        md.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+        for row in self.rows.iter().filter(|r| !r.phase.starts_with("baseline")) {
+            md.push_str(&table_row(row));
+        }
+        md.push_str("\nVerdicts (time goals never fail the run; only gaps, duplicates and losses do):\n\n");
+        for (goal, verdict) in verdicts(&self.rows) {
+            md.push_str(&format!("- **{verdict}** {goal}\n"));
+        }
+        std::fs::write(self.dir.join("results.md"), &md).expect("write results.md");
+        md
+    }
+}
+
+fn table_row(row: &Row) -> String {
+    let num = |v: Option<f64>| v.map_or("–".to_owned(), thousands);
+    let dec = |v: Option<f64>, places: usize| v.map_or("–".to_owned(), |v| format!("{v:.places$}"));
+    let latency = match (row.p50_ms, row.p99_ms, row.max_ms) {
+        (Some(p50), Some(p99), Some(max)) => format!("{p50:.1} / {p99:.1} / {max:.0}"),
+        _ => "–".to_owned(),
+    };
+    let checks = match (row.gaps, row.duplicates, row.out_of_order, row.lost) {
+        (Some(g), Some(d), o, Some(l)) => format!("{g}/{d}/{}/{l}", o.unwrap_or(0)),
+        _ => "–".to_owned(),
+    };
+    let ingest_vs_cn = match row.metric.as_str() {
+        "ingest_per_s" | "saturation_ingest_per_s" => dec(row.ratio, 3),
+        _ => "–".to_owned(),
+    };
+    format!(
+        "| {} | {} | {} | {} | {latency} | {} | {} | {ingest_vs_cn} | {} | {} | {} | {} | {} | {checks} | {} |\n",
+        row.phase,
+        num(row.requested_per_s),
+        num(row.achieved_per_s),
+        num(row.delivered_per_s),
+        dec(row.p50_vs_l, 1),
+        dec(row.p99_vs_l, 1),
+        dec(row.statements_per_event, 2),
+        dec(row.cpu_s, 1),
+        dec(row.postgres_cpu_s, 1),
+        dec(row.client_cpu_s, 1),
+        dec(row.rss_mb, 0),
+        row.broker_warnings.map_or("–".to_owned(), |w| w.to_string()),
+    )
+}
+
+/// The goals of `performance.md` §5 this bench checks, each with PASS, MISS or "not run".
+fn verdicts(rows: &[Row]) -> Vec<(String, String)> {
+    let find = |phase: &str| rows.iter().find(|r| r.phase == phase);
+    let judge = |goal: &str, row: Option<&Row>, test: &dyn Fn(&Row) -> bool, shown: &dyn Fn(&Row) -> String| {
+        let verdict = match row {
+            Some(row) if test(row) => format!("PASS ({})", shown(row)),
+            Some(row) => format!("MISS ({})", shown(row)),
+            None => "not run".to_owned(),
+        };
+        (goal.to_owned(), verdict)
+    };
+    let p99 = |r: &Row| r.p99_ms.unwrap_or(f64::INFINITY);
+    let p99_text = |r: &Row| format!("p99 {:.1} ms", p99(r));
+    let share = |r: &Row| r.achieved_per_s.unwrap_or(0.0) / r.requested_per_s.unwrap_or(f64::INFINITY);
+    vec![
+        judge("100×2×10 one writer: p99 ≤ 10 ms", find("100x2x10-one"), &|r| p99(r) <= 10.0, &p99_text),
+        judge("500×2×10 one writer: p99 ≤ 25 ms", find("500x2x10-one"), &|r| p99(r) <= 25.0, &p99_text),
+        judge(
+            "1000×2×10 spread: ≥ 95 % of requested ingest, lossless, p99 ≤ 100 ms",
+            find("1000x2x10-spread"),
+            &|r| share(r) >= 0.95 && !r.is_incorrect() && p99(r) <= 100.0,
+            &|r| {
+                format!("{:.1} % of requested, lossless: {}, p99 {:.1} ms", share(r) * 100.0, !r.is_incorrect(), p99(r))
+            },
+        ),
+        judge("saturation ingest ≥ 0.5 × CN", find("saturation"), &|r| r.ratio.unwrap_or(0.0) >= 0.5, &|r| {
+            format!("{} chunks/s = {:.3} × CN", thousands(r.value), r.ratio.unwrap_or(0.0))
+        }),
+        judge("HITL wake p99 ≤ 25 ms", find("hitl"), &|r| p99(r) <= 25.0, &p99_text),
+    ]
+}
+
+/// `12345.6` → `12,346`.
+pub fn thousands(value: f64) -> String {
+    let digits = format!("{:.0}", value.abs());
+    let mut grouped = String::new();
+    for (i, digit) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            grouped.push(',');
+        }
+        grouped.push(digit);
+    }
+    if value < 0.0 { format!("-{grouped}") } else { grouped }
+}
