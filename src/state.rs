@@ -20,7 +20,7 @@ use crate::{
     },
     messages::{model::MessageItem, store::MessageStore},
     query_status,
-    questions::{self, store::QuestionStore},
+    questions::{store::QuestionStore, tail as question_tail},
     retention::Reaper,
     streams::{model::ChunkRow, store::ChunkStore, writer::ChunkWriter},
 };
@@ -88,7 +88,7 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
     let (chunk_fanout, message_fanout) = (Fanout::default(), Fanout::default());
     let (chunk_tail, chunk_tail_task) = tail::spawn(chunks.clone(), chunk_fanout.clone());
     let (message_tail, message_tail_task) = tail::spawn(messages.clone(), message_fanout.clone());
-    let (question_tail, question_tail_task) = questions::tail::spawn(questions.clone(), hub.clone());
+    let (question_tail, question_tail_task) = question_tail::spawn(questions.clone(), hub.clone());
     let tails: Tails =
         [(Feed::Chunks, chunk_tail), (Feed::Messages, message_tail), (Feed::Questions, question_tail)].into();
     let listener_task =
