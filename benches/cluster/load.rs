@@ -26,11 +26,16 @@ use std::{
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use serde::Deserialize;
-use tokio::time::{Instant, MissedTickBehavior};
+use tokio::{
+    sync::Semaphore,
+    time::{Instant, MissedTickBehavior},
+};
 
 /// How long readers may take to reach `[DONE]` after the writers finished, before they count as cut off.
 const DRAIN_GRACE: Duration = Duration::from_secs(20);
-/// Readers opened at the same time.
+/// Connections being set up at the same time (readers opening, writers connecting). The broker's listen
+/// backlog is 128; a thousand simultaneous connects overflow it, and the kernel's SYN cookies then reset
+/// some of them, which is a connect storm, not the steady streaming this measures.
 const OPEN_CONCURRENCY: usize = 64;
 
 /// One load shape.
@@ -138,6 +143,18 @@ fn per_second(count: u64, window: Duration) -> f64 {
     if window.is_zero() { 0.0 } else { count as f64 / window.as_secs_f64() }
 }
 
+/// An error with its chain of causes (reqwest's own message rarely says what happened).
+fn causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
 /// Now as unix µs.
 pub fn unix_micros() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0)
@@ -175,10 +192,12 @@ pub async fn run(client: &reqwest::Client, replicas: &[String], shape: &Shape, t
 
     let period = Duration::from_secs_f64(1.0 / f64::from(shape.rate.max(1)));
     let first_tick = |stream: usize| started + period.mul_f64(stream as f64 / shape.streams as f64);
+    let connecting = Arc::new(Semaphore::new(OPEN_CONCURRENCY));
     let writers: Vec<_> = (0..shape.streams)
         .map(|stream| {
             let url = format!("{}/stream/{}", replicas[writer_of(stream)], stream_id(stream));
-            tokio::spawn(write(client.clone(), url, first_tick(stream), period, shape.duration))
+            let pacing = Pacing { first_tick: first_tick(stream), period, duration: shape.duration };
+            tokio::spawn(write(client.clone(), url, pacing, connecting.clone()))
         })
         .collect();
 
@@ -228,7 +247,7 @@ pub async fn run(client: &reqwest::Client, replicas: &[String], shape: &Shape, t
 }
 
 async fn open_reader(client: &reqwest::Client, url: &str) -> Result<reqwest::Response, String> {
-    let response = client.get(url).send().await.map_err(|e| format!("GET {url}: {e}"))?;
+    let response = client.get(url).send().await.map_err(|e| format!("GET {url}: {}", causes(&e)))?;
     match response.status().as_u16() {
         200 => Ok(response),
         status => Err(format!("GET {url}: HTTP {status}")),
@@ -251,18 +270,23 @@ struct Processed {
     chunks_received: u64,
 }
 
-async fn write(
-    client: reqwest::Client,
-    url: String,
+/// When one writer writes.
+struct Pacing {
     first_tick: Instant,
     period: Duration,
     duration: Duration,
-) -> Written {
+}
+
+async fn write(client: reqwest::Client, url: String, pacing: Pacing, connecting: Arc<Semaphore>) -> Written {
     let sent = Arc::new(AtomicU64::new(0));
     let counter = sent.clone();
     let stream_name = url.rsplit('/').next().unwrap_or_default().to_owned();
+    let Pacing { first_tick, period, duration } = pacing;
     let end = first_tick + duration;
+    let permit = connecting.acquire_owned().await.expect("the semaphore stays open");
     let lines = async_stream::stream! {
+        // The body is first polled once the connection is up: the next writer may connect.
+        drop(permit);
         let mut ticks = tokio::time::interval_at(first_tick, period);
         ticks.set_missed_tick_behavior(MissedTickBehavior::Burst);
         let mut position = 0u64;
@@ -299,14 +323,14 @@ async fn write(
             written.acked_at = Some(Instant::now());
         }
         Err(error) => {
-            written.error = Some(format!("POST {url}: {error}"));
+            written.error = Some(format!("POST {url} after {} lines: {}", written.sent, causes(&error)));
             return written;
         }
     }
     match client.post(format!("{url}/complete")).send().await {
         Ok(reply) if reply.status().is_success() => written.completed = true,
         Ok(reply) => written.error = Some(format!("POST {url}/complete: HTTP {}", reply.status())),
-        Err(error) => written.error = Some(format!("POST {url}/complete: {error}")),
+        Err(error) => written.error = Some(format!("POST {url}/complete: {}", causes(&error))),
     }
     written
 }
@@ -380,7 +404,7 @@ async fn read(response: reqwest::Response, deadline: Instant) -> ReaderReport {
         last_at: None,
         error: None,
     };
-    let mut body = response.bytes_stream().map_err(|e| e.to_string());
+    let mut body = response.bytes_stream().map_err(|e| causes(&e));
     let mut buffer: Vec<u8> = Vec::new();
     let mut highest: Option<u64> = None;
     loop {
