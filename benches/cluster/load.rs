@@ -335,7 +335,7 @@ async fn write(client: reqwest::Client, url: String, pacing: Pacing, connecting:
     written
 }
 
-/// One NDJSON line: an OpenAI `chat.completion.chunk` (~300 bytes) with the bench's mark appended.
+/// One NDJSON line: an OpenAI `chat.completion.chunk` (~360 bytes) with the bench's mark appended.
 fn chunk_line(stream: &str, position: u64, sent_us: u64) -> Bytes {
     Bytes::from(format!(
         concat!(
