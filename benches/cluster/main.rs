@@ -127,6 +127,7 @@ async fn main() -> ExitCode {
         replica.stop().await;
     }
     drop(pg);
+    let _ = std::fs::remove_dir_all(&scratch);
     if report.has_correctness_failure() {
         eprintln!("FAILED: the checker found gaps, duplicates, reordering or acknowledged losses");
         return ExitCode::FAILURE;
