@@ -2,7 +2,8 @@
 //! (`performance.md` §2 and §5): **A** single-row INSERT rows/s, **C** UNNEST×100 INSERT rows/s, **CN**
 //! UNNEST×100 plus one `pg_notify` per batch rows/s (a listener draining), all with `pgbench` at 16 clients
 //! and §2's scripts and chunk; and **L**, the LISTEN/NOTIFY round trip with one listener (sqlx, one
-//! `pg_notify` every 2 ms, latency = receive time − the send time in the payload).
+//! `pg_notify` every 2 ms, latency = receive time − the send time in the payload). The database is dropped
+//! afterwards.
 
 use std::{path::Path, process::Stdio, time::Duration};
 
@@ -57,6 +58,9 @@ pub async fn measure(pg: &mut Postgres, scratch: &Path, seconds: u32, notificati
     let cn = bench.run(&mut db, "c_unnest100_notify.sql", &insert_hundred(true)).await * 100.0;
     listener.abort();
     let latencies = notify_latency(&url, notifications).await;
+    drop(db);
+    // Millions of rows left here would keep autovacuum busy during the broker's phases.
+    pg.drop_database(BASELINE_DB).await;
     Baselines {
         a,
         c,

@@ -1,6 +1,6 @@
 //! The load generator and checker for chunk streams across replicas, shared by the `cluster` bench and the
-//! `bench_smoke` integration test (which includes this file with `#[path]`, so it depends on nothing else in
-//! the bench).
+//! `bench_smoke` integration test. Both include this file with `#[path]` (so its child, `load/check.rs`, is
+//! found the same way from both), and it depends on nothing else in the bench.
 //!
 //! A [`Shape`] is S streams × K readers per stream × R chunks/s per stream. For each stream, K SSE readers
 //! (`GET /stream/{id}`) are opened on replicas other than the stream's writer replica, and only once every
@@ -24,13 +24,24 @@ use std::{
 };
 
 use bytes::Bytes;
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use serde::Deserialize;
-use tokio::time::{Instant, MissedTickBehavior};
+use tokio::{
+    sync::Semaphore,
+    time::{Instant, MissedTickBehavior},
+};
+
+#[path = "load/check.rs"]
+mod check;
+
+pub use check::Check;
+use check::read;
 
 /// How long readers may take to reach `[DONE]` after the writers finished, before they count as cut off.
 const DRAIN_GRACE: Duration = Duration::from_secs(20);
-/// Readers opened at the same time.
+/// Connections being set up at the same time (readers opening, writers connecting). The broker's listen
+/// backlog is 128; a thousand simultaneous connects overflow it, and the kernel's SYN cookies then reset
+/// some of them, which is a connect storm, not the steady streaming this measures.
 const OPEN_CONCURRENCY: usize = 64;
 
 /// One load shape.
@@ -58,28 +69,6 @@ impl Shape {
     pub fn label(&self) -> String {
         let writers = if self.spread { "spread" } else { "one writer" };
         format!("{}×{}×{} {writers}", self.streams, self.readers, self.rate)
-    }
-}
-
-/// What the checker found, summed over all readers.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Check {
-    /// Positions below a reader's highest delivered one that it never got.
-    pub gaps: u64,
-    /// Deliveries of a position the reader already had.
-    pub duplicates: u64,
-    /// Deliveries of a position lower than one delivered before it (not duplicates).
-    pub out_of_order: u64,
-    /// Acknowledged positions a reader never got, plus `[DONE]`s missing after an acknowledged completion.
-    pub lost: u64,
-    /// Readers that did not end at `[DONE]`.
-    pub missing_done: u64,
-}
-
-impl Check {
-    /// No gap, duplicate, reordering or acknowledged loss, and every reader ended at `[DONE]`.
-    pub fn is_clean(&self) -> bool {
-        *self == Check::default()
     }
 }
 
@@ -138,6 +127,18 @@ fn per_second(count: u64, window: Duration) -> f64 {
     if window.is_zero() { 0.0 } else { count as f64 / window.as_secs_f64() }
 }
 
+/// An error with its chain of causes (reqwest's own message rarely says what happened).
+pub(crate) fn causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
 /// Now as unix µs.
 pub fn unix_micros() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0)
@@ -175,10 +176,12 @@ pub async fn run(client: &reqwest::Client, replicas: &[String], shape: &Shape, t
 
     let period = Duration::from_secs_f64(1.0 / f64::from(shape.rate.max(1)));
     let first_tick = |stream: usize| started + period.mul_f64(stream as f64 / shape.streams as f64);
+    let connecting = Arc::new(Semaphore::new(OPEN_CONCURRENCY));
     let writers: Vec<_> = (0..shape.streams)
         .map(|stream| {
             let url = format!("{}/stream/{}", replicas[writer_of(stream)], stream_id(stream));
-            tokio::spawn(write(client.clone(), url, first_tick(stream), period, shape.duration))
+            let pacing = Pacing { first_tick: first_tick(stream), period, duration: shape.duration };
+            tokio::spawn(write(client.clone(), url, pacing, connecting.clone()))
         })
         .collect();
 
@@ -205,7 +208,7 @@ pub async fn run(client: &reqwest::Client, replicas: &[String], shape: &Shape, t
         if let Some(error) = report.error.take() {
             errors.push(error);
         }
-        report.judge(&written[stream], &mut check);
+        report.judge(written[stream].acknowledged, written[stream].completed, &mut check);
         delivered += report.latencies_us.len() as u64;
         if let Some(last) = report.last_at {
             delivery_window = delivery_window.max(last.saturating_duration_since(first_tick(stream)));
@@ -228,7 +231,7 @@ pub async fn run(client: &reqwest::Client, replicas: &[String], shape: &Shape, t
 }
 
 async fn open_reader(client: &reqwest::Client, url: &str) -> Result<reqwest::Response, String> {
-    let response = client.get(url).send().await.map_err(|e| format!("GET {url}: {e}"))?;
+    let response = client.get(url).send().await.map_err(|e| format!("GET {url}: {}", causes(&e)))?;
     match response.status().as_u16() {
         200 => Ok(response),
         status => Err(format!("GET {url}: HTTP {status}")),
@@ -251,18 +254,23 @@ struct Processed {
     chunks_received: u64,
 }
 
-async fn write(
-    client: reqwest::Client,
-    url: String,
+/// When one writer writes.
+struct Pacing {
     first_tick: Instant,
     period: Duration,
     duration: Duration,
-) -> Written {
+}
+
+async fn write(client: reqwest::Client, url: String, pacing: Pacing, connecting: Arc<Semaphore>) -> Written {
     let sent = Arc::new(AtomicU64::new(0));
     let counter = sent.clone();
     let stream_name = url.rsplit('/').next().unwrap_or_default().to_owned();
+    let Pacing { first_tick, period, duration } = pacing;
     let end = first_tick + duration;
+    let permit = connecting.acquire_owned().await.expect("the semaphore stays open");
     let lines = async_stream::stream! {
+        // The body is first polled once the connection is up: the next writer may connect.
+        drop(permit);
         let mut ticks = tokio::time::interval_at(first_tick, period);
         ticks.set_missed_tick_behavior(MissedTickBehavior::Burst);
         let mut position = 0u64;
@@ -299,19 +307,19 @@ async fn write(
             written.acked_at = Some(Instant::now());
         }
         Err(error) => {
-            written.error = Some(format!("POST {url}: {error}"));
+            written.error = Some(format!("POST {url} after {} lines: {}", written.sent, causes(&error)));
             return written;
         }
     }
     match client.post(format!("{url}/complete")).send().await {
         Ok(reply) if reply.status().is_success() => written.completed = true,
         Ok(reply) => written.error = Some(format!("POST {url}/complete: HTTP {}", reply.status())),
-        Err(error) => written.error = Some(format!("POST {url}/complete: {error}")),
+        Err(error) => written.error = Some(format!("POST {url}/complete: {}", causes(&error))),
     }
     written
 }
 
-/// One NDJSON line: an OpenAI `chat.completion.chunk` (~300 bytes) with the bench's mark appended.
+/// One NDJSON line: an OpenAI `chat.completion.chunk` (~360 bytes) with the bench's mark appended.
 fn chunk_line(stream: &str, position: u64, sent_us: u64) -> Bytes {
     Bytes::from(format!(
         concat!(
@@ -323,152 +331,4 @@ fn chunk_line(stream: &str, position: u64, sent_us: u64) -> Bytes {
         ),
         stream, position, sent_us
     ))
-}
-
-/// What one reader saw.
-#[derive(Debug)]
-struct ReaderReport {
-    seen: Vec<bool>,
-    duplicates: u64,
-    out_of_order: u64,
-    done: bool,
-    latencies_us: Vec<u64>,
-    /// When the last chunk arrived.
-    last_at: Option<Instant>,
-    error: Option<String>,
-}
-
-impl ReaderReport {
-    /// Adds this reader's findings against what its stream's writer had acknowledged.
-    fn judge(&self, written: &Written, check: &mut Check) {
-        let highest = self.seen.iter().rposition(|&seen| seen);
-        if let Some(highest) = highest {
-            check.gaps += self.seen[..highest].iter().filter(|&&seen| !seen).count() as u64;
-        }
-        check.duplicates += self.duplicates;
-        check.out_of_order += self.out_of_order;
-        let acknowledged = written.acknowledged as usize;
-        check.lost += (0..acknowledged).filter(|&p| !self.seen.get(p).copied().unwrap_or(false)).count() as u64;
-        if !self.done {
-            check.missing_done += 1;
-            if written.completed {
-                check.lost += 1;
-            }
-        }
-    }
-}
-
-#[derive(Deserialize)]
-struct Marked {
-    bench: Mark,
-}
-
-#[derive(Deserialize)]
-struct Mark {
-    seq: u64,
-    sent_us: u64,
-}
-
-async fn read(response: reqwest::Response, deadline: Instant) -> ReaderReport {
-    let url = response.url().to_string();
-    let mut report = ReaderReport {
-        seen: Vec::new(),
-        duplicates: 0,
-        out_of_order: 0,
-        done: false,
-        latencies_us: Vec::new(),
-        last_at: None,
-        error: None,
-    };
-    let mut body = response.bytes_stream().map_err(|e| e.to_string());
-    let mut buffer: Vec<u8> = Vec::new();
-    let mut highest: Option<u64> = None;
-    loop {
-        let piece = match tokio::time::timeout_at(deadline, body.next()).await {
-            Ok(Some(Ok(piece))) => piece,
-            Ok(Some(Err(error))) => {
-                report.error = Some(format!("GET {url}: {error}"));
-                return report;
-            }
-            Ok(None) => {
-                report.error = Some(format!("GET {url}: ended before [DONE]"));
-                return report;
-            }
-            Err(_) => {
-                report.error = Some(format!("GET {url}: no [DONE] in time"));
-                return report;
-            }
-        };
-        let received_us = unix_micros();
-        buffer.extend_from_slice(&piece);
-        while let Some(end) = buffer.windows(2).position(|w| w == b"\n\n") {
-            let frame: Vec<u8> = buffer.drain(..end + 2).collect();
-            let Some(data) = frame[..end].strip_prefix(b"data: ") else { continue };
-            if data == b"[DONE]" {
-                report.done = true;
-                return report;
-            }
-            let mark = match serde_json::from_slice::<Marked>(data) {
-                Ok(marked) => marked.bench,
-                Err(error) => {
-                    report.error = Some(format!("GET {url}: a frame without the bench mark ({error})"));
-                    continue;
-                }
-            };
-            report.last_at = Some(Instant::now());
-            report.latencies_us.push(received_us.saturating_sub(mark.sent_us));
-            let position = mark.seq as usize;
-            if report.seen.len() <= position {
-                report.seen.resize(position + 1, false);
-            }
-            if report.seen[position] {
-                report.duplicates += 1;
-                continue;
-            }
-            report.seen[position] = true;
-            if highest.is_some_and(|h| mark.seq < h) {
-                report.out_of_order += 1;
-            }
-            highest = highest.max(Some(mark.seq));
-        }
-    }
-}
-
-// Items are named by path, not imported: a harness-less bench compiled for checking keeps this module but
-// drops its `#[test]` functions, and imports would then be unused.
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn the_checker_counts_gaps_and_acknowledged_losses() {
-        let reader = |positions: &[usize], done: bool| {
-            let mut seen = vec![false; positions.iter().max().map_or(0, |m| m + 1)];
-            positions.iter().for_each(|&p| seen[p] = true);
-            super::ReaderReport {
-                seen,
-                duplicates: 0,
-                out_of_order: 0,
-                done,
-                latencies_us: Vec::new(),
-                last_at: None,
-                error: None,
-            }
-        };
-        let written = super::Written { acknowledged: 5, completed: true, ..Default::default() };
-        let mut check = super::Check::default();
-        reader(&[0, 1, 3], false).judge(&written, &mut check);
-        assert_eq!(check, super::Check { gaps: 1, lost: 3, missing_done: 1, ..Default::default() });
-        let mut clean = super::Check::default();
-        reader(&[0, 1, 2, 3, 4], true).judge(&written, &mut clean);
-        assert!(clean.is_clean());
-    }
-
-    #[test]
-    fn lines_carry_their_mark_and_quantiles_pick_samples() {
-        let line = super::chunk_line("s", 7, 42);
-        let marked: super::Marked = serde_json::from_slice(line.trim_ascii_end()).unwrap();
-        assert_eq!((marked.bench.seq, marked.bench.sent_us), (7, 42));
-        assert!((280..400).contains(&line.len()), "{}", line.len());
-        assert_eq!(super::quantile_ms(&[1000, 2000, 3000], 0.5), 2.0);
-        assert_eq!(super::quantile_ms(&[], 0.99), 0.0);
-    }
 }

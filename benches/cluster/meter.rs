@@ -36,8 +36,9 @@ pub struct Usage {
 }
 
 impl Meter {
-    /// Resets the statement counts and reads the counters.
+    /// Settles the server, resets the statement counts and reads the counters.
     pub async fn start(pg: &mut Postgres, replicas: &[Replica]) -> Self {
+        pg.settle().await;
         pg.reset_statements().await;
         Meter {
             broker_cpu: replicas.iter().map(|r| cpu_seconds(r.pid())).sum(),

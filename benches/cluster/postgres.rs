@@ -74,6 +74,21 @@ impl Postgres {
         }
     }
 
+    /// Drops database `name`, closing any connection still on it.
+    pub async fn drop_database(&mut self, name: &str) {
+        let sql = format!("drop database {name} with (force)");
+        self.admin.execute(AssertSqlSafe(sql)).await.expect("drop database");
+    }
+
+    /// Starts a phase from a quiet server: `VACUUM ANALYZE` of the brokers' database (so autovacuum does not
+    /// wake up in the middle of the phase for what earlier phases wrote), then `CHECKPOINT`.
+    pub async fn settle(&mut self) {
+        let mut broker = PgConnection::connect(&self.url(BROKER_DB)).await.expect("connect to the broker database");
+        broker.execute("vacuum analyze").await.expect("vacuum analyze");
+        broker.close().await.expect("close");
+        self.admin.execute("checkpoint").await.expect("checkpoint");
+    }
+
     /// Forgets every statement counted so far.
     pub async fn reset_statements(&mut self) {
         self.admin.execute("select pg_stat_statements_reset()").await.expect("pg_stat_statements_reset");
