@@ -64,12 +64,6 @@ impl Hub {
         self.lock().contains_key(topic)
     }
 
-    /// Whether anyone waits on a topic of the same kind as `like` (e.g. any `Stream(_)`).
-    pub fn has_any_like(&self, like: &Topic) -> bool {
-        let kind = std::mem::discriminant(like);
-        self.lock().keys().any(|topic| std::mem::discriminant(topic) == kind)
-    }
-
     /// Whether anyone waits at all (the fallback poll only runs then).
     pub fn is_empty(&self) -> bool {
         self.lock().is_empty()
@@ -136,15 +130,6 @@ mod tests {
         let mut sub = hub.subscribe(Topic::Messages);
         hub.wake(&Topic::Messages);
         sub.woken().await;
-    }
-
-    #[test]
-    fn has_any_like_matches_topics_of_the_same_kind_only() {
-        let hub = Hub::default();
-        let _reader = hub.subscribe(Topic::Stream("s".into()));
-        assert!(hub.has_any_like(&Topic::Stream(String::new())));
-        assert!(!hub.has_any_like(&Topic::Question(String::new())));
-        assert!(!hub.has_any_like(&Topic::AllChunks));
     }
 
     #[test]
