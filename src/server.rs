@@ -3,7 +3,7 @@
 
 use std::net::SocketAddr;
 
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpSocket};
 
 use crate::{
     app::{self, Listeners, StartError},
@@ -57,12 +57,24 @@ async fn serve_on(config: Config, embedded: Option<&EmbeddedPostgres>) -> Result
     let http_address = SocketAddr::new(config.host, config.port);
     let mcp_address = SocketAddr::new(config.host, config.mcp_port);
     let state = app::build_state(config, &database_url).await?;
-    let http = TcpListener::bind(http_address).await?;
-    let mcp = TcpListener::bind(mcp_address).await?;
+    let http = listen(http_address)?;
+    let mcp = listen(mcp_address)?;
     tracing::info!(http.addr = %http.local_addr()?, mcp.addr = %mcp.local_addr()?, "listening");
     app::serve(Listeners { http, mcp: Some(mcp) }, state, shutdown_signal()).await?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Connections the kernel queues before the broker accepts them. The default (128 on `TcpListener::bind`)
+/// overflows when a thousand executors and readers reconnect at once after a restart, and each overflow costs
+/// the client a SYN retransmit (one second or more).
+const LISTEN_BACKLOG: u32 = 4096;
+
+fn listen(address: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if address.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+    socket.set_reuseaddr(true)?;
+    socket.bind(address)?;
+    socket.listen(LISTEN_BACKLOG)
 }
 
 /// Resolves on SIGTERM (Kubernetes) or ctrl-c.
