@@ -44,6 +44,18 @@ pub enum ApiError {
     /// The requested version is no longer kept (410 `GONE`); the client lists again.
     #[error("{0}")]
     Gone(String),
+    /// An `Idempotency-Key` was first used for a different request (422 `IDEMPOTENCY_KEY_REUSED`).
+    #[error("{0}")]
+    KeyReused(String),
+    /// A chunk POST ended early: `cause` says why, `chunks_stored` how many of its lines (a prefix) are
+    /// stored. Rendered as `cause` with `chunks_stored` next to `error`.
+    #[error("{cause}")]
+    PartlyStored {
+        /// Why the request ended.
+        cause: Box<ApiError>,
+        /// How many of the request's first lines are stored.
+        chunks_stored: usize,
+    },
     /// The body is larger than the configured limit (413 `REQUEST_ERROR`).
     #[error("{0}")]
     PayloadTooLarge(String),
@@ -75,6 +87,8 @@ impl ApiError {
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "NOT_FOUND"),
             ApiError::Conflict { .. } => (StatusCode::CONFLICT, "CONFLICT"),
             ApiError::Gone(_) => (StatusCode::GONE, "GONE"),
+            ApiError::KeyReused(_) => (StatusCode::UNPROCESSABLE_ENTITY, "IDEMPOTENCY_KEY_REUSED"),
+            ApiError::PartlyStored { cause, .. } => cause.status_and_code(),
             ApiError::PayloadTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "REQUEST_ERROR"),
             ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "SERVICE_UNAVAILABLE"),
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL_ERROR"),
@@ -85,11 +99,18 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, code) = self.status_and_code();
-        let extra = match &self {
-            ApiError::Conflict { current, .. } => current.clone(),
-            _ => serde_json::Map::new(),
+        let (error, extra) = match self {
+            ApiError::Conflict { message, current } => {
+                (ApiError::Conflict { message, current: Default::default() }, current)
+            }
+            ApiError::PartlyStored { cause, chunks_stored } => {
+                let mut extra = serde_json::Map::new();
+                extra.insert("chunks_stored".into(), chunks_stored.into());
+                (*cause, extra)
+            }
+            other => (other, serde_json::Map::new()),
         };
-        let message = match &self {
+        let message = match &error {
             ApiError::Internal(detail) => {
                 tracing::error!(error.detail = %detail, "request failed");
                 "Internal server error".to_owned()

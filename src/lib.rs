@@ -10,6 +10,7 @@
 //!   ([`db::feed`]), and fan-out: the one LISTEN connection per replica, each feed's tail that reads a commit
 //!   once, the in-process fan-out readers take rows from, and the reader loop ([`db::follow`]).
 //! - [`retention`]: the reaper of expired rows.
+//! - [`idempotency`]: `Idempotency-Key` on the write routes: keys kept 24 h with the first reply.
 //! - Domains, each with its routes, model and store (the only place with SQL):
 //!   [`messages`] (upstream's Memory API), [`streams`] (LLM chunk streams), [`questions`] (questions
 //!   agents ask people, with the resourceVersion watch).
@@ -22,6 +23,7 @@ pub mod config;
 pub mod db;
 pub mod error;
 pub mod http;
+pub mod idempotency;
 pub mod mcp;
 pub mod messages;
 pub mod query_status;

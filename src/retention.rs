@@ -1,12 +1,16 @@
-//! The reaper: deletes messages whose TTL has passed, expires pending questions past their expiry, and
-//! prunes the questions watch log, so tables do not grow forever. Every replica runs it; `skip locked` and
-//! conditional updates keep them out of each other's way.
+//! The reaper: deletes messages whose TTL has passed, expires pending questions past their expiry, prunes
+//! the questions watch log and forgets day-old idempotency keys, so tables do not grow forever. Every
+//! replica runs it; `skip locked` and conditional updates keep them out of each other's way.
 
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::{messages::store::MessageStore, questions::store::QuestionStore};
+use crate::{
+    idempotency::{self, store::KeyStore},
+    messages::store::MessageStore,
+    questions::store::QuestionStore,
+};
 
 /// Rows handled per statement, so one pass never holds many locks or a long transaction.
 const BATCH: i64 = 1000;
@@ -18,6 +22,8 @@ pub struct Reaper {
     pub messages: MessageStore,
     /// Questions.
     pub questions: QuestionStore,
+    /// Idempotency keys (kept [`idempotency::KEEP_SECONDS`]).
+    pub keys: KeyStore,
     /// How long watch-log rows are kept (a watch from before that gets 410 and relists).
     pub question_log_seconds: i64,
 }
@@ -42,6 +48,10 @@ impl Reaper {
         })
         .await;
         let expired = drain("expiring questions", || self.questions.expire_due(BATCH)).await;
+        let forgotten = drain("forgetting idempotency keys", || async {
+            self.keys.delete_expired(idempotency::KEEP_SECONDS, BATCH).await.map(|n| n as usize)
+        })
+        .await;
         let pruned = match self.questions.prune_events(self.question_log_seconds).await {
             Ok(n) => n,
             Err(error) => {
@@ -49,10 +59,11 @@ impl Reaper {
                 0
             }
         };
-        if reaped + expired > 0 || pruned > 0 {
+        if reaped + expired + forgotten > 0 || pruned > 0 {
             tracing::info!(
                 messages.deleted = reaped,
                 questions.expired = expired,
+                idempotency_keys.deleted = forgotten,
                 question_events.pruned = pruned,
                 "reaped"
             );

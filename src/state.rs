@@ -18,6 +18,7 @@ use crate::{
         listener::{self, ListenerStatus, Tails},
         tail,
     },
+    idempotency::store::KeyStore,
     messages::{model::MessageItem, store::MessageStore},
     query_status,
     questions::{store::QuestionStore, tail as question_tail},
@@ -100,6 +101,7 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
     let reaper = Reaper {
         messages: messages.clone(),
         questions: questions.clone(),
+        keys: KeyStore::new(pool.clone()),
         question_log_seconds: config.question_log_seconds as i64,
     };
     let reaper_task = tokio::spawn(reaper.run(Duration::from_secs(config.reap_interval_seconds), shutdown.clone()));

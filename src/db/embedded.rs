@@ -137,6 +137,26 @@ impl EmbeddedPostgres {
         self.run(&dir, "pg_ctl", args).await
     }
 
+    /// Restarts the server the way a crash would (`-m immediate`: connections are cut, nothing is flushed,
+    /// the WAL is replayed on start), with the settings it was started with.
+    pub async fn crash_restart(&self) -> Result<(), EmbeddedError> {
+        let dir = self.data_dir.parent().unwrap_or(&self.data_dir).to_path_buf();
+        // Without `-l` the restarted server would write to pg_ctl's stdout, which `run` reads to its end.
+        let args: Vec<OsString> = vec![
+            "-D".into(),
+            self.data_dir.clone().into(),
+            "-l".into(),
+            dir.join("postgres.log").into(),
+            "-m".into(),
+            "immediate".into(),
+            "-w".into(),
+            "-t".into(),
+            "60".into(),
+            "restart".into(),
+        ];
+        self.run(&dir, "pg_ctl", args).await
+    }
+
     /// The blocking form of [`EmbeddedPostgres::stop`], for process-exit hooks where no runtime is left.
     pub fn stop_blocking(&self) {
         let mut command = self.command("pg_ctl");

@@ -25,7 +25,10 @@
 //! Notifications carry the feed and the writer's transaction id (`chunks:1234`), never bodies: each replica
 //! reads that transaction's rows once and hands them to its readers in memory.
 
+use std::time::Duration;
+
 use sqlx::{PgPool, Postgres, Transaction};
+use tokio::time::Instant;
 
 use super::StoreResult;
 
@@ -87,6 +90,7 @@ impl Feed {
 #[derive(Debug)]
 pub struct FeedTx {
     tx: Transaction<'static, Postgres>,
+    pool: PgPool,
     feed: Feed,
     wrote: bool,
 }
@@ -98,7 +102,7 @@ impl FeedTx {
         if feed.serialised() {
             sqlx::query!("select pg_advisory_xact_lock($1)", feed.lock_key()).execute(&mut *tx).await?;
         }
-        Ok(FeedTx { tx, feed, wrote: false })
+        Ok(FeedTx { tx, pool: pool.clone(), feed, wrote: false })
     }
 
     /// The connection to run the store's statements on.
@@ -112,18 +116,29 @@ impl FeedTx {
     }
 
     /// Notifies (if rows were written) and commits.
+    ///
+    /// When the COMMIT fails without an answer (the connection or the server died meanwhile), it may still
+    /// have committed; the writer's reply must say exactly what is stored, so the transaction's fate is then
+    /// asked of Postgres (`pg_xact_status`) once it answers again.
     pub async fn commit(mut self) -> StoreResult<()> {
-        if self.wrote {
-            sqlx::query!(
-                "select pg_notify($1, $2 || pg_current_xact_id()::text)",
-                CHANNEL,
-                format!("{}:", self.feed.name()),
-            )
-            .execute(&mut *self.tx)
-            .await?;
+        if !self.wrote {
+            self.tx.commit().await?;
+            return Ok(());
         }
-        self.tx.commit().await?;
-        Ok(())
+        let tx_id = sqlx::query_scalar!(
+            r#"select pg_current_xact_id()::text as "tx!" from (select pg_notify($1, $2 || pg_current_xact_id()::text)) n"#,
+            CHANNEL,
+            format!("{}:", self.feed.name()),
+        )
+        .fetch_one(&mut *self.tx)
+        .await?;
+        match self.tx.commit().await {
+            Ok(()) => Ok(()),
+            Err(error) => match commit_outcome(&self.pool, &tx_id).await {
+                Some(true) => Ok(()),
+                _ => Err(error.into()),
+            },
+        }
     }
 
     /// Ends without writing anything.
@@ -131,6 +146,28 @@ impl FeedTx {
         self.tx.rollback().await?;
         Ok(())
     }
+}
+
+/// How long to keep asking whether a transaction whose COMMIT went unanswered committed.
+const OUTCOME_PATIENCE: Duration = Duration::from_secs(15);
+/// Pause between those questions while Postgres does not answer.
+const OUTCOME_RETRY: Duration = Duration::from_millis(200);
+
+/// Whether transaction `tx_id` committed (`Some(true)`), aborted (`Some(false)`), or nobody could say within
+/// [`OUTCOME_PATIENCE`] (`None`). A session that died mid-COMMIT is aborted or committed once Postgres has
+/// noticed (at once, or after crash recovery); never "in progress" for long.
+async fn commit_outcome(pool: &PgPool, tx_id: &str) -> Option<bool> {
+    let deadline = Instant::now() + OUTCOME_PATIENCE;
+    while Instant::now() < deadline {
+        let status = sqlx::query_scalar!("select pg_xact_status($1::text::xid8)", tx_id).fetch_one(pool).await;
+        match status {
+            Ok(Some(status)) if status == "committed" => return Some(true),
+            Ok(Some(status)) if status == "aborted" => return Some(false),
+            Ok(_) | Err(_) => tokio::time::sleep(OUTCOME_RETRY).await,
+        }
+    }
+    tracing::warn!(tx = tx_id, "could not learn whether a transaction whose COMMIT failed committed");
+    None
 }
 
 /// A position in a global feed: everything at or before it was delivered. Ordered by transaction id, then by

@@ -104,3 +104,37 @@ pub async fn horizon(pool: &PgPool) -> StoreResult<i64> {
         .fetch_one(pool)
         .await?)
 }
+
+/// Which transactions had committed when a live-only reader of a global feed connected. Its cursor starts at
+/// the horizon, but transactions above the horizon may have committed already (another, older transaction
+/// is still open): their rows are from before the reader and are skipped.
+#[derive(Debug, Clone)]
+pub struct StartSnapshot {
+    xmin: i64,
+    xmax: i64,
+    in_flight: Vec<i64>,
+}
+
+impl StartSnapshot {
+    /// Where the reader starts: every transaction below the horizon had ended.
+    pub fn cursor(&self) -> feed::GlobalCursor {
+        feed::GlobalCursor::horizon(self.xmin)
+    }
+
+    /// Whether transaction `tx` had not committed yet when the snapshot was taken.
+    pub fn is_new(&self, tx: i64) -> bool {
+        tx >= self.xmax || self.in_flight.contains(&tx)
+    }
+}
+
+/// The snapshot a live-only global reader starts from.
+pub async fn start_snapshot(pool: &PgPool) -> StoreResult<StartSnapshot> {
+    let row = sqlx::query!(
+        r#"select pg_snapshot_xmin(s)::text::bigint as "xmin!", pg_snapshot_xmax(s)::text::bigint as "xmax!",
+                  array(select x::text::bigint from pg_snapshot_xip(s) as x) as "in_flight!"
+           from pg_current_snapshot() as s"#
+    )
+    .fetch_one(pool)
+    .await?;
+    Ok(StartSnapshot { xmin: row.xmin, xmax: row.xmax, in_flight: row.in_flight })
+}

@@ -1,7 +1,7 @@
 //! The shapes of the Memory API: upstream's MessageItem and the POST /messages body, with its checks.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::{
     db::{fanout::FeedRow, feed::GlobalCursor},
@@ -68,6 +68,11 @@ pub struct AppendMessages {
 }
 
 impl AppendMessages {
+    /// What identifies this request under an idempotency key: its canonical JSON (object keys sorted).
+    pub fn fingerprint(&self) -> String {
+        json!([self.conversation_id, self.query_id, self.messages, self.ttl_seconds]).to_string()
+    }
+
     /// Checks what serde cannot: ids present and indexable, a positive TTL, and no `\u0000` (which jsonb refuses).
     pub fn validate(&self) -> Result<(), ApiError> {
         validate::key("conversation_id", &self.conversation_id)?;

@@ -19,17 +19,29 @@ use crate::{
         params::{ListParams, Page, PageRequest, flag},
         reply::StatusMessage,
     },
+    idempotency::{KeyHeader, KeyState},
     state::AppState,
 };
 
-/// `POST /messages`: 200 with an empty body once stored.
+/// `POST /messages`: 200 with an empty body once stored. With an `Idempotency-Key`, a retry of the same body
+/// stores nothing more and gets the first reply.
 pub async fn append(
     State(state): State<AppState>,
+    KeyHeader(key): KeyHeader,
     ApiJson(body): ApiJson<AppendMessages>,
-) -> Result<StatusCode, ApiError> {
+) -> Result<Response, ApiError> {
     body.validate()?;
-    state.messages.append(&body.conversation_id, &body.query_id, &body.messages, body.ttl_seconds).await?;
-    Ok(StatusCode::OK)
+    let fingerprint = key.as_ref().map(|_| body.fingerprint());
+    let once = key.as_ref().zip(fingerprint.as_deref());
+    let state =
+        state.messages.append(&body.conversation_id, &body.query_id, &body.messages, body.ttl_seconds, once).await?;
+    match state {
+        KeyState::New => Ok(StatusCode::OK.into_response()),
+        KeyState::Finished(reply) => Ok(reply.into_response()),
+        KeyState::Reused => Err(KeyState::reused_error()),
+        // Only if the key was reaped between two statements: the retry will find it new.
+        KeyState::Unfinished { .. } => Err(ApiError::Unavailable("idempotency key changed meanwhile".into())),
+    }
 }
 
 /// `GET /messages`: a page, or with `watch=true` an SSE feed.

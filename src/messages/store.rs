@@ -14,6 +14,7 @@ use crate::{
         tail::FeedSource,
     },
     http::reply::iso_timestamp,
+    idempotency::{self, IdempotencyKey, KeyState, Scope, StoredReply},
 };
 
 /// How often an append retries when a writer with a later transaction id wrote the conversation first.
@@ -58,20 +59,33 @@ impl MessageStore {
         MessageStore { pool }
     }
 
-    /// Appends `messages` in order, visible to readers on every replica once this returns.
+    /// Appends `messages` in order, visible to readers on every replica once this returns. With `once` (an
+    /// idempotency key and the request's fingerprint) it appends only if the key is new, and otherwise
+    /// reports what the key says; [`KeyState::New`] means "appended now".
     pub async fn append(
         &self,
         conversation_id: &str,
         query_id: &str,
         messages: &[Value],
         ttl_seconds: Option<i64>,
-    ) -> StoreResult<()> {
+        once: Option<(&IdempotencyKey, &str)>,
+    ) -> StoreResult<KeyState> {
         if messages.is_empty() {
-            return Ok(());
+            return Ok(KeyState::New);
         }
         let count = messages.len() as i64;
         for _ in 0..MAX_CLAIM_ATTEMPTS {
             let mut tx = FeedTx::begin(&self.pool, Feed::Messages).await?;
+            if let Some((key, fingerprint)) = once {
+                // Committed together with the messages: a retry sees the key exactly when it sees them.
+                let state = idempotency::store::claim(tx.conn(), Scope::Messages, key, fingerprint).await?;
+                if state != KeyState::New {
+                    tx.rollback().await?;
+                    return Ok(state);
+                }
+                idempotency::store::finish(tx.conn(), Scope::Messages, key, &StoredReply { status: 200, body: None })
+                    .await?;
+            }
             let claimed = sqlx::query_scalar!(
                 r#"with claimed as (
                      insert into conversations as c (conversation_id, last_position, last_tx)
@@ -99,7 +113,8 @@ impl MessageStore {
             .await?;
             if claimed.is_some() {
                 tx.wrote();
-                return tx.commit().await;
+                tx.commit().await?;
+                return Ok(KeyState::New);
             }
             // A writer whose transaction started after ours wrote the conversation first: try again.
             tx.rollback().await?;

@@ -8,7 +8,7 @@ use futures::{StreamExt, stream};
 
 use super::model::{MessageFilter, MessageItem};
 use crate::{
-    db::{fanout::FeedRow, feed::GlobalCursor, follow::follow, tail::FeedSource},
+    db::{self, fanout::FeedRow, follow::follow},
     error::ApiError,
     http::sse,
     state::AppState,
@@ -36,15 +36,20 @@ pub async fn respond(state: &AppState, filter: MessageFilter, resume_after: Opti
         }
         None => {
             let subscription = state.message_fanout.subscribe_global();
-            let start = match resume_after {
-                Some(sequence) => store.global_cursor_of(sequence).await?,
-                None => GlobalCursor::horizon(store.horizon().await?),
+            let (start, snapshot) = match resume_after {
+                Some(sequence) => (store.global_cursor_of(sequence).await?, None),
+                None => {
+                    let snapshot = db::start_snapshot(&state.pool).await?;
+                    (snapshot.cursor(), Some(snapshot))
+                }
             };
             let read = move |after| {
                 let store = store.clone();
                 async move { store.global_page(after).await }
             };
-            follow(subscription, start, retry, read, <MessageItem as FeedRow>::global).boxed()
+            follow(subscription, start, retry, read, <MessageItem as FeedRow>::global)
+                .filter(move |item| std::future::ready(snapshot.as_ref().is_none_or(|s| s.is_new(item.tx))))
+                .boxed()
         }
     };
     let items = items

@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use super::model::{ChunkRow, DONE};
 use crate::{
-    db::{fanout::FeedRow, feed::GlobalCursor, follow::follow, tail::FeedSource},
+    db::{self, fanout::FeedRow, feed::GlobalCursor, follow::follow, tail::FeedSource},
     error::ApiError,
     http::sse,
     state::AppState,
@@ -81,13 +81,15 @@ pub async fn stream_response(state: &AppState, stream_id: String, options: ReadO
 pub async fn feed_response(state: &AppState) -> Result<Response, ApiError> {
     let store = state.chunks.clone();
     let subscription = state.chunk_fanout.subscribe_global();
-    let start = GlobalCursor::horizon(store.horizon().await?);
+    let start = db::start_snapshot(&state.pool).await?;
     let read = move |after: GlobalCursor| {
         let store = store.clone();
         async move { store.global_page(after).await }
     };
-    let chunks = follow(subscription, start, state.config.poll_interval(), read, <ChunkRow as FeedRow>::global)
-        .map(|row| feed_event(&row));
+    let chunks =
+        follow(subscription, start.cursor(), state.config.poll_interval(), read, <ChunkRow as FeedRow>::global)
+            .filter(move |row| std::future::ready(start.is_new(row.tx)))
+            .map(|row| feed_event(&row));
     let events = stream::once(async { sse::connected() }).chain(chunks);
     Ok(sse::respond(events, state.shutdown.clone(), Some(state.config.sse_heartbeat())))
 }

@@ -25,6 +25,7 @@ use crate::{
         params::{ListParams, Page, PageRequest, flag},
         reply::StatusMessage,
     },
+    idempotency::{IdempotencyKey, KeyHeader, KeyState, StoredReply},
     state::AppState,
     validate,
 };
@@ -33,64 +34,134 @@ use crate::{
 const MAX_PENDING_ACKS: usize = 64;
 
 /// `POST /stream/{id}`: NDJSON read as it arrives; chunks are committed (and visible to readers) while the
-/// request is still open. Answers once every received chunk is committed.
+/// request is still open. Answers once every received chunk is committed, saying how many lines were
+/// stored; they are always the request's first lines. With an `Idempotency-Key`, a retry stores only the
+/// lines beyond those an earlier attempt stored, and once one attempt has answered, retries get its reply.
 pub async fn ingest(
     State(state): State<AppState>,
     Path(id): Path<String>,
+    KeyHeader(key): KeyHeader,
     body: Body,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     validate::key("query", &id)?;
-    let stream_id: Arc<str> = Arc::from(id.as_str());
-    let mut lines = NdjsonLines::new(state.config.max_chunk_bytes);
-    let request = Arc::new(Request::default());
-    let mut pending: VecDeque<Ack> = VecDeque::new();
-    let mut received = 0usize;
-    let mut body = body.into_data_stream();
-    while let Some(piece) = body.next().await {
-        let piece = piece.map_err(|e| ApiError::BadRequest(format!("reading the request body failed: {e}")))?;
-        let chunks = lines.push(&piece);
-        received += submit(&state, &request, &stream_id, chunks, &mut pending).await?;
+    if let Some(key) = &key {
+        match state.chunks.claim_key(key, &id).await? {
+            KeyState::Finished(reply) => return Ok(reply.into_response()),
+            KeyState::Reused => return Err(KeyState::reused_error()),
+            KeyState::New | KeyState::Unfinished { .. } => {}
+        }
     }
-    received += submit(&state, &request, &stream_id, lines.finish(), &mut pending).await?;
-    for ack in pending {
-        wait_stored(ack).await?;
+    let mut ingest = Ingest::new(&state, &id, key.clone());
+    let fed = ingest.feed(body).await;
+    // Even after a failure: what was handed over before it may still be stored, and the reply counts it.
+    let settled = ingest.settle().await;
+    if let Err(cause) = fed.and(settled) {
+        return Err(ApiError::PartlyStored { cause: Box::new(cause), chunks_stored: ingest.stored });
     }
-    if lines.invalid() > 0 {
-        tracing::warn!(stream.id = %stream_id, invalid_lines = lines.invalid(), "skipped lines that are not JSON");
+    if ingest.lines.invalid() > 0 {
+        tracing::warn!(stream.id = %id, invalid_lines = ingest.lines.invalid(), "skipped lines that are not JSON");
     }
-    Ok(Json(json!({
+    let body = json!({
         "status": "stream_processed",
         "query": id,
-        "chunks_received": received,
-        "invalid_lines": lines.invalid(),
-    })))
+        "chunks_received": ingest.received,
+        "chunks_stored": ingest.stored,
+        "invalid_lines": ingest.lines.invalid(),
+    });
+    let reply = StoredReply { status: 200, body: Some(body) };
+    match &key {
+        Some(key) => match state.chunks.finish_key(key, &reply).await {
+            Ok(standing) => Ok(standing.into_response()),
+            Err(error) => Err(ApiError::PartlyStored { cause: Box::new(error.into()), chunks_stored: ingest.stored }),
+        },
+        None => Ok(reply.into_response()),
+    }
 }
 
-async fn submit(
-    state: &AppState,
-    request: &Arc<Request>,
-    stream_id: &Arc<str>,
-    chunks: Vec<String>,
-    pending: &mut VecDeque<Ack>,
-) -> Result<usize, ApiError> {
-    let count = chunks.len();
-    if count == 0 {
-        return Ok(0);
-    }
-    pending.push_back(state.writer.write(request, stream_id.clone(), chunks).await?);
-    if pending.len() > MAX_PENDING_ACKS
-        && let Some(oldest) = pending.pop_front()
-    {
-        wait_stored(oldest).await?;
-    }
-    Ok(count)
+/// One chunk POST on its way to the writer.
+struct Ingest<'a> {
+    state: &'a AppState,
+    stream_id: Arc<str>,
+    request: Arc<Request>,
+    lines: NdjsonLines,
+    /// Hand-overs not yet known to be stored, oldest first, with their line counts.
+    pending: VecDeque<(Ack, usize)>,
+    /// Lines handed over.
+    received: usize,
+    /// Lines known to be stored: always the first `stored` of the request.
+    stored: usize,
 }
 
-async fn wait_stored(ack: Ack) -> Result<(), ApiError> {
-    match ack.await {
-        Ok(Ok(())) => Ok(()),
-        _ => Err(ApiError::Unavailable("chunks could not be stored; retry".into())),
+impl<'a> Ingest<'a> {
+    fn new(state: &'a AppState, stream_id: &str, key: Option<IdempotencyKey>) -> Self {
+        Ingest {
+            state,
+            stream_id: Arc::from(stream_id),
+            request: Arc::new(Request::new(key)),
+            lines: NdjsonLines::new(state.config.max_chunk_bytes),
+            pending: VecDeque::new(),
+            received: 0,
+            stored: 0,
+        }
     }
+
+    /// Reads the body to its end, handing lines over as they complete; stops at the first failure.
+    async fn feed(&mut self, body: Body) -> Result<(), ApiError> {
+        let mut body = body.into_data_stream();
+        let request = self.request.clone();
+        loop {
+            // A failed write ends the request at once, even if the client keeps sending.
+            let piece = tokio::select! {
+                piece = body.next() => piece,
+                () = request.failure() => return Err(not_stored()),
+            };
+            let Some(piece) = piece else { break };
+            let piece = piece.map_err(|e| ApiError::BadRequest(format!("reading the request body failed: {e}")))?;
+            let chunks = self.lines.push(&piece);
+            self.submit(chunks).await?;
+        }
+        let rest = self.lines.finish();
+        self.submit(rest).await
+    }
+
+    async fn submit(&mut self, chunks: Vec<String>) -> Result<(), ApiError> {
+        let count = chunks.len();
+        if count == 0 {
+            return Ok(());
+        }
+        let ack = self.state.writer.write(&self.request, self.stream_id.clone(), chunks, self.received).await?;
+        self.received += count;
+        self.pending.push_back((ack, count));
+        if self.pending.len() > MAX_PENDING_ACKS
+            && let Some((oldest, lines)) = self.pending.pop_front()
+        {
+            self.wait_stored(oldest, lines).await?;
+        }
+        Ok(())
+    }
+
+    /// Waits for every outstanding hand-over, in order; stops at the first that was not stored (the writer
+    /// stores none after it).
+    async fn settle(&mut self) -> Result<(), ApiError> {
+        while let Some((ack, lines)) = self.pending.pop_front() {
+            self.wait_stored(ack, lines).await?;
+        }
+        Ok(())
+    }
+
+    async fn wait_stored(&mut self, ack: Ack, lines: usize) -> Result<(), ApiError> {
+        match ack.await {
+            Ok(Ok(())) => {
+                self.stored += lines;
+                Ok(())
+            }
+            _ => Err(not_stored()),
+        }
+    }
+}
+
+fn not_stored() -> ApiError {
+    ApiError::Unavailable("chunks could not be stored; retry".into())
 }
 
 /// `POST /stream/{id}/complete`.

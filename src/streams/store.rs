@@ -13,6 +13,7 @@ use crate::db::{
     follow::{BATCH, BATCH_BYTES, Page},
     tail::FeedSource,
 };
+use crate::idempotency::{self, IdempotencyKey, KeyState, Scope, StoredReply};
 
 /// How often `complete` retries when a writer with a later transaction id wrote the stream first.
 const MAX_CLAIM_ATTEMPTS: usize = 20;
@@ -107,6 +108,66 @@ impl ChunkStore {
             tx.commit().await?;
         }
         Ok(written)
+    }
+
+    /// Appends one hand-over of a request that carries an idempotency key, in a transaction of its own: of
+    /// its lines (the request's lines `offset..`) only those beyond what the key says is stored already are
+    /// written, and the key's count moves on with them. Returns false if another transaction holds the
+    /// stream right now (try again later). The stream must exist.
+    pub async fn append_keyed(&self, append: &Append, key: &IdempotencyKey, offset: i64) -> StoreResult<bool> {
+        let mut tx = FeedTx::begin(&self.pool, Feed::Chunks).await?;
+        let stream = sqlx::query!(
+            r#"select last_position, last_tx < pg_current_xact_id() as "ours!"
+               from streams where stream_id = $1 for update skip locked"#,
+            &*append.stream_id,
+        )
+        .fetch_optional(tx.conn())
+        .await?;
+        let Some(stream) = stream.filter(|s| s.ours) else {
+            tx.rollback().await?;
+            return Ok(false);
+        };
+        let stored = idempotency::store::lock_lines(tx.conn(), key).await?;
+        let lines = append.chunks.len() as i64;
+        let skip = (stored - offset).clamp(0, lines) as usize;
+        let rest: Vec<&str> = append.chunks[skip..].iter().map(String::as_str).collect();
+        if rest.is_empty() {
+            tx.rollback().await?;
+            return Ok(true);
+        }
+        sqlx::query!(
+            "insert into chunks (stream_id, position, chunk, bytes)
+             select $1, $2 + c.k, c.chunk::json, octet_length(c.chunk)
+             from unnest($3::text[]) with ordinality as c(chunk, k) order by c.k",
+            &*append.stream_id,
+            stream.last_position,
+            &rest as &[&str],
+        )
+        .execute(tx.conn())
+        .await?;
+        sqlx::query!(
+            "update streams set last_position = last_position + $2, last_tx = pg_current_xact_id() where stream_id = $1",
+            &*append.stream_id,
+            rest.len() as i64,
+        )
+        .execute(tx.conn())
+        .await?;
+        idempotency::store::set_lines(tx.conn(), key, offset + lines).await?;
+        tx.wrote();
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    /// Records `key` for a chunk POST to `stream_id`, or reports what it says already.
+    pub async fn claim_key(&self, key: &IdempotencyKey, stream_id: &str) -> StoreResult<KeyState> {
+        let mut conn = self.pool.acquire().await?;
+        idempotency::store::claim(&mut conn, Scope::Stream, key, stream_id).await
+    }
+
+    /// Stores a chunk POST's final reply under `key`; returns the reply that stands (the first one stored).
+    pub async fn finish_key(&self, key: &IdempotencyKey, reply: &StoredReply) -> StoreResult<StoredReply> {
+        let mut conn = self.pool.acquire().await?;
+        idempotency::store::finish(&mut conn, Scope::Stream, key, reply).await
     }
 
     /// Appends the completion marker once; later calls report that it is there already.

@@ -10,10 +10,7 @@
 
 use std::{
     collections::{HashSet, VecDeque},
-    sync::{
-        Arc,
-        atomic::{AtomicBool, Ordering},
-    },
+    sync::Arc,
     time::Duration,
 };
 
@@ -22,9 +19,13 @@ use tokio::{
     task::JoinHandle,
     time::Instant,
 };
+use tokio_util::sync::CancellationToken;
 
 use super::store::{Append, ChunkStore};
-use crate::db::{StoreError, StoreResult};
+use crate::{
+    db::{StoreError, StoreResult},
+    idempotency::IdempotencyKey,
+};
 
 /// Hand-overs waiting for the writer; a full queue slows producers down instead of growing memory.
 const QUEUE_DEPTH: usize = 1024;
@@ -40,15 +41,35 @@ const KNOWN_STREAMS: usize = 100_000;
 pub struct NotStored;
 
 /// One request's standing with the writer: once a hand-over of it failed, its later ones are not written.
+/// A request with an idempotency key is written apart from the group (see [`ChunkStore::append_keyed`]).
 #[derive(Debug, Default)]
 pub struct Request {
-    failed: AtomicBool,
+    failed: CancellationToken,
+    key: Option<IdempotencyKey>,
+}
+
+impl Request {
+    /// A request, with its idempotency key if it has one.
+    pub fn new(key: Option<IdempotencyKey>) -> Self {
+        Request { failed: CancellationToken::new(), key }
+    }
+
+    /// Resolves once a hand-over of this request failed: nothing more of it will be stored.
+    pub async fn failure(&self) {
+        self.failed.cancelled().await
+    }
+
+    fn has_failed(&self) -> bool {
+        self.failed.is_cancelled()
+    }
 }
 
 struct HandOver {
     append: Append,
     ack: oneshot::Sender<Result<(), NotStored>>,
     request: Arc<Request>,
+    /// How many lines of the request came before this hand-over.
+    offset: i64,
     /// When a flush first found its stream held by another transaction.
     held_since: Option<Instant>,
 }
@@ -56,7 +77,7 @@ struct HandOver {
 impl HandOver {
     fn finish(self, result: Result<(), NotStored>) {
         if result.is_err() {
-            self.request.failed.store(true, Ordering::SeqCst);
+            self.request.failed.cancel();
         }
         let _ = self.ack.send(result);
     }
@@ -79,11 +100,18 @@ impl ChunkWriter {
         (ChunkWriter { queue }, tokio::spawn(writer.run(receiver)))
     }
 
-    /// Queues `chunks` of `stream_id` for `request`, in order after anything this stream queued before.
-    pub async fn write(&self, request: &Arc<Request>, stream_id: Arc<str>, chunks: Vec<String>) -> StoreResult<Ack> {
+    /// Queues `chunks` of `stream_id` for `request`, in order after anything this stream queued before;
+    /// `offset` is how many lines of the request came before them.
+    pub async fn write(
+        &self,
+        request: &Arc<Request>,
+        stream_id: Arc<str>,
+        chunks: Vec<String>,
+        offset: usize,
+    ) -> StoreResult<Ack> {
         let (ack, acked) = oneshot::channel();
         let append = Append { stream_id, chunks };
-        let hand_over = HandOver { append, ack, request: request.clone(), held_since: None };
+        let hand_over = HandOver { append, ack, request: request.clone(), offset: offset as i64, held_since: None };
         self.queue.send(hand_over).await.map_err(|_| StoreError::ShuttingDown)?;
         Ok(acked)
     }
@@ -127,8 +155,7 @@ impl Writer {
     }
 
     async fn flush(&mut self, batch: Vec<HandOver>) {
-        let (batch, abandoned): (Vec<_>, Vec<_>) =
-            batch.into_iter().partition(|h| !h.request.failed.load(Ordering::SeqCst));
+        let (batch, abandoned): (Vec<_>, Vec<_>) = batch.into_iter().partition(|h| !h.request.has_failed());
         for hand_over in abandoned {
             hand_over.finish(Err(NotStored));
         }
@@ -140,6 +167,19 @@ impl Writer {
             batch.into_iter().for_each(|h| h.finish(Err(NotStored)));
             return;
         }
+        let (keyed, batch): (Vec<_>, Vec<_>) = batch.into_iter().partition(|h| h.request.key.is_some());
+        let mut held_streams: HashSet<Arc<str>> = HashSet::new();
+        for hand_over in keyed {
+            // Once a hand-over is held, the later ones of its stream wait too: a request's lines stay in order.
+            if held_streams.contains(&hand_over.append.stream_id) {
+                self.settle(vec![hand_over], &[]);
+            } else if let Some(held) = self.write_keyed(hand_over).await {
+                held_streams.insert(held);
+            }
+        }
+        if batch.is_empty() {
+            return;
+        }
         let appends: Vec<&Append> = batch.iter().map(|h| &h.append).collect();
         match self.store.append(&appends).await {
             Ok(written) => self.settle(batch, &written),
@@ -147,7 +187,7 @@ impl Writer {
                 // One request's bad data must not fail everyone else's chunks: retry each hand-over alone.
                 tracing::warn!(%error, "group commit failed; retrying requests one by one");
                 for hand_over in batch {
-                    if hand_over.request.failed.load(Ordering::SeqCst) {
+                    if hand_over.request.has_failed() {
                         hand_over.finish(Err(NotStored));
                         continue;
                     }
@@ -165,6 +205,28 @@ impl Writer {
                 batch.into_iter().for_each(|h| h.finish(Err(NotStored)));
             }
         }
+    }
+
+    /// Writes a hand-over of a request with an idempotency key, unless an earlier one of it failed. Returns
+    /// its stream if another transaction held it (the hand-over is then held for the next flush).
+    async fn write_keyed(&mut self, hand_over: HandOver) -> Option<Arc<str>> {
+        let Some(key) = hand_over.request.key.as_ref().filter(|_| !hand_over.request.has_failed()) else {
+            hand_over.finish(Err(NotStored));
+            return None;
+        };
+        match self.store.append_keyed(&hand_over.append, key, hand_over.offset).await {
+            Ok(true) => hand_over.finish(Ok(())),
+            Ok(false) => {
+                let stream_id = hand_over.append.stream_id.clone();
+                self.settle(vec![hand_over], &[]);
+                return Some(stream_id);
+            }
+            Err(error) => {
+                tracing::warn!(%error, stream.id = %hand_over.append.stream_id, "chunks not stored");
+                hand_over.finish(Err(NotStored));
+            }
+        }
+        None
     }
 
     async fn create_streams(&mut self, batch: &[HandOver]) -> StoreResult<()> {

@@ -127,3 +127,28 @@ async fn a_message_held_open_is_delivered_in_order_and_a_lower_sequence_with_a_h
         "resuming after the higher number still delivers the lower one that came after it"
     );
 }
+
+#[tokio::test]
+async fn a_live_global_watch_skips_what_committed_before_it_while_an_older_transaction_holds_the_horizon() {
+    let url = fresh_database().await;
+    let a = Replica::start(&url).await;
+    let client = reqwest::Client::new();
+    // An unrelated transaction stays open: the horizon stays below everything written after it.
+    let mut open = PgConnection::connect(&url).await.unwrap();
+    let mut open_tx = open.begin().await.unwrap();
+    sqlx::query("select pg_current_xact_id()").execute(&mut *open_tx).await.unwrap();
+
+    assert_eq!(post_ndjson(&client, a.url("/stream/before"), "{\"before\":1}\n").await.status(), 200);
+    let before = json!({"conversation_id": "w", "query_id": "q", "messages": ["before"]});
+    assert_eq!(client.post(a.url("/messages")).json(&before).send().await.unwrap().status(), 200);
+    let mut chunks = SseReader::open(&client, &a.url("/stream?watch=true")).await;
+    let mut messages_feed = SseReader::open(&client, &a.url("/messages?watch=true")).await;
+    assert_eq!(post_ndjson(&client, a.url("/stream/after"), "{\"after\":1}\n").await.status(), 200);
+    let after = json!({"conversation_id": "w", "query_id": "q", "messages": ["after"]});
+    assert_eq!(client.post(a.url("/messages")).json(&after).send().await.unwrap().status(), 200);
+    open_tx.rollback().await.unwrap();
+
+    assert_eq!(chunks.take_data(1).await, ["{\"after\":1}"], "the chunk from before the watch is not replayed");
+    let delivered: Value = serde_json::from_str(&messages_feed.take_data(1).await[0]).unwrap();
+    assert_eq!(delivered["message"], "after", "nor the message");
+}

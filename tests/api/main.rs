@@ -6,6 +6,7 @@ mod support;
 mod bench_smoke;
 mod commit_order;
 mod deploy;
+mod exact_ingest;
 mod frozen;
 mod mcp;
 mod mcp_blocking;

@@ -15,6 +15,7 @@ pub fn reaper(app: &TestApp) -> ark_broker::retention::Reaper {
     ark_broker::retention::Reaper {
         messages: app.state.messages.clone(),
         questions: app.state.questions.clone(),
+        keys: ark_broker::idempotency::store::KeyStore::new(app.state.pool.clone()),
         question_log_seconds: 3600,
     }
 }

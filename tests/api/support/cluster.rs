@@ -70,6 +70,13 @@ impl OwnServer {
     }
 }
 
+impl OwnServer {
+    /// Restarts the server as after a crash (`pg_ctl restart -m immediate`).
+    pub async fn crash_restart(&self) {
+        self.server.crash_restart().await.expect("restart the test's PostgreSQL");
+    }
+}
+
 impl Drop for OwnServer {
     fn drop(&mut self) {
         self.server.stop_blocking();
