@@ -13,7 +13,7 @@ pub mod tail;
 use std::{str::FromStr, time::Duration};
 
 use sqlx::{
-    ConnectOptions, Connection, PgPool,
+    ConnectOptions, Connection, PgConnection, PgPool,
     postgres::{PgConnectOptions, PgPoolOptions},
 };
 
@@ -54,10 +54,18 @@ pub type StoreResult<T> = Result<T, StoreError>;
 /// Connect options for `url`, named so connections can be told apart in `pg_stat_activity`.
 pub fn connect_options(url: &str, application_name: &str) -> Result<PgConnectOptions, sqlx::Error> {
     Ok(PgConnectOptions::from_str(url)?
-        .application_name(application_name)
-        // Our list queries filter with `($1::text is null or column = $1)`; custom plans fold the
-        // null test away so the per-column indexes are used even after a statement is cached.
-        .options([("plan_cache_mode", "force_custom_plan")]))
+        // Not `plan_cache_mode=force_custom_plan` for the whole session: it re-planned the hot statements (the
+        // flush CTE, the tail reads) on every execution, which halved the saturation ingest
+        // (docs/performance.md). The list queries that need it ask for it: [`plan_per_execution`].
+        .application_name(application_name))
+}
+
+/// Makes the rest of the caller's transaction plan each statement for its parameters. Lists with optional
+/// filters (`$1::text is null or column = $1`) need it: a cached generic plan keeps the null test and walks
+/// the primary key, where a plan for the given values uses the filter's index.
+pub async fn plan_per_execution(conn: &mut PgConnection) -> StoreResult<()> {
+    sqlx::query!("set local plan_cache_mode = force_custom_plan").execute(conn).await?;
+    Ok(())
 }
 
 /// How long Postgres lets a request connection wait or idle before it ends the statement or the session.

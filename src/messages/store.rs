@@ -124,6 +124,8 @@ impl MessageStore {
 
     /// Up to `limit` visible messages after sequence `after`, oldest first.
     pub async fn list(&self, filter: &MessageFilter, after: i64, limit: i64) -> StoreResult<Vec<MessageItem>> {
+        let mut tx = self.pool.begin().await?;
+        db::plan_per_execution(&mut tx).await?;
         let rows = sqlx::query!(
             r#"select sequence_number, conversation_id, query_id, message, created_at, position,
                       tx::text::bigint as "tx!", bytes
@@ -139,8 +141,9 @@ impl MessageStore {
             after,
             limit,
         )
-        .fetch_all(&self.pool)
+        .fetch_all(&mut *tx)
         .await?;
+        tx.commit().await?;
         Ok(rows.into_iter().map(|row| item!(row)).collect())
     }
 

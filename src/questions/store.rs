@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use super::model::{NewQuestion, Question, QuestionRow, QuestionStatus};
 use crate::db::{
-    StoreResult,
+    self, StoreResult,
     feed::{Feed, FeedTx},
 };
 
@@ -179,6 +179,7 @@ impl QuestionStore {
     pub async fn list(&self, filter: &QuestionFilter, after: i64, limit: i64) -> StoreResult<(i64, Vec<Question>)> {
         let mut tx = self.pool.begin().await?;
         sqlx::query!("set transaction isolation level repeatable read, read only").execute(&mut *tx).await?;
+        db::plan_per_execution(&mut tx).await?;
         let version = current_version(&mut tx).await?;
         let rows = sqlx::query_as!(
             QuestionRow,
