@@ -38,7 +38,8 @@ pub async fn claim(
     .fetch_optional(&mut *conn)
     .await?;
     Ok(match row {
-        // Deleted by the reaper between the two statements: as good as new next time; say "retry" now.
+        // Deleted by the reaper between the two statements (a day-old key): treated as unfinished, with
+        // nothing known to be stored.
         None => KeyState::Unfinished { lines_stored: 0 },
         Some(row) if !row.same => KeyState::Reused,
         Some(row) => match row.status {

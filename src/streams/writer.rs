@@ -42,7 +42,7 @@ pub struct NotStored;
 
 /// One request's standing with the writer: once a hand-over of it failed, its later ones are not written.
 /// A request with an idempotency key is written apart from the group (see [`ChunkStore::append_keyed`]).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Request {
     failed: CancellationToken,
     key: Option<IdempotencyKey>,
