@@ -78,10 +78,18 @@ fn output_dir() -> PathBuf {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    // cargo passes `--bench`; only `--smoke` and `--only <phase>` (repeatable) mean anything here.
+    // cargo passes `--bench`; only `--smoke`, `--only <phase>` (repeatable) and `--rates <r,r,…>` (the
+    // saturation ramp's chunks/s per stream, no bisection: to look at chosen steps) mean anything here.
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let plan = Plan::new(args.iter().any(|arg| arg == "--smoke"));
+    let mut plan = Plan::new(args.iter().any(|arg| arg == "--smoke"));
     let only: Vec<&str> = args.windows(2).filter(|pair| pair[0] == "--only").map(|pair| pair[1].as_str()).collect();
+    if let Some(rates) = args.windows(2).find(|pair| pair[0] == "--rates").map(|pair| &pair[1]) {
+        plan.ramp.rates = rates
+            .split(',')
+            .map(|rate| rate.trim().parse().expect("--rates takes r,r,… (chunks/s per stream)"))
+            .collect();
+        plan.ramp.bisect = false;
+    }
     let runs = |phase: &str| only.is_empty() || only.contains(&phase);
     let scratch = std::env::temp_dir().join(format!("ark-bench-{}", std::process::id()));
     let mut report = Report::create(output_dir());
