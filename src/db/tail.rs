@@ -8,7 +8,7 @@
 //! and the listener's poll makes the tail compare each followed key's committed position with what its
 //! readers delivered, so a reader left behind for a whole poll interval catches up too.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use tokio::{sync::mpsc, task::JoinHandle};
 
@@ -38,8 +38,8 @@ pub trait FeedSource: Send + Sync + 'static {
     /// The feed's rows.
     type Row: FeedRow;
 
-    /// The rows transactions `txs` wrote, ordered by transaction id, then sequence.
-    fn rows_of(&self, txs: &[i64]) -> impl Future<Output = StoreResult<Vec<Self::Row>>> + Send;
+    /// The rows transactions `txs` wrote to `keys`, ordered by transaction id, then sequence.
+    fn rows_of(&self, txs: &[i64], keys: &[String]) -> impl Future<Output = StoreResult<Vec<Self::Row>>> + Send;
 
     /// Rows of the whole feed after `after`, below the visibility horizon, within the catch-up limits.
     fn global_page(
@@ -61,7 +61,7 @@ pub fn spawn<S: FeedSource>(source: S, fanout: Fanout<S::Row>) -> (mpsc::Unbound
 }
 
 async fn run<S: FeedSource>(source: S, fanout: Fanout<S::Row>, mut events: mpsc::UnboundedReceiver<TailEvent>) {
-    let mut tail = Tail { source, fanout, global: None, behind: HashSet::new() };
+    let mut tail = Tail { source, fanout, global: None, heads: HashMap::new() };
     while let Some(first) = events.recv().await {
         let (mut txs, mut resync, mut poll) = (Vec::new(), false, false);
         let mut next = Some(first);
@@ -82,8 +82,8 @@ struct Tail<S: FeedSource> {
     fanout: Fanout<S::Row>,
     /// How far the global readers were served; `None` while there are none.
     global: Option<GlobalCursor>,
-    /// Keys whose readers were behind Postgres at the last poll.
-    behind: HashSet<String>,
+    /// Each followed key's committed last position, as read at the last poll.
+    heads: HashMap<String, i64>,
 }
 
 impl<S: FeedSource> Tail<S> {
@@ -91,8 +91,11 @@ impl<S: FeedSource> Tail<S> {
         if resync {
             self.fanout.lag_all_keyed();
         }
-        if !txs.is_empty() && self.fanout.has_keyed() {
-            match self.source.rows_of(txs).await {
+        // Only the keys someone here follows: in a cluster most rows have their readers on other replicas.
+        // A reader that subscribes after this list was taken catches up from Postgres by itself.
+        let keys = if txs.is_empty() { Vec::new() } else { self.fanout.keys() };
+        if !keys.is_empty() {
+            match self.source.rows_of(txs, &keys).await {
                 Ok(rows) => self.fanout.dispatch_keyed(rows),
                 Err(error) => {
                     tracing::warn!(%error, "reading committed rows failed; readers catch up by themselves");
@@ -136,19 +139,101 @@ impl<S: FeedSource> Tail<S> {
         }
     }
 
-    /// Lags the readers of keys that stayed behind Postgres for a whole poll interval.
+    /// Lags the readers of keys that have still not delivered what was committed at the last poll.
+    ///
+    /// Compared with the heads read a poll interval ago, not now: under steady writes a reader is almost
+    /// always a few rows behind the newest commit, and that is no reason to make it read Postgres.
     async fn check_keys(&mut self) -> StoreResult<()> {
         let delivered: HashMap<String, i64> = self.fanout.delivered_per_key().into_iter().collect();
         let keys: Vec<String> = delivered.keys().cloned().collect();
-        let heads = self.source.key_heads(&keys).await?;
-        let behind: HashSet<String> = heads
-            .into_iter()
-            .filter(|(key, head)| delivered.get(key).is_some_and(|position| position < head))
-            .map(|(key, _)| key)
+        let heads: HashMap<String, i64> = self.source.key_heads(&keys).await?.into_iter().collect();
+        let stuck: Vec<String> = delivered
+            .iter()
+            .filter(|(key, position)| self.heads.get(*key).is_some_and(|head| *position < head))
+            .map(|(key, _)| key.clone())
             .collect();
-        let stuck: Vec<String> = behind.intersection(&self.behind).cloned().collect();
         self.fanout.lag_keys(&stuck);
-        self.behind = behind;
+        self.heads = heads;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::{collections::VecDeque, sync::Mutex};
+
+    use futures::FutureExt;
+
+    use super::*;
+    use crate::db::fanout::Delivery;
+
+    struct Row;
+
+    impl FeedRow for Row {
+        fn key(&self) -> &str {
+            "k"
+        }
+        fn position(&self) -> i64 {
+            0
+        }
+        fn global(&self) -> GlobalCursor {
+            GlobalCursor::default()
+        }
+        fn size(&self) -> usize {
+            0
+        }
+    }
+
+    /// Answers each `key_heads` with the next of the heads it was given.
+    struct Heads(Mutex<VecDeque<i64>>);
+
+    impl FeedSource for Heads {
+        type Row = Row;
+
+        async fn rows_of(&self, _: &[i64], _: &[String]) -> StoreResult<Vec<Row>> {
+            Ok(Vec::new())
+        }
+
+        async fn global_page(&self, after: GlobalCursor) -> StoreResult<Page<Row, GlobalCursor>> {
+            Ok(Page { rows: Vec::new(), next: after, caught_up: true })
+        }
+
+        async fn horizon(&self) -> StoreResult<i64> {
+            Ok(0)
+        }
+
+        async fn key_heads(&self, keys: &[String]) -> StoreResult<Vec<(String, i64)>> {
+            let head = self.0.lock().unwrap().pop_front().expect("a head for every poll");
+            Ok(keys.iter().map(|key| (key.clone(), head)).collect())
+        }
+    }
+
+    fn lagged(subscription: &mut crate::db::fanout::Subscription<Row, i64>) -> bool {
+        matches!(subscription.next().now_or_never(), Some(Delivery::Lagged))
+    }
+
+    #[tokio::test]
+    async fn the_poll_lags_a_reader_only_when_it_misses_what_was_committed_a_poll_ago() {
+        let fanout = Fanout::default();
+        let mut reader = fanout.subscribe_key("k");
+        let heads = Heads(Mutex::new(VecDeque::from([10, 20, 30, 40])));
+        let mut tail = Tail { source: heads, fanout, global: None, heads: HashMap::new() };
+
+        reader.delivered(5);
+        tail.check_keys().await.unwrap();
+        assert!(!lagged(&mut reader), "the first poll only learns the heads");
+
+        // Steady writes: always behind the newest commit, never behind the last poll's.
+        reader.delivered(12);
+        tail.check_keys().await.unwrap();
+        assert!(!lagged(&mut reader), "12 ≥ 10 committed at the last poll: on its way, not stuck");
+
+        reader.delivered(19);
+        tail.check_keys().await.unwrap();
+        assert!(lagged(&mut reader), "20 was committed a whole poll ago and 19 is all it has: catch up");
+
+        reader.delivered(40);
+        tail.check_keys().await.unwrap();
+        assert!(!lagged(&mut reader));
     }
 }

@@ -219,3 +219,25 @@ async fn stream_ids_too_long_for_an_index_are_rejected() {
             .await;
     assert_eq!(status, 400);
 }
+
+#[tokio::test]
+async fn a_chunk_whose_notification_never_came_reaches_a_live_reader_by_the_poll() {
+    let app = TestApp::spawn_with(|config| config.poll_interval_ms = 100).await;
+    assert_eq!(app.post_raw("/stream/quiet", "{\"n\":1}\n").await.status(), 200);
+    let mut reader = SseReader::open(&app.client, &app.url("/stream/quiet")).await;
+
+    // Written the way the broker writes, minus the NOTIFY: only the fallback poll can find it.
+    sqlx::query(
+        "with claimed as (
+           update streams set last_position = last_position + 1, last_tx = pg_current_xact_id()
+           where stream_id = 'quiet' returning last_position
+         )
+         insert into chunks (stream_id, position, chunk, bytes) select 'quiet', last_position, '{\"n\":2}', 7 from claimed",
+    )
+    .execute(&app.pool())
+    .await
+    .expect("a chunk written without NOTIFY");
+
+    let frame = within("the poll to deliver the silent chunk", reader.next_data()).await;
+    assert_eq!(frame.as_deref(), Some("{\"n\":2}"));
+}
