@@ -51,7 +51,13 @@ impl Plan {
                 baseline_seconds: 2,
                 notifications: 200,
                 shapes: vec![shape(5, false, 2), shape(5, true, 2)],
-                ramp: Ramp { streams: 5, rates: vec![10, 40], duration: Duration::from_secs(2), bisect: false },
+                ramp: Ramp {
+                    streams: 5,
+                    rates: vec![10, 40],
+                    duration: Duration::from_secs(2),
+                    bisect: false,
+                    every_step: false,
+                },
                 hitl_iterations: 20,
             };
         }
@@ -65,6 +71,7 @@ impl Plan {
                 rates: vec![25, 50, 100, 200, 400, 800],
                 duration: Duration::from_secs(10),
                 bisect: true,
+                every_step: false,
             },
             hitl_iterations: 1000,
         }
@@ -79,7 +86,8 @@ fn output_dir() -> PathBuf {
 #[tokio::main]
 async fn main() -> ExitCode {
     // cargo passes `--bench`; only `--smoke`, `--only <phase>` (repeatable) and `--rates <r,r,…>` (the
-    // saturation ramp's chunks/s per stream, no bisection: to look at chosen steps) mean anything here.
+    // saturation ramp's chunks/s per stream, every one run, no bisection: to look at chosen steps) mean
+    // anything here.
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut plan = Plan::new(args.iter().any(|arg| arg == "--smoke"));
     let only: Vec<&str> = args.windows(2).filter(|pair| pair[0] == "--only").map(|pair| pair[1].as_str()).collect();
@@ -89,6 +97,7 @@ async fn main() -> ExitCode {
             .map(|rate| rate.trim().parse().expect("--rates takes r,r,… (chunks/s per stream)"))
             .collect();
         plan.ramp.bisect = false;
+        plan.ramp.every_step = true;
     }
     let runs = |phase: &str| only.is_empty() || only.contains(&phase);
     let scratch = std::env::temp_dir().join(format!("ark-bench-{}", std::process::id()));

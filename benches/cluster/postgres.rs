@@ -22,6 +22,8 @@ const SETTINGS: &[&str] = &[
     "shared_buffers=1GB",
     "max_wal_size=4GB",
     "checkpoint_timeout=15min",
+    // Commit times, for each chunk's commit latency (`Postgres::commit_latencies_ms`).
+    "track_commit_timestamp=on",
 ];
 
 /// The running server, with a connection to its `postgres` database for the bench's own queries.
@@ -87,6 +89,30 @@ impl Postgres {
         broker.execute("vacuum analyze").await.expect("vacuum analyze");
         broker.close().await.expect("close");
         self.admin.execute("checkpoint").await.expect("checkpoint");
+    }
+
+    /// Commit latency of the chunks of streams whose ids start with `prefix`: when the transaction that
+    /// stored each one committed (`pg_xact_commit_timestamp`) − when its line was made (`bench.sent_us`);
+    /// p50, p99 and max in ms. The timestamp is taken as the commit record is written, just before its
+    /// WAL flush, so this leaves out the flush itself (0.14 ms per fdatasync here).
+    pub async fn commit_latencies_ms(&mut self, prefix: &str) -> Option<[f64; 3]> {
+        let mut broker = PgConnection::connect(&self.url(BROKER_DB)).await.expect("connect to the broker database");
+        let quantiles: (Option<f64>, Option<f64>, Option<f64>) = sqlx::query_as(
+            "select percentile_disc(0.5) within group (order by ms), percentile_disc(0.99) within group (order by ms),
+                    max(ms)
+             from (select (extract(epoch from pg_xact_commit_timestamp(tx::xid)) * 1e6
+                           - (chunk -> 'bench' ->> 'sent_us')::float8) / 1e3 as ms
+                   from chunks where starts_with(stream_id, $1) and not is_done) c",
+        )
+        .bind(prefix)
+        .fetch_one(&mut broker)
+        .await
+        .expect("commit latencies");
+        broker.close().await.expect("close");
+        match quantiles {
+            (Some(p50), Some(p99), Some(max)) => Some([p50, p99, max]),
+            _ => None,
+        }
     }
 
     /// Forgets every statement counted so far.

@@ -25,6 +25,13 @@ pub struct Row {
     pub p50_ms: Option<f64>,
     pub p99_ms: Option<f64>,
     pub max_ms: Option<f64>,
+    /// Commit latency quantiles, ms: line made → its transaction committed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub commit_p50_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub commit_p99_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub commit_max_ms: Option<f64>,
     /// Broker CPU seconds over the phase (all replicas).
     pub cpu_s: Option<f64>,
     /// Peak RSS of the largest replica (VmHWM, since start), MiB.
@@ -137,10 +144,10 @@ impl Report {
             baselines.l_p50, baselines.l_p99, baselines.l_max
         ));
         md.push_str(
-            "| phase | requested/s | achieved/s | delivered ev/s | p50 / p99 / max ms | p50÷L | p99÷L | ingest÷CN \
+            "| phase | requested/s | achieved/s | delivered ev/s | commit p50 / p99 ms | p50 / p99 / max ms | p50÷L | p99÷L | ingest÷CN \
              | stmts/event | broker CPU s | PG CPU s | bench CPU s | RSS peak MB | gaps/dup/ooo/lost | warnings |\n",
         );
-        md.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+        md.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
         for row in self.rows.iter().filter(|r| !r.phase.starts_with("baseline")) {
             md.push_str(&table_row(row));
         }
@@ -160,6 +167,10 @@ fn table_row(row: &Row) -> String {
         (Some(p50), Some(p99), Some(max)) => format!("{p50:.1} / {p99:.1} / {max:.0}"),
         _ => "–".to_owned(),
     };
+    let commit = match (row.commit_p50_ms, row.commit_p99_ms) {
+        (Some(p50), Some(p99)) => format!("{p50:.1} / {p99:.1}"),
+        _ => "–".to_owned(),
+    };
     let checks = match (row.gaps, row.duplicates, row.out_of_order, row.lost) {
         (Some(g), Some(d), o, Some(l)) => format!("{g}/{d}/{}/{l}", o.unwrap_or(0)),
         _ => "–".to_owned(),
@@ -169,7 +180,7 @@ fn table_row(row: &Row) -> String {
         _ => "–".to_owned(),
     };
     format!(
-        "| {} | {} | {} | {} | {latency} | {} | {} | {ingest_vs_cn} | {} | {} | {} | {} | {} | {checks} | {} |\n",
+        "| {} | {} | {} | {} | {commit} | {latency} | {} | {} | {ingest_vs_cn} | {} | {} | {} | {} | {} | {checks} | {} |\n",
         row.phase,
         num(row.requested_per_s),
         num(row.achieved_per_s),

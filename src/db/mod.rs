@@ -80,6 +80,9 @@ pub struct Timeouts {
     pub idle_in_transaction: Duration,
 }
 
+/// How long a pooled connection may sit idle before it is pinged when handed out again.
+const IDLE_BEFORE_PING: Duration = Duration::from_secs(1);
+
 /// The request pool of one replica. Its connections carry `timeouts`, so a replica frozen mid-transaction
 /// harms only itself: Postgres ends its session and releases what it held. The LISTEN connection and
 /// migrations use their own connections without them (LISTEN idles forever; a migration may take long).
@@ -93,6 +96,17 @@ pub async fn connect(url: &str, max_connections: u32, timeouts: Timeouts) -> Res
     PgPoolOptions::new()
         .max_connections(max_connections.max(2))
         .acquire_timeout(Duration::from_secs(5))
+        // sqlx pings every connection it hands out by default: one more round trip per flush and per read.
+        // Only a connection that sat idle may have died with the server meanwhile; a busy one was just used.
+        .test_before_acquire(false)
+        .before_acquire(|conn, meta| {
+            Box::pin(async move {
+                if meta.idle_for > IDLE_BEFORE_PING {
+                    sqlx::Connection::ping(conn).await?;
+                }
+                Ok(true)
+            })
+        })
         .connect_with(options)
         .await
 }

@@ -329,10 +329,11 @@ impl FeedSource for MessageStore {
     async fn rows_of(&self, txs: &[i64], conversation_ids: &[String]) -> StoreResult<Vec<MessageItem>> {
         let txs: Vec<String> = txs.iter().map(i64::to_string).collect();
         let rows = sqlx::query!(
-            r#"select sequence_number, conversation_id, query_id, message, created_at, position,
+            // Materialised for the reason given in `ChunkStore::rows_of`.
+            r#"with written as materialized (select * from messages where tx = any($1::text[]::xid8[]))
+               select sequence_number, conversation_id, query_id, message, created_at, position,
                       tx::text::bigint as "tx!", bytes
-               from messages
-               where tx = any($1::text[]::xid8[]) and conversation_id in (select unnest($2::text[]))
+               from written where conversation_id in (select unnest($2::text[]))
                order by tx, sequence_number"#,
             &txs,
             conversation_ids,

@@ -284,10 +284,12 @@ impl FeedSource for ChunkStore {
         let txs: Vec<String> = txs.iter().map(i64::to_string).collect();
         Ok(sqlx::query_as!(
             ChunkRow,
-            r#"select sequence_number as sequence, stream_id, position, tx::text::bigint as "tx!",
+            // Materialised so the transactions' rows are found by `tx` whatever the statistics say: a plan
+            // that starts from the keys walks each stream's whole history.
+            r#"with written as materialized (select * from chunks where tx = any($1::text[]::xid8[]))
+               select sequence_number as sequence, stream_id, position, tx::text::bigint as "tx!",
                       chunk::text as "chunk!", is_done, created_at, bytes
-               from chunks
-               where tx = any($1::text[]::xid8[]) and stream_id in (select unnest($2::text[]))
+               from written where stream_id in (select unnest($2::text[]))
                order by tx, sequence_number"#,
             &txs,
             stream_ids,
