@@ -14,6 +14,7 @@ use tokio::time::MissedTickBehavior;
 use crate::{
     load::{quantile_ms, unix_micros},
     postgres::{BASELINE_DB, Postgres, client_program},
+    replicas::machine_busy_seconds,
 };
 
 /// §2's 315-byte chunk (`": "` with a space: pgbench reads `:name` as a variable).
@@ -29,6 +30,8 @@ pub struct Baselines {
     pub c: f64,
     /// UNNEST×100 + one NOTIFY per batch rows/s.
     pub cn: f64,
+    /// Busy CPU seconds of the whole machine per CN row, in µs: what one durable row costs at CN.
+    pub cn_cpu_us_per_row: f64,
     /// LISTEN/NOTIFY latency p50, ms.
     pub l_p50: f64,
     /// LISTEN/NOTIFY latency p99, ms.
@@ -55,7 +58,9 @@ pub async fn measure(pg: &mut Postgres, scratch: &Path, seconds: u32, notificati
     let a = bench.run(&mut db, "a_insert.sql", &insert_one()).await;
     let c = bench.run(&mut db, "c_unnest100.sql", &insert_hundred(false)).await * 100.0;
     let listener = tokio::spawn(drain(url.clone()));
-    let cn = bench.run(&mut db, "c_unnest100_notify.sql", &insert_hundred(true)).await * 100.0;
+    let (cn_tps, cn_busy_s) = bench.run_metered(&mut db, "c_unnest100_notify.sql", &insert_hundred(true)).await;
+    let cn = cn_tps * 100.0;
+    let cn_cpu_us_per_row = cn_busy_s * 1e6 / (cn * f64::from(seconds));
     listener.abort();
     let latencies = notify_latency(&url, notifications).await;
     drop(db);
@@ -65,6 +70,7 @@ pub async fn measure(pg: &mut Postgres, scratch: &Path, seconds: u32, notificati
         a,
         c,
         cn,
+        cn_cpu_us_per_row,
         l_p50: quantile_ms(&latencies, 0.5),
         l_p99: quantile_ms(&latencies, 0.99),
         l_max: quantile_ms(&latencies, 1.0),
@@ -103,7 +109,13 @@ struct Pgbench<'a> {
 impl Pgbench<'_> {
     /// `CHECKPOINT`, then `pgbench -n -M prepared -T seconds -c 16 -j 2 -f script`; returns its tps.
     async fn run(&self, db: &mut PgConnection, name: &str, script: &str) -> f64 {
+        self.run_metered(db, name, script).await.0
+    }
+
+    /// [`Pgbench::run`], also returning the machine's busy CPU seconds while pgbench ran.
+    async fn run_metered(&self, db: &mut PgConnection, name: &str, script: &str) -> (f64, f64) {
         db.execute("checkpoint").await.expect("checkpoint");
+        let busy_before = machine_busy_seconds();
         let path = self.scratch.join(name);
         std::fs::write(&path, script).expect("write a pgbench script");
         let output = tokio::process::Command::new(client_program("pgbench"))
@@ -115,12 +127,15 @@ impl Pgbench<'_> {
             .output()
             .await
             .expect("run pgbench");
+        let busy_s = machine_busy_seconds() - busy_before;
         let text = String::from_utf8_lossy(&output.stdout);
         assert!(output.status.success(), "pgbench {name} failed: {text}{}", String::from_utf8_lossy(&output.stderr));
-        text.lines()
+        let tps = text
+            .lines()
             .find_map(|line| line.strip_prefix("tps = "))
             .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
-            .unwrap_or_else(|| panic!("no tps in pgbench's output: {text}"))
+            .unwrap_or_else(|| panic!("no tps in pgbench's output: {text}"));
+        (tps, busy_s)
     }
 }
 

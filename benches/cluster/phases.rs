@@ -84,6 +84,10 @@ impl Bench<'_> {
             p99_ms: Some(p99),
             max_ms: Some(outcome.latency_ms(1.0)),
             statements_per_event: Some(usage.statements as f64 / outcome.delivered.max(1) as f64),
+            cpu_us_per_chunk: Some(
+                (usage.broker_cpu_s + usage.postgres_cpu_s + usage.client_cpu_s) * 1e6
+                    / outcome.acknowledged.max(1) as f64,
+            ),
             gaps: Some(outcome.check.gaps),
             duplicates: Some(outcome.check.duplicates),
             lost: Some(outcome.check.lost),
@@ -217,6 +221,7 @@ pub fn baseline_rows(b: &Baselines) -> Vec<Row> {
         Row {
             baseline: Some(b.c),
             ratio: Some(b.cn / b.c),
+            cpu_us_per_chunk: Some(b.cn_cpu_us_per_row),
             ..rate("baseline-CN", "unnest100_notify_rows_per_s", b.cn)
         },
         Row {

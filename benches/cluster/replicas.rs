@@ -142,6 +142,18 @@ pub fn memory_mib(pid: u32) -> (f64, f64) {
     (field("VmRSS:"), field("VmHWM:"))
 }
 
+/// Busy CPU seconds of the whole machine since boot, all cores (`/proc/stat`: everything but idle and
+/// iowait), for what a baseline cost when its clients and backends come and go.
+pub fn machine_busy_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let Some(total) = stat.lines().find(|line| line.starts_with("cpu ")) else { return 0.0 };
+    let ticks: Vec<u64> = total.split_whitespace().skip(1).filter_map(|v| v.parse().ok()).collect();
+    let (idle, iowait) = (ticks.get(3).copied().unwrap_or(0), ticks.get(4).copied().unwrap_or(0));
+    // Guest time is already inside user time; count the first eight fields only.
+    let busy: u64 = ticks.iter().take(8).sum::<u64>() - idle - iowait;
+    busy as f64 / clock_ticks_per_second()
+}
+
 fn clock_ticks_per_second() -> f64 {
     // SAFETY: sysconf has no preconditions.
     let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };

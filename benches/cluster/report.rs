@@ -25,6 +25,9 @@ pub struct Row {
     pub p50_ms: Option<f64>,
     pub p99_ms: Option<f64>,
     pub max_ms: Option<f64>,
+    /// Broker + PostgreSQL + bench CPU per acknowledged chunk, µs (to compare with CN's per row).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_us_per_chunk: Option<f64>,
     /// Commit latency quantiles, ms: line made → its transaction committed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub commit_p50_ms: Option<f64>,
@@ -136,8 +139,9 @@ impl Report {
         md.push_str(&format!("| A: single-row INSERT, 16 clients | {} rows/s |\n", thousands(baselines.a)));
         md.push_str(&format!("| C: UNNEST×100 INSERT, 16 clients | {} rows/s |\n", thousands(baselines.c)));
         md.push_str(&format!(
-            "| CN: UNNEST×100 + 1 NOTIFY per batch, 16 clients | {} rows/s |\n",
-            thousands(baselines.cn)
+            "| CN: UNNEST×100 + 1 NOTIFY per batch, 16 clients | {} rows/s ({:.1} µs of machine CPU per row) |\n",
+            thousands(baselines.cn),
+            baselines.cn_cpu_us_per_row
         ));
         md.push_str(&format!(
             "| L: LISTEN/NOTIFY, 1 listener, p50 / p99 / max | {:.2} / {:.2} / {:.2} ms |\n\n",
@@ -145,9 +149,9 @@ impl Report {
         ));
         md.push_str(
             "| phase | requested/s | achieved/s | delivered ev/s | commit p50 / p99 ms | p50 / p99 / max ms | p50÷L | p99÷L | ingest÷CN \
-             | stmts/event | broker CPU s | PG CPU s | bench CPU s | RSS peak MB | gaps/dup/ooo/lost | warnings |\n",
+             | CPU µs/chunk | stmts/event | broker CPU s | PG CPU s | bench CPU s | RSS peak MB | gaps/dup/ooo/lost | warnings |\n",
         );
-        md.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+        md.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
         for row in self.rows.iter().filter(|r| !r.phase.starts_with("baseline")) {
             md.push_str(&table_row(row));
         }
@@ -180,13 +184,14 @@ fn table_row(row: &Row) -> String {
         _ => "–".to_owned(),
     };
     format!(
-        "| {} | {} | {} | {} | {commit} | {latency} | {} | {} | {ingest_vs_cn} | {} | {} | {} | {} | {} | {checks} | {} |\n",
+        "| {} | {} | {} | {} | {commit} | {latency} | {} | {} | {ingest_vs_cn} | {} | {} | {} | {} | {} | {} | {checks} | {} |\n",
         row.phase,
         num(row.requested_per_s),
         num(row.achieved_per_s),
         num(row.delivered_per_s),
         dec(row.p50_vs_l, 1),
         dec(row.p99_vs_l, 1),
+        dec(row.cpu_us_per_chunk, 1),
         dec(row.statements_per_event, 2),
         dec(row.cpu_s, 1),
         dec(row.postgres_cpu_s, 1),
