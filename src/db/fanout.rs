@@ -220,11 +220,6 @@ impl<R: FeedRow> Fanout<R> {
         !self.lock().keyed.is_empty()
     }
 
-    /// The keys readers follow.
-    pub fn keys(&self) -> Vec<String> {
-        self.lock().keyed.keys().cloned().collect()
-    }
-
     /// The keys readers follow, each with the position its slowest reader has delivered.
     pub fn delivered_per_key(&self) -> Vec<(String, i64)> {
         let registry = self.lock();

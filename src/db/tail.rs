@@ -38,8 +38,8 @@ pub trait FeedSource: Send + Sync + 'static {
     /// The feed's rows.
     type Row: FeedRow;
 
-    /// The rows transactions `txs` wrote to `keys`, ordered by transaction id, then sequence.
-    fn rows_of(&self, txs: &[i64], keys: &[String]) -> impl Future<Output = StoreResult<Vec<Self::Row>>> + Send;
+    /// The rows transactions `txs` wrote, ordered by transaction id, then sequence.
+    fn rows_of(&self, txs: &[i64]) -> impl Future<Output = StoreResult<Vec<Self::Row>>> + Send;
 
     /// Rows of the whole feed after `after`, below the visibility horizon, within the catch-up limits.
     fn global_page(
@@ -91,11 +91,10 @@ impl<S: FeedSource> Tail<S> {
         if resync {
             self.fanout.lag_all_keyed();
         }
-        // Only the keys someone here follows: in a cluster most rows have their readers on other replicas.
-        // A reader that subscribes after this list was taken catches up from Postgres by itself.
-        let keys = if txs.is_empty() { Vec::new() } else { self.fanout.keys() };
-        if !keys.is_empty() {
-            match self.source.rows_of(txs, &keys).await {
+        // Every row of the transactions, also of keys nobody here follows: filtering by the followed keys in
+        // SQL was measured slower with many keys (1000×2×10 spread: delivery p50 29 ms instead of 15 ms).
+        if !txs.is_empty() && self.fanout.has_keyed() {
+            match self.source.rows_of(txs).await {
                 Ok(rows) => self.fanout.dispatch_keyed(rows),
                 Err(error) => {
                     tracing::warn!(%error, "reading committed rows failed; readers catch up by themselves");
@@ -190,7 +189,7 @@ mod tests {
     impl FeedSource for Heads {
         type Row = Row;
 
-        async fn rows_of(&self, _: &[i64], _: &[String]) -> StoreResult<Vec<Row>> {
+        async fn rows_of(&self, _: &[i64]) -> StoreResult<Vec<Row>> {
             Ok(Vec::new())
         }
 

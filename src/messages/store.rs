@@ -326,17 +326,13 @@ impl MessageStore {
 impl FeedSource for MessageStore {
     type Row = MessageItem;
 
-    async fn rows_of(&self, txs: &[i64], conversation_ids: &[String]) -> StoreResult<Vec<MessageItem>> {
+    async fn rows_of(&self, txs: &[i64]) -> StoreResult<Vec<MessageItem>> {
         let txs: Vec<String> = txs.iter().map(i64::to_string).collect();
         let rows = sqlx::query!(
-            // Materialised for the reason given in `ChunkStore::rows_of`.
-            r#"with written as materialized (select * from messages where tx = any($1::text[]::xid8[]))
-               select sequence_number, conversation_id, query_id, message, created_at, position,
+            r#"select sequence_number, conversation_id, query_id, message, created_at, position,
                       tx::text::bigint as "tx!", bytes
-               from written where conversation_id in (select unnest($2::text[]))
-               order by tx, sequence_number"#,
+               from messages where tx = any($1::text[]::xid8[]) order by tx, sequence_number"#,
             &txs,
-            conversation_ids,
         )
         .fetch_all(&self.pool)
         .await?;

@@ -280,19 +280,14 @@ impl ChunkStore {
 impl FeedSource for ChunkStore {
     type Row = ChunkRow;
 
-    async fn rows_of(&self, txs: &[i64], stream_ids: &[String]) -> StoreResult<Vec<ChunkRow>> {
+    async fn rows_of(&self, txs: &[i64]) -> StoreResult<Vec<ChunkRow>> {
         let txs: Vec<String> = txs.iter().map(i64::to_string).collect();
         Ok(sqlx::query_as!(
             ChunkRow,
-            // Materialised so the transactions' rows are found by `tx` whatever the statistics say: a plan
-            // that starts from the keys walks each stream's whole history.
-            r#"with written as materialized (select * from chunks where tx = any($1::text[]::xid8[]))
-               select sequence_number as sequence, stream_id, position, tx::text::bigint as "tx!",
+            r#"select sequence_number as sequence, stream_id, position, tx::text::bigint as "tx!",
                       chunk::text as "chunk!", is_done, created_at, bytes
-               from written where stream_id in (select unnest($2::text[]))
-               order by tx, sequence_number"#,
+               from chunks where tx = any($1::text[]::xid8[]) order by tx, sequence_number"#,
             &txs,
-            stream_ids,
         )
         .fetch_all(&self.pool)
         .await?)
