@@ -20,8 +20,9 @@ use tower_http::{
 pub use crate::state::{AppState, StartError, build_state};
 use crate::{
     error::{self, ApiError},
+    events,
     http::health,
-    messages, questions, streams, ui,
+    messages, questions, sessions, streams, ui,
 };
 
 /// How long shutdown waits for the chunk writer to commit what it holds.
@@ -40,6 +41,8 @@ pub fn app(state: AppState) -> Router {
     Router::new()
         .merge(health::router())
         .merge(messages::router())
+        .merge(events::router())
+        .merge(sessions::router())
         .merge(streams::router())
         .merge(questions::router())
         .merge(ui::router())

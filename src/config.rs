@@ -150,6 +150,24 @@ pub struct Config {
           value_parser = clap::value_parser!(u64).range(1..=31_536_000))]
     pub question_log_seconds: u64,
 
+    /// Seconds an event is kept when its `POST /events` sets no `ttl_seconds` (upstream's default: 30 days).
+    #[arg(long, env = "EVENT_VISIBILITY_TTL_SECONDS", default_value_t = 2_592_000,
+          value_parser = clap::value_parser!(u64).range(1..=3_153_600_000))]
+    pub event_ttl_seconds: u64,
+
+    /// Most events kept; the reaper deletes the oldest beyond it (0: no cap).
+    #[arg(long, env = "MAX_EVENTS", default_value_t = 0)]
+    pub max_events: u64,
+
+    /// Seconds a span is kept after it arrives.
+    #[arg(long, env = "ARK_BROKER_SPAN_TTL_SECONDS", default_value_t = 86_400,
+          value_parser = clap::value_parser!(u64).range(1..=3_153_600_000))]
+    pub span_ttl_seconds: u64,
+
+    /// Most spans kept; the reaper deletes the oldest beyond it (0: no cap; upstream's chart: 100000).
+    #[arg(long, env = "MAX_SPANS", default_value_t = 100_000)]
+    pub max_spans: u64,
+
     /// Most chunks one group commit writes (many streams, one transaction, one NOTIFY).
     #[arg(long, env = "ARK_BROKER_FLUSH_MAX_ROWS", default_value_t = 1000,
           value_parser = clap::value_parser!(u64).range(1..=50_000))]

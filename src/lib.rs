@@ -12,7 +12,8 @@
 //! - [`retention`]: the reaper of expired rows.
 //! - [`idempotency`]: `Idempotency-Key` on the write routes: keys kept 24 h with the first reply.
 //! - Domains, each with its routes, model and store (the only place with SQL):
-//!   [`messages`] (upstream's Memory API), [`streams`] (LLM chunk streams), [`questions`] (questions
+//!   [`messages`] (upstream's Memory API), [`streams`] (LLM chunk streams), [`events`] (execution events)
+//!   and [`sessions`] (derived from events and messages by upstream's rules), [`questions`] (questions
 //!   agents ask people, with the resourceVersion watch).
 //! - [`mcp`]: the MCP server (`ask_question`, `list_pending_questions`, tasks in both protocol eras).
 //! - [`query_status`]: the asking Query's phase and `waitingFor` while a question waits (Kubernetes).
@@ -22,6 +23,7 @@ pub mod app;
 pub mod config;
 pub mod db;
 pub mod error;
+pub mod events;
 pub mod http;
 pub mod idempotency;
 pub mod mcp;
@@ -30,6 +32,7 @@ pub mod query_status;
 pub mod questions;
 pub mod retention;
 pub mod server;
+pub mod sessions;
 pub mod state;
 pub mod streams;
 pub mod telemetry;

@@ -7,6 +7,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
+    events::store::EventStore,
     idempotency::{self, store::KeyStore},
     messages::store::MessageStore,
     questions::store::QuestionStore,
@@ -24,6 +25,10 @@ pub struct Reaper {
     pub questions: QuestionStore,
     /// Idempotency keys (kept [`idempotency::KEEP_SECONDS`]).
     pub keys: KeyStore,
+    /// Execution events.
+    pub events: EventStore,
+    /// Most events kept (0: no cap).
+    pub max_events: i64,
     /// How long watch-log rows are kept (a watch from before that gets 410 and relists).
     pub question_log_seconds: i64,
 }
@@ -47,6 +52,7 @@ impl Reaper {
             self.messages.delete_expired(BATCH).await.map(|n| n as usize)
         })
         .await;
+        let events = drain("deleting expired events", || self.events.reap(self.max_events, BATCH)).await;
         let expired = drain("expiring questions", || self.questions.expire_due(BATCH)).await;
         let forgotten = drain("forgetting idempotency keys", || async {
             self.keys.delete_expired(idempotency::KEEP_SECONDS, BATCH).await.map(|n| n as usize)
@@ -59,9 +65,10 @@ impl Reaper {
                 0
             }
         };
-        if reaped + expired + forgotten > 0 || pruned > 0 {
+        if reaped + events + expired + forgotten > 0 || pruned > 0 {
             tracing::info!(
                 messages.deleted = reaped,
+                events.deleted = events,
                 questions.expired = expired,
                 idempotency_keys.deleted = forgotten,
                 question_events.pruned = pruned,

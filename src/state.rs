@@ -18,11 +18,13 @@ use crate::{
         listener::{self, ListenerStatus, Tails},
         tail,
     },
+    events::{model::EventRecord, store::EventStore},
     idempotency::store::KeyStore,
     messages::{model::MessageItem, store::MessageStore},
     query_status,
     questions::{store::QuestionStore, tail as question_tail},
     retention::Reaper,
+    sessions::{model::SessionChange, store::SessionStore},
     streams::{model::ChunkRow, store::ChunkStore, writer::ChunkWriter},
 };
 
@@ -42,12 +44,20 @@ pub struct AppState {
     pub chunk_fanout: Fanout<ChunkRow>,
     /// This replica's readers of messages.
     pub message_fanout: Fanout<MessageItem>,
+    /// This replica's readers of events.
+    pub event_fanout: Fanout<EventRecord>,
+    /// This replica's readers of sessions.
+    pub session_fanout: Fanout<SessionChange>,
     /// Whether the LISTEN connection is up.
     pub listener: ListenerStatus,
     /// Conversation memory.
     pub messages: MessageStore,
     /// Chunk streams.
     pub chunks: ChunkStore,
+    /// Execution events.
+    pub events: EventStore,
+    /// Sessions.
+    pub sessions: SessionStore,
     /// Questions.
     pub questions: QuestionStore,
     /// This replica's group-commit writer.
@@ -85,13 +95,24 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
     let chunks = ChunkStore::new(pool.clone());
     let messages = MessageStore::new(pool.clone());
     let questions = QuestionStore::new(pool.clone());
+    let events = EventStore::new(pool.clone());
+    let sessions = SessionStore::new(pool.clone());
     let (writer, writer_task) = ChunkWriter::spawn(chunks.clone(), config.flush_max_rows as usize);
     let (chunk_fanout, message_fanout) = (Fanout::default(), Fanout::default());
     let (chunk_tail, chunk_tail_task) = tail::spawn(chunks.clone(), chunk_fanout.clone());
     let (message_tail, message_tail_task) = tail::spawn(messages.clone(), message_fanout.clone());
+    let (event_fanout, session_fanout) = (Fanout::default(), Fanout::default());
+    let (event_tail, event_tail_task) = tail::spawn(events.clone(), event_fanout.clone());
+    let (session_tail, session_tail_task) = tail::spawn(sessions.clone(), session_fanout.clone());
     let (question_tail, question_tail_task) = question_tail::spawn(questions.clone(), hub.clone());
-    let tails: Tails =
-        [(Feed::Chunks, chunk_tail), (Feed::Messages, message_tail), (Feed::Questions, question_tail)].into();
+    let tails: Tails = [
+        (Feed::Chunks, chunk_tail),
+        (Feed::Messages, message_tail),
+        (Feed::Questions, question_tail),
+        (Feed::Events, event_tail),
+        (Feed::Sessions, session_tail),
+    ]
+    .into();
     let listener_task =
         tokio::spawn(listener::run(listen_pool, tails, status.clone(), config.poll_interval(), shutdown.clone()));
     if tokio::time::timeout(LISTENER_START_TIMEOUT, status.wait_up()).await.is_err() {
@@ -102,12 +123,22 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
         messages: messages.clone(),
         questions: questions.clone(),
         keys: KeyStore::new(pool.clone()),
+        events: events.clone(),
+        max_events: config.max_events as i64,
         question_log_seconds: config.question_log_seconds as i64,
     };
     let reaper_task = tokio::spawn(reaper.run(Duration::from_secs(config.reap_interval_seconds), shutdown.clone()));
     // The tails end when the listener, which holds their senders, ends.
-    let mut background =
-        vec![listener_task, writer_task, reaper_task, chunk_tail_task, message_tail_task, question_tail_task];
+    let mut background = vec![
+        listener_task,
+        writer_task,
+        reaper_task,
+        chunk_tail_task,
+        message_tail_task,
+        question_tail_task,
+        event_tail_task,
+        session_tail_task,
+    ];
     if let Some(client) = query_status::client(&config).await {
         background.push(query_status::spawn(client, &config, pool.clone(), hub.clone(), shutdown.clone()));
     }
@@ -115,6 +146,10 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
         config: Arc::new(config),
         messages,
         questions,
+        events,
+        sessions,
+        event_fanout,
+        session_fanout,
         pool,
         hub,
         chunk_fanout,

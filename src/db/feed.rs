@@ -44,17 +44,27 @@ pub enum Feed {
     Chunks,
     /// `question_events` (a question's `resourceVersion`).
     Questions,
+    /// `events`, per query and globally.
+    Events,
+    /// `sessions`, globally: a changed session is delivered again.
+    Sessions,
+    /// `spans`, per trace and globally.
+    Spans,
 }
 
 impl Feed {
     /// Every feed.
-    pub const ALL: [Feed; 3] = [Feed::Messages, Feed::Chunks, Feed::Questions];
+    pub const ALL: [Feed; 6] =
+        [Feed::Messages, Feed::Chunks, Feed::Questions, Feed::Events, Feed::Sessions, Feed::Spans];
 
     fn name(self) -> &'static str {
         match self {
             Feed::Messages => "messages",
             Feed::Chunks => "chunks",
             Feed::Questions => "questions",
+            Feed::Events => "events",
+            Feed::Sessions => "sessions",
+            Feed::Spans => "spans",
         }
     }
 
@@ -81,6 +91,9 @@ impl Feed {
             Feed::Messages => 0x61_72_6b_01,
             Feed::Chunks => 0x61_72_6b_02,
             Feed::Questions => 0x61_72_6b_03,
+            Feed::Events => 0x61_72_6b_04,
+            Feed::Sessions => 0x61_72_6b_05,
+            Feed::Spans => 0x61_72_6b_06,
         }
     }
 }
@@ -93,6 +106,8 @@ pub struct FeedTx {
     pool: PgPool,
     feed: Feed,
     wrote: bool,
+    /// Other feeds the transaction wrote to (e.g. an event changes its session).
+    also: Vec<Feed>,
 }
 
 impl FeedTx {
@@ -102,7 +117,7 @@ impl FeedTx {
         if feed.serialised() {
             sqlx::query!("select pg_advisory_xact_lock($1)", feed.lock_key()).execute(&mut *tx).await?;
         }
-        Ok(FeedTx { tx, pool: pool.clone(), feed, wrote: false })
+        Ok(FeedTx { tx, pool: pool.clone(), feed, wrote: false, also: Vec::new() })
     }
 
     /// The connection to run the store's statements on.
@@ -115,23 +130,39 @@ impl FeedTx {
         self.wrote = true;
     }
 
-    /// Notifies (if rows were written) and commits.
+    /// Records that rows of another feed were written too, so its readers hear of this transaction as well.
+    pub fn also_wrote(&mut self, feed: Feed) {
+        if feed != self.feed && !self.also.contains(&feed) {
+            self.also.push(feed);
+        }
+    }
+
+    /// Notifies (each feed rows were written to) and commits.
     ///
     /// When the COMMIT fails without an answer (the connection or the server died meanwhile), it may still
     /// have committed; the writer's reply must say exactly what is stored, so the transaction's fate is then
     /// asked of Postgres (`pg_xact_status`) once it answers again.
     pub async fn commit(mut self) -> StoreResult<()> {
-        if !self.wrote {
+        let mut feeds = std::mem::take(&mut self.also);
+        if self.wrote {
+            feeds.insert(0, self.feed);
+        }
+        let mut tx_id = None;
+        for feed in feeds {
+            tx_id = Some(
+                sqlx::query_scalar!(
+                    r#"select pg_current_xact_id()::text as "tx!" from (select pg_notify($1, $2 || pg_current_xact_id()::text)) n"#,
+                    CHANNEL,
+                    format!("{}:", feed.name()),
+                )
+                .fetch_one(&mut *self.tx)
+                .await?,
+            );
+        }
+        let Some(tx_id) = tx_id else {
             self.tx.commit().await?;
             return Ok(());
-        }
-        let tx_id = sqlx::query_scalar!(
-            r#"select pg_current_xact_id()::text as "tx!" from (select pg_notify($1, $2 || pg_current_xact_id()::text)) n"#,
-            CHANNEL,
-            format!("{}:", self.feed.name()),
-        )
-        .fetch_one(&mut *self.tx)
-        .await?;
+        };
         match self.tx.commit().await {
             Ok(()) => Ok(()),
             Err(error) => match commit_outcome(&self.pool, &tx_id).await {

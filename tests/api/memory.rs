@@ -16,6 +16,8 @@ pub fn reaper(app: &TestApp) -> ark_broker::retention::Reaper {
         messages: app.state.messages.clone(),
         questions: app.state.questions.clone(),
         keys: ark_broker::idempotency::store::KeyStore::new(app.state.pool.clone()),
+        events: app.state.events.clone(),
+        max_events: 0,
         question_log_seconds: 3600,
     }
 }

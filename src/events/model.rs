@@ -1,0 +1,240 @@
+//! The shapes of the events API: the `POST /events` body with its checks (upstream's zod schema, plus string
+//! checks on the `data` fields the broker reads), the columns copied out of it, and a stored event as fan-out
+//! carries it.
+
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::{
+    db::{fanout::FeedRow, feed::GlobalCursor},
+    error::ApiError,
+    http::extract::{from_body, json_type},
+    sessions::rules::SessionEvent,
+    validate,
+};
+
+/// Longest `ttl_seconds` accepted (100 years); Postgres intervals overflow far beyond it.
+const MAX_TTL_SECONDS: i64 = 100 * 365 * 24 * 3600;
+
+/// The `data` fields the broker reads besides `queryId`; each must be a string when present.
+const STRING_DATA_FIELDS: [&str; 11] = [
+    "queryName",
+    "queryNamespace",
+    "sessionId",
+    "conversationId",
+    "agent",
+    "team",
+    "tool",
+    "toolName",
+    "targetType",
+    "error",
+    "durationMs",
+];
+
+/// What serde checks of the body; everything else passes through untouched, as upstream's `passthrough()`.
+#[derive(Debug, Deserialize)]
+#[allow(dead_code)]
+struct Shape {
+    data: DataShape,
+    timestamp: Option<String>,
+    #[serde(rename = "eventType")]
+    event_type: Option<String>,
+    reason: Option<String>,
+    message: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[allow(dead_code)]
+struct DataShape {
+    #[serde(rename = "queryId")]
+    query_id: String,
+}
+
+/// A checked `POST /events` body.
+#[derive(Debug, Clone)]
+pub struct NewEvent {
+    /// The event as stored and served: the body without `ttl_seconds`.
+    pub event: Value,
+    /// `data.queryId`, the Query's UID.
+    pub query_id: String,
+    /// `data.queryName`.
+    pub query_name: Option<String>,
+    /// `data.queryNamespace`.
+    pub query_namespace: Option<String>,
+    /// `data.sessionId`.
+    pub session_id: Option<String>,
+    /// `reason`.
+    pub reason: Option<String>,
+    /// `eventType` (`Normal` or `Warning`).
+    pub event_type: Option<String>,
+    /// `timestamp`, when it parses.
+    pub occurred_at: Option<DateTime<Utc>>,
+    /// `data.durationMs`, when it is a number (in a string, as the controller sends it, or not).
+    pub duration_ms: Option<f64>,
+    /// `ttl_seconds`.
+    pub ttl_seconds: Option<i64>,
+}
+
+impl NewEvent {
+    /// Checks a body: an object with `data.queryId` a non-empty string, the `data` fields the broker reads
+    /// strings, `ttl_seconds` a positive integer (or a string holding one, as zod's `coerce`).
+    pub fn parse(mut body: Value) -> Result<Self, ApiError> {
+        let _: Shape = from_body(&body)?;
+        // serde would also read `data` from an array of the right length.
+        if let Some(data) = body.get("data").filter(|data| !data.is_object()) {
+            return Err(ApiError::Validation(format!("data: expected object, received {}", json_type(data))));
+        }
+        let object = body.as_object_mut().expect("checked to be an object");
+        let ttl_seconds = object.remove("ttl_seconds").map(ttl).transpose()?.flatten();
+        let data = object.get("data").and_then(Value::as_object).expect("checked to be an object");
+        let text = |key: &str| data.get(key).and_then(Value::as_str).map(str::to_owned);
+        let query_id = text("queryId").unwrap_or_default();
+        if query_id.is_empty() {
+            return Err(ApiError::Validation("data.queryId: String must contain at least 1 character(s)".into()));
+        }
+        validate::key("data.queryId", &query_id)?;
+        for field in STRING_DATA_FIELDS {
+            match data.get(field) {
+                None | Some(Value::Null | Value::String(_)) => {}
+                Some(other) => {
+                    return Err(ApiError::Validation(format!(
+                        "data.{field}: expected string, received {}",
+                        json_type(other)
+                    )));
+                }
+            }
+        }
+        if validate::contains_nul(&body) {
+            return Err(ApiError::Validation("body: text must not contain the NUL character (\\u0000)".into()));
+        }
+        let data = body["data"].as_object().expect("checked to be an object");
+        let text = |key: &str| data.get(key).and_then(Value::as_str).map(str::to_owned);
+        let top = |key: &str| body.get(key).and_then(Value::as_str).map(str::to_owned);
+        Ok(NewEvent {
+            query_name: text("queryName"),
+            query_namespace: text("queryNamespace"),
+            session_id: text("sessionId"),
+            duration_ms: text("durationMs").and_then(|d| d.trim().parse::<f64>().ok()).filter(|d| d.is_finite()),
+            reason: top("reason"),
+            event_type: top("eventType"),
+            occurred_at: top("timestamp")
+                .and_then(|t| DateTime::parse_from_rfc3339(&t).ok())
+                .map(|t| t.with_timezone(&Utc)),
+            query_id,
+            ttl_seconds,
+            event: body,
+        })
+    }
+
+    /// What the event means for its session, if it names one and a query.
+    pub fn session_event(&self) -> Option<SessionEvent> {
+        let data = self.event.get("data")?.as_object()?;
+        SessionEvent::from_data(data, self.reason.as_deref().unwrap_or_default())
+    }
+}
+
+/// `ttl_seconds`: a positive integer, or a string holding one; `null` means none.
+fn ttl(value: Value) -> Result<Option<i64>, ApiError> {
+    let seconds = match &value {
+        Value::Null => return Ok(None),
+        Value::Number(n) => n.as_i64().ok_or("expected integer, received number".to_owned()),
+        Value::String(s) => s.trim().parse::<i64>().map_err(|_| "expected integer, received string".to_owned()),
+        other => Err(format!("expected integer, received {}", json_type(other))),
+    }
+    .map_err(|message| ApiError::Validation(format!("ttl_seconds: {message}")))?;
+    if seconds <= 0 {
+        return Err(ApiError::Validation("ttl_seconds: Number must be greater than 0".into()));
+    }
+    if seconds > MAX_TTL_SECONDS {
+        return Err(ApiError::Validation(format!("ttl_seconds: Number must be at most {MAX_TTL_SECONDS}")));
+    }
+    Ok(Some(seconds))
+}
+
+/// A stored event as readers get it.
+#[derive(Debug, Clone)]
+pub struct EventRecord {
+    /// The event as posted (without `ttl_seconds`), as JSON text.
+    pub event: Box<serde_json::value::RawValue>,
+    /// `data.queryId`.
+    pub query_id: String,
+    /// `data.sessionId`.
+    pub session_id: Option<String>,
+    /// Its place in the global events feed; also the page cursor.
+    pub sequence: i64,
+    /// Its position among its query's events.
+    pub position: i64,
+    /// The transaction that wrote it.
+    pub tx: i64,
+    /// Its size in bytes.
+    pub bytes: i32,
+}
+
+impl FeedRow for EventRecord {
+    fn key(&self) -> &str {
+        &self.query_id
+    }
+
+    fn position(&self) -> i64 {
+        self.position
+    }
+
+    fn global(&self) -> GlobalCursor {
+        GlobalCursor { tx: self.tx, sequence: self.sequence }
+    }
+
+    fn size(&self) -> usize {
+        self.bytes.max(0) as usize
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn error(body: Value) -> String {
+        NewEvent::parse(body).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn the_body_is_checked_field_by_field() {
+        assert_eq!(error(json!({"reason": "x"})), "data: required");
+        assert_eq!(error(json!({"data": "x"})), "data: expected object, received string");
+        assert_eq!(error(json!({"data": ["uid"]})), "data: expected object, received array");
+        assert_eq!(error(json!({"data": {}})), "data.queryId: required");
+        assert_eq!(error(json!({"data": {"queryId": 7}})), "data.queryId: expected string, received number");
+        assert_eq!(
+            error(json!({"data": {"queryId": ""}})),
+            "data.queryId: String must contain at least 1 character(s)"
+        );
+        assert_eq!(
+            error(json!({"data": {"queryId": "u", "sessionId": 3}})),
+            "data.sessionId: expected string, received number"
+        );
+        assert_eq!(error(json!({"data": {"queryId": "u"}, "reason": 1})), "reason: expected string, received number");
+        assert_eq!(
+            error(json!({"data": {"queryId": "u"}, "ttl_seconds": 0})),
+            "ttl_seconds: Number must be greater than 0"
+        );
+        assert_eq!(
+            error(json!({"data": {"queryId": "u"}, "ttl_seconds": "soon"})),
+            "ttl_seconds: expected integer, received string"
+        );
+    }
+
+    #[test]
+    fn ttl_is_taken_out_and_everything_else_is_kept() {
+        let body = json!({"reason": "LLMCallComplete", "data": {"queryId": "u", "durationMs": "12.5", "extra": 1},
+                          "ttl_seconds": "3600", "custom": [1]});
+        let event = NewEvent::parse(body).unwrap();
+        assert_eq!(event.ttl_seconds, Some(3600));
+        assert_eq!(event.duration_ms, Some(12.5));
+        assert_eq!(
+            event.event,
+            json!({"reason": "LLMCallComplete", "data": {"queryId": "u", "durationMs": "12.5", "extra": 1}, "custom": [1]})
+        );
+    }
+}

@@ -1,0 +1,73 @@
+//! Handlers of `/sessions`: parse, make one store call, answer in upstream's shapes.
+
+use axum::{
+    Json,
+    extract::{Path, State},
+    http::StatusCode,
+    response::{IntoResponse, Response},
+};
+use serde_json::{Value, json};
+
+use super::{
+    model::{PostSession, SessionPage, SessionParams, WholeStore},
+    rules::SessionEvent,
+    watch,
+};
+use crate::{
+    error::ApiError,
+    http::{
+        extract::{ApiQuery, from_body, json_body},
+        params::{PageRequest, flag},
+        reply::StatusMessage,
+    },
+    state::AppState,
+};
+
+/// `GET /sessions`: the whole store; with `limit` or `cursor` a filtered, sorted page with `statusCounts`
+/// (the cursor is an offset, as upstream's); with `watch=true` an SSE feed of every session, then changes.
+pub async fn list(
+    State(state): State<AppState>,
+    ApiQuery(params): ApiQuery<SessionParams>,
+) -> Result<Response, ApiError> {
+    let filter = params.filter()?;
+    if flag("watch", params.watch.as_deref())? {
+        return Ok(watch::respond(&state, params.session_id));
+    }
+    if !params.wants_page() {
+        return Ok(Json(WholeStore(state.sessions.all().await?)).into_response());
+    }
+    let page = PageRequest::parse(params.limit.as_deref(), params.cursor.as_deref())?;
+    let (items, total, status_counts) = state.sessions.page(&filter, page.cursor, page.limit).await?;
+    let end = page.cursor.saturating_add(page.limit);
+    let has_more = end < total;
+    let next_cursor = has_more.then_some(end);
+    Ok(Json(SessionPage { items, total, has_more, next_cursor, status_counts }).into_response())
+}
+
+/// `GET /sessions/{id}`.
+pub async fn get_one(State(state): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    match state.sessions.get(&id).await? {
+        Some(entry) => Ok(Json(entry).into_response()),
+        None => Err(ApiError::NotFound("Session not found".into())),
+    }
+}
+
+/// `POST /sessions`: `{sessionId, queryName, …}` applied as an event's data would be; 201.
+pub async fn post(State(state): State<AppState>, request: axum::extract::Request) -> Result<Response, ApiError> {
+    let body: Value = json_body(request, &()).await?;
+    let PostSession { session_id } = from_body(&body)?;
+    crate::validate::key("sessionId", &session_id)?;
+    let data = body.as_object().cloned().unwrap_or_default();
+    let reason = data.get("_reason").and_then(Value::as_str).unwrap_or_default().to_owned();
+    // Upstream drops data without a query name; the session is then left as it is.
+    if let Some(event) = SessionEvent::from_data(&data, &reason) {
+        state.sessions.apply(&event).await?;
+    }
+    Ok((StatusCode::CREATED, Json(json!({"status": "success"}))).into_response())
+}
+
+/// `DELETE /sessions`.
+pub async fn purge(State(state): State<AppState>) -> Result<Json<StatusMessage>, ApiError> {
+    state.sessions.delete_all().await?;
+    Ok(Json(StatusMessage::success("Sessions purged")))
+}

@@ -1,0 +1,82 @@
+//! Events, sessions and traces across three broker processes on one database: what is written on one
+//! replica is read, watched and derived the same on every other.
+
+use serde_json::{Value, json};
+
+use crate::{
+    sessions::controller_event,
+    support::{Replica, SseReader, fresh_database},
+};
+
+async fn three_replicas() -> [Replica; 3] {
+    let url = fresh_database().await;
+    let (a, b, c) = tokio::join!(Replica::start(&url), Replica::start(&url), Replica::start(&url));
+    [a, b, c]
+}
+
+async fn post_event(client: &reqwest::Client, replica: &Replica, body: &Value) {
+    let response = client.post(replica.url("/events")).json(body).send().await.unwrap();
+    assert_eq!(response.status(), 201, "{}", replica.log());
+}
+
+#[tokio::test]
+async fn an_event_posted_to_a_is_watched_on_b_and_shapes_the_session_served_by_c() {
+    let [a, b, c] = three_replicas().await;
+    let client = reqwest::Client::new();
+    let mut all_on_b = SseReader::open(&client, &b.url("/events?watch=true")).await;
+    let mut query_on_b = SseReader::open(&client, &b.url("/events/uid-q1?watch=true")).await;
+    assert_eq!(all_on_b.next_frame().await.as_deref(), Some(": connected"));
+    assert_eq!(query_on_b.next_frame().await.as_deref(), Some(": connected"));
+
+    let event = controller_event("session-x", "q1", "QueryExecutionStart", json!({"conversationId": "c1"}));
+    post_event(&client, &a, &event).await;
+    for reader in [&mut all_on_b, &mut query_on_b] {
+        let seen: Value = serde_json::from_str(&reader.take_data(1).await[0]).unwrap();
+        assert_eq!(seen, event);
+    }
+    let session: Value = client.get(c.url("/sessions/session-x")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(session["queries"]["q1"]["phase"], "running");
+    assert_eq!(session["queries"]["q1"]["conversationId"], "c1");
+    let page: Value = client.get(c.url("/events?session_id=session-x")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(page["items"], json!([event]));
+}
+
+#[tokio::test]
+async fn a_sessions_watch_on_a_sees_the_phase_go_from_running_to_done_from_events_posted_to_b_and_c() {
+    let [a, b, c] = three_replicas().await;
+    let client = reqwest::Client::new();
+    let mut watch = SseReader::open(&client, &a.url("/sessions?watch=true")).await;
+    assert_eq!(watch.next_frame().await.as_deref(), Some(": connected"));
+
+    post_event(&client, &b, &controller_event("s", "q", "QueryExecutionStart", json!({}))).await;
+    let frame: Value = serde_json::from_str(&watch.take_data(1).await[0]).unwrap();
+    assert_eq!(
+        (frame["sessionId"].as_str(), frame["session"]["queries"]["q"]["phase"].as_str()),
+        (Some("s"), Some("running"))
+    );
+    assert_eq!(frame["session"]["status"], "active");
+
+    post_event(&client, &c, &controller_event("s", "q", "QueryExecutionComplete", json!({}))).await;
+    let frame: Value = serde_json::from_str(&watch.take_data(1).await[0]).unwrap();
+    assert_eq!(frame["session"]["queries"]["q"]["phase"], "done");
+    assert_eq!(frame["session"]["status"], "idle");
+}
+
+#[tokio::test]
+async fn concurrent_events_of_one_session_on_three_replicas_all_count() {
+    let replicas = three_replicas().await;
+    let client = reqwest::Client::new();
+    let mut writers = Vec::new();
+    for (n, replica) in replicas.iter().enumerate() {
+        for q in 0..10 {
+            let (client, url) = (client.clone(), replica.url("/events"));
+            let body = controller_event("busy", &format!("q{n}-{q}"), "QueryExecutionStart", json!({}));
+            writers.push(tokio::spawn(async move { client.post(url).json(&body).send().await.unwrap().status() }));
+        }
+    }
+    for writer in writers {
+        assert_eq!(writer.await.unwrap(), 201);
+    }
+    let session: Value = client.get(replicas[2].url("/sessions/busy")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(session["queries"].as_object().unwrap().len(), 30, "no event's change to the session was lost");
+}
