@@ -22,7 +22,7 @@ use crate::{
     error::{self, ApiError},
     events,
     http::health,
-    messages, questions, sessions, streams, ui,
+    messages, questions, sessions, streams, traces, ui,
 };
 
 /// How long shutdown waits for the chunk writer to commit what it holds.
@@ -43,6 +43,7 @@ pub fn app(state: AppState) -> Router {
         .merge(messages::router())
         .merge(events::router())
         .merge(sessions::router())
+        .merge(traces::router())
         .merge(streams::router())
         .merge(questions::router())
         .merge(ui::router())

@@ -36,5 +36,6 @@ pub mod sessions;
 pub mod state;
 pub mod streams;
 pub mod telemetry;
+pub mod traces;
 pub mod ui;
 pub mod validate;

@@ -1,4 +1,5 @@
-//! The reaper: deletes messages whose TTL has passed, expires pending questions past their expiry, prunes
+//! The reaper: deletes messages, events and spans whose TTL has passed (and the oldest events and spans
+//! beyond their caps), expires pending questions past their expiry, prunes
 //! the questions watch log and forgets day-old idempotency keys, so tables do not grow forever. Every
 //! replica runs it; `skip locked` and conditional updates keep them out of each other's way.
 
@@ -11,6 +12,7 @@ use crate::{
     idempotency::{self, store::KeyStore},
     messages::store::MessageStore,
     questions::store::QuestionStore,
+    traces::store::SpanStore,
 };
 
 /// Rows handled per statement, so one pass never holds many locks or a long transaction.
@@ -29,6 +31,10 @@ pub struct Reaper {
     pub events: EventStore,
     /// Most events kept (0: no cap).
     pub max_events: i64,
+    /// Spans.
+    pub spans: SpanStore,
+    /// Most spans kept (0: no cap).
+    pub max_spans: i64,
     /// How long watch-log rows are kept (a watch from before that gets 410 and relists).
     pub question_log_seconds: i64,
 }
@@ -53,6 +59,7 @@ impl Reaper {
         })
         .await;
         let events = drain("deleting expired events", || self.events.reap(self.max_events, BATCH)).await;
+        let spans = drain("deleting expired spans", || self.spans.reap(self.max_spans, BATCH)).await;
         let expired = drain("expiring questions", || self.questions.expire_due(BATCH)).await;
         let forgotten = drain("forgetting idempotency keys", || async {
             self.keys.delete_expired(idempotency::KEEP_SECONDS, BATCH).await.map(|n| n as usize)
@@ -65,10 +72,11 @@ impl Reaper {
                 0
             }
         };
-        if reaped + events + expired + forgotten > 0 || pruned > 0 {
+        if reaped + events + spans + expired + forgotten > 0 || pruned > 0 {
             tracing::info!(
                 messages.deleted = reaped,
                 events.deleted = events,
+                spans.deleted = spans,
                 questions.expired = expired,
                 idempotency_keys.deleted = forgotten,
                 question_events.pruned = pruned,

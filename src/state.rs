@@ -26,6 +26,7 @@ use crate::{
     retention::Reaper,
     sessions::{model::SessionChange, store::SessionStore},
     streams::{model::ChunkRow, store::ChunkStore, writer::ChunkWriter},
+    traces::{model::SpanRecord, store::SpanStore},
 };
 
 /// How long start-up waits for the LISTEN connection before giving up.
@@ -48,6 +49,8 @@ pub struct AppState {
     pub event_fanout: Fanout<EventRecord>,
     /// This replica's readers of sessions.
     pub session_fanout: Fanout<SessionChange>,
+    /// This replica's readers of spans.
+    pub span_fanout: Fanout<SpanRecord>,
     /// Whether the LISTEN connection is up.
     pub listener: ListenerStatus,
     /// Conversation memory.
@@ -58,6 +61,8 @@ pub struct AppState {
     pub events: EventStore,
     /// Sessions.
     pub sessions: SessionStore,
+    /// Spans.
+    pub spans: SpanStore,
     /// Questions.
     pub questions: QuestionStore,
     /// This replica's group-commit writer.
@@ -97,6 +102,7 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
     let questions = QuestionStore::new(pool.clone());
     let events = EventStore::new(pool.clone());
     let sessions = SessionStore::new(pool.clone());
+    let spans = SpanStore::new(pool.clone());
     let (writer, writer_task) = ChunkWriter::spawn(chunks.clone(), config.flush_max_rows as usize);
     let (chunk_fanout, message_fanout) = (Fanout::default(), Fanout::default());
     let (chunk_tail, chunk_tail_task) = tail::spawn(chunks.clone(), chunk_fanout.clone());
@@ -104,6 +110,8 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
     let (event_fanout, session_fanout) = (Fanout::default(), Fanout::default());
     let (event_tail, event_tail_task) = tail::spawn(events.clone(), event_fanout.clone());
     let (session_tail, session_tail_task) = tail::spawn(sessions.clone(), session_fanout.clone());
+    let span_fanout = Fanout::default();
+    let (span_tail, span_tail_task) = tail::spawn(spans.clone(), span_fanout.clone());
     let (question_tail, question_tail_task) = question_tail::spawn(questions.clone(), hub.clone());
     let tails: Tails = [
         (Feed::Chunks, chunk_tail),
@@ -111,6 +119,7 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
         (Feed::Questions, question_tail),
         (Feed::Events, event_tail),
         (Feed::Sessions, session_tail),
+        (Feed::Spans, span_tail),
     ]
     .into();
     let listener_task =
@@ -125,6 +134,8 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
         keys: KeyStore::new(pool.clone()),
         events: events.clone(),
         max_events: config.max_events as i64,
+        spans: spans.clone(),
+        max_spans: config.max_spans as i64,
         question_log_seconds: config.question_log_seconds as i64,
     };
     let reaper_task = tokio::spawn(reaper.run(Duration::from_secs(config.reap_interval_seconds), shutdown.clone()));
@@ -138,6 +149,7 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
         question_tail_task,
         event_tail_task,
         session_tail_task,
+        span_tail_task,
     ];
     if let Some(client) = query_status::client(&config).await {
         background.push(query_status::spawn(client, &config, pool.clone(), hub.clone(), shutdown.clone()));
@@ -150,6 +162,8 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
         sessions,
         event_fanout,
         session_fanout,
+        spans,
+        span_fanout,
         pool,
         hub,
         chunk_fanout,

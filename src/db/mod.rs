@@ -9,6 +9,7 @@ pub mod follow;
 pub mod hub;
 pub mod listener;
 pub mod tail;
+pub mod watch;
 
 use std::{str::FromStr, time::Duration};
 

@@ -10,11 +10,9 @@ use axum::{
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{
-    model::NewEvent,
-    watch::{self, Start},
-};
+use super::{model::NewEvent, watch};
 use crate::{
+    db::watch::Start,
     error::ApiError,
     http::{
         extract::{ApiQuery, json_body},

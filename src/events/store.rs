@@ -11,6 +11,7 @@ use crate::{
         feed::{Feed, FeedTx, GlobalCursor},
         follow::{BATCH, BATCH_BYTES, Page},
         tail::FeedSource,
+        watch::WatchSource,
     },
     sessions,
 };
@@ -128,35 +129,6 @@ impl EventStore {
         rows.into_iter().map(|row| Ok(record!(row))).collect()
     }
 
-    /// One query's visible events after position `after`, within the catch-up limits.
-    pub async fn query_page(&self, query_id: &str, after: i64) -> StoreResult<Page<EventRecord, i64>> {
-        let rows = sqlx::query!(
-            r#"select sequence_number, query_id, session_id, event::text as "event!", position,
-                      tx::text::bigint as "tx!", bytes, expires_at > now() as "visible!"
-               from (select *, sum(bytes) over (order by position) as running
-                     from events where query_id = $1 and position > $2 order by position limit $3) e
-               where running - bytes < $4
-               order by position"#,
-            query_id,
-            after,
-            BATCH,
-            BATCH_BYTES,
-        )
-        .fetch_all(&self.pool)
-        .await?;
-        let mut records = Vec::with_capacity(rows.len());
-        let mut hidden = Vec::new();
-        for row in rows {
-            if !row.visible {
-                hidden.push(row.position);
-            }
-            records.push(record!(row));
-        }
-        // Expired rows still move the cursor, so the page is judged on everything read.
-        let page = Page::of_key(records, after);
-        Ok(Page { rows: page.rows.into_iter().filter(|r| !hidden.contains(&r.position)).collect(), ..page })
-    }
-
     /// The whole feed's events after `after`, below the visibility horizon, within the catch-up limits.
     pub async fn global_page(&self, after: GlobalCursor) -> StoreResult<Page<EventRecord, GlobalCursor>> {
         let rows = sqlx::query!(
@@ -196,41 +168,6 @@ impl EventStore {
             });
         }
         Ok(Page::of_global(records, after, horizon))
-    }
-
-    /// A query's committed last position (0 if it has none): a live-only watch starts after it.
-    pub async fn last_position(&self, query_id: &str) -> StoreResult<i64> {
-        Ok(sqlx::query_scalar!(
-            r#"select coalesce((select last_position from event_queries where query_id = $1), 0) as "n!""#,
-            query_id
-        )
-        .fetch_one(&self.pool)
-        .await?)
-    }
-
-    /// Where a watch of one query resumed from upstream's `cursor` (an event's sequence) continues: one
-    /// query's sequence numbers rise with its positions (drawn while its counter row is held).
-    pub async fn position_after_sequence(&self, query_id: &str, sequence: i64) -> StoreResult<i64> {
-        Ok(sqlx::query_scalar!(
-            r#"select coalesce(max(position), 0) as "n!" from events where query_id = $1 and sequence_number <= $2"#,
-            query_id,
-            sequence,
-        )
-        .fetch_one(&self.pool)
-        .await?)
-    }
-
-    /// Where a global watch resumed from upstream's `cursor` continues: right after that event in global
-    /// order (see [`crate::messages::store::MessageStore::global_cursor_of`] for why this is exact).
-    pub async fn global_cursor_of(&self, sequence: i64) -> StoreResult<GlobalCursor> {
-        let row = sqlx::query!(
-            r#"select tx::text::bigint as "tx!", sequence_number from events
-               where sequence_number <= $1 order by sequence_number desc limit 1"#,
-            sequence,
-        )
-        .fetch_optional(&self.pool)
-        .await?;
-        Ok(row.map_or_else(GlobalCursor::default, |row| GlobalCursor { tx: row.tx, sequence: row.sequence_number }))
     }
 
     /// Deletes every event.
@@ -305,5 +242,71 @@ impl FeedSource for EventStore {
             .fetch_all(&self.pool)
             .await?;
         Ok(rows.into_iter().map(|row| (row.query_id, row.last_position)).collect())
+    }
+}
+
+impl WatchSource for EventStore {
+    /// A query's committed last position (0 if it has none): a live-only watch starts after it.
+    async fn last_position(&self, query_id: &str) -> StoreResult<i64> {
+        Ok(sqlx::query_scalar!(
+            r#"select coalesce((select last_position from event_queries where query_id = $1), 0) as "n!""#,
+            query_id
+        )
+        .fetch_one(&self.pool)
+        .await?)
+    }
+
+    /// Where a watch of one query resumed from upstream's `cursor` (an event's sequence) continues: one
+    /// query's sequence numbers rise with its positions (drawn while its counter row is held).
+    async fn position_after_sequence(&self, query_id: &str, sequence: i64) -> StoreResult<i64> {
+        Ok(sqlx::query_scalar!(
+            r#"select coalesce(max(position), 0) as "n!" from events where query_id = $1 and sequence_number <= $2"#,
+            query_id,
+            sequence,
+        )
+        .fetch_one(&self.pool)
+        .await?)
+    }
+
+    /// Where a global watch resumed from upstream's `cursor` continues: right after that event in global
+    /// order (see [`crate::messages::store::MessageStore::global_cursor_of`] for why this is exact).
+    async fn global_cursor_of(&self, sequence: i64) -> StoreResult<GlobalCursor> {
+        let row = sqlx::query!(
+            r#"select tx::text::bigint as "tx!", sequence_number from events
+               where sequence_number <= $1 order by sequence_number desc limit 1"#,
+            sequence,
+        )
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map_or_else(GlobalCursor::default, |row| GlobalCursor { tx: row.tx, sequence: row.sequence_number }))
+    }
+
+    /// One query's visible events after position `after`, within the catch-up limits.
+    async fn key_page(&self, query_id: &str, after: i64) -> StoreResult<Page<EventRecord, i64>> {
+        let rows = sqlx::query!(
+            r#"select sequence_number, query_id, session_id, event::text as "event!", position,
+                      tx::text::bigint as "tx!", bytes, expires_at > now() as "visible!"
+               from (select *, sum(bytes) over (order by position) as running
+                     from events where query_id = $1 and position > $2 order by position limit $3) e
+               where running - bytes < $4
+               order by position"#,
+            query_id,
+            after,
+            BATCH,
+            BATCH_BYTES,
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        let mut records = Vec::with_capacity(rows.len());
+        let mut hidden = Vec::new();
+        for row in rows {
+            if !row.visible {
+                hidden.push(row.position);
+            }
+            records.push(record!(row));
+        }
+        // Expired rows still move the cursor, so the page is judged on everything read.
+        let page = Page::of_key(records, after);
+        Ok(Page { rows: page.rows.into_iter().filter(|r| !hidden.contains(&r.position)).collect(), ..page })
     }
 }

@@ -80,3 +80,17 @@ async fn concurrent_events_of_one_session_on_three_replicas_all_count() {
     let session: Value = client.get(replicas[2].url("/sessions/busy")).send().await.unwrap().json().await.unwrap();
     assert_eq!(session["queries"].as_object().unwrap().len(), 30, "no event's change to the session was lost");
 }
+
+#[tokio::test]
+async fn spans_exported_to_b_by_the_opentelemetry_sdk_are_listed_on_c_and_watched_on_a() {
+    let [a, b, c] = three_replicas().await;
+    let client = reqwest::Client::new();
+    let mut watch = SseReader::open(&client, &a.url("/traces?watch=true&session_id=s-otel")).await;
+    assert_eq!(watch.next_frame().await.as_deref(), Some(": connected"));
+    let exported = crate::traces::export_with_the_sdk(&b.base, "protobuf", "s-otel", false).await;
+    let watched: Vec<Value> = watch.take_data(3).await.iter().map(|f| serde_json::from_str(f).unwrap()).collect();
+    let page: Value = client.get(c.url("/traces?session_id=s-otel")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(page["total"], 1);
+    assert_eq!(page["items"][0]["spans"], Value::Array(watched), "the same spans, in the same order");
+    assert_eq!(exported["exports"], 1);
+}

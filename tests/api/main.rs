@@ -21,4 +21,5 @@ mod replicas;
 mod reports;
 mod sessions;
 mod streams;
+mod traces;
 mod ui;

@@ -18,6 +18,8 @@ pub fn reaper(app: &TestApp) -> ark_broker::retention::Reaper {
         keys: ark_broker::idempotency::store::KeyStore::new(app.state.pool.clone()),
         events: app.state.events.clone(),
         max_events: 0,
+        spans: app.state.spans.clone(),
+        max_spans: 0,
         question_log_seconds: 3600,
     }
 }

@@ -1,0 +1,138 @@
+//! Handlers of `POST /v1/traces` (upstream's legacy `{"error": "…"}` bodies) and `/traces`.
+
+use std::sync::Arc;
+
+use axum::{
+    Json,
+    body::Bytes,
+    extract::{Path, State, rejection::BytesRejection},
+    http::{HeaderMap, StatusCode, header},
+    response::{IntoResponse, Response},
+};
+use futures::{
+    StreamExt,
+    stream::{self, BoxStream},
+};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{
+    model::{NewSpan, SpanRecord, Trace},
+    otlp::{self, OtlpError},
+};
+use crate::{
+    db::watch::{Start, follow_all, follow_key},
+    error::ApiError,
+    http::{
+        extract::{ApiQuery, body_rejection},
+        params::{PageRequest, flag},
+        reply::StatusMessage,
+        sse,
+    },
+    state::AppState,
+};
+
+/// The query parameters of the traces routes.
+#[derive(Debug, Default, Deserialize)]
+pub struct TraceParams {
+    limit: Option<String>,
+    cursor: Option<String>,
+    watch: Option<String>,
+    session_id: Option<String>,
+    #[serde(rename = "from-beginning")]
+    from_beginning: Option<String>,
+}
+
+/// `POST /v1/traces`: an OTLP export, protobuf or JSON (gzip-encoded or not); 200 `{}`.
+pub async fn export(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let body = body.map_err(body_rejection)?;
+    let protobuf = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("application/x-protobuf"));
+    let decoded = if protobuf { otlp::from_protobuf(&body) } else { otlp::from_json(&body) };
+    let spans = match decoded.and_then(|spans| spans.into_iter().map(NewSpan::new).collect::<Result<Vec<_>, _>>()) {
+        Ok(spans) => spans,
+        Err(error) => return Ok(legacy_error(&error)),
+    };
+    state.spans.append(&spans, state.config.span_ttl_seconds as i64).await?;
+    Ok(Json(json!({})).into_response())
+}
+
+/// Upstream's `/v1/traces` errors keep the old body `{"error": "…"}`.
+fn legacy_error(error: &OtlpError) -> Response {
+    (StatusCode::BAD_REQUEST, Json(json!({"error": error.to_string()}))).into_response()
+}
+
+/// `GET /traces`: traces newest first (by their first span's arrival), or with `watch=true` their spans as
+/// they arrive.
+pub async fn list(
+    State(state): State<AppState>,
+    ApiQuery(params): ApiQuery<TraceParams>,
+) -> Result<Response, ApiError> {
+    let page = PageRequest::parse(params.limit.as_deref(), params.cursor.as_deref())?;
+    let start = if params.cursor.is_some() { Start::After(page.cursor) } else { Start::Live };
+    if flag("watch", params.watch.as_deref())? {
+        let retry = state.config.poll_interval();
+        let spans = follow_all(state.spans.clone(), &state.span_fanout, &state.pool, start, retry).await?;
+        let session_id = params.session_id;
+        let spans = spans
+            .filter(move |span| {
+                std::future::ready(session_id.as_deref().is_none_or(|id| span.session_id.as_deref() == Some(id)))
+            })
+            .boxed();
+        return Ok(respond(&state, spans));
+    }
+    let before = if params.cursor.is_some() { page.cursor } else { i64::MAX };
+    let found = state.spans.page(params.session_id.as_deref(), before, page.limit + 1).await?;
+    let has_more = found.traces.len() as i64 > page.limit;
+    let mut traces = found.traces;
+    traces.truncate(page.limit as usize);
+    let mut body = json!({"items": traces, "total": found.total, "hasMore": has_more});
+    if has_more {
+        body["nextCursor"] = found.firsts[page.limit as usize - 1].into();
+    }
+    Ok(Json(body).into_response())
+}
+
+/// `GET /traces/{id}`: the trace, or with `watch=true` its spans (`from-beginning`, `cursor`).
+pub async fn trace(
+    State(state): State<AppState>,
+    Path(trace_id): Path<String>,
+    ApiQuery(params): ApiQuery<TraceParams>,
+) -> Result<Response, ApiError> {
+    let page = PageRequest::parse(params.limit.as_deref(), params.cursor.as_deref())?;
+    if flag("watch", params.watch.as_deref())? {
+        let start = if flag("from-beginning", params.from_beginning.as_deref())? {
+            Start::Beginning
+        } else if params.cursor.is_some() {
+            Start::After(page.cursor)
+        } else {
+            Start::Live
+        };
+        let retry = state.config.poll_interval();
+        let spans = follow_key(state.spans.clone(), &state.span_fanout, trace_id, start, retry).await?;
+        return Ok(respond(&state, spans));
+    }
+    let spans = state.spans.trace(&trace_id).await?;
+    if spans.is_empty() {
+        return Err(ApiError::NotFound("Trace not found".into()));
+    }
+    Ok(Json(Trace { trace_id, spans }).into_response())
+}
+
+fn respond(state: &AppState, spans: BoxStream<'static, Arc<SpanRecord>>) -> Response {
+    let frames = spans.map(|span| sse::data(span.span.get()));
+    let frames = stream::once(async { sse::connected() }).chain(frames);
+    sse::respond(frames, state.shutdown.clone(), Some(state.config.sse_heartbeat()))
+}
+
+/// `DELETE /traces`.
+pub async fn purge(State(state): State<AppState>) -> Result<Json<StatusMessage>, ApiError> {
+    state.spans.delete_all().await?;
+    Ok(Json(StatusMessage::success("Trace data purged")))
+}
