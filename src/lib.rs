@@ -8,13 +8,14 @@
 //! - [`http`]: extractors, paging and flag rules, SSE framing, health routes.
 //! - [`db`]: pool and migrations, the embedded server, how feeds are written without a cluster-wide lock
 //!   ([`db::feed`]), and fan-out: the one LISTEN connection per replica, each feed's tail that reads a commit
-//!   once, the in-process fan-out readers take rows from, and the reader loop ([`db::follow`]).
+//!   once, the in-process fan-out readers take rows from, the reader loop ([`db::follow`]) and where watches
+//!   start ([`db::watch`]).
 //! - [`retention`]: the reaper of expired rows.
 //! - [`idempotency`]: `Idempotency-Key` on the write routes: keys kept 24 h with the first reply.
 //! - Domains, each with its routes, model and store (the only place with SQL):
 //!   [`messages`] (upstream's Memory API), [`streams`] (LLM chunk streams), [`events`] (execution events)
-//!   and [`sessions`] (derived from events and messages by upstream's rules), [`questions`] (questions
-//!   agents ask people, with the resourceVersion watch).
+//!   and [`sessions`] (derived from events and messages by upstream's rules), [`traces`] (OTLP spans),
+//!   [`questions`] (questions agents ask people, with the resourceVersion watch).
 //! - [`mcp`]: the MCP server (`ask_question`, `list_pending_questions`, tasks in both protocol eras).
 //! - [`query_status`]: the asking Query's phase and `waitingFor` while a question waits (Kubernetes).
 //! - [`ui`]: the web page that answers questions.

@@ -73,7 +73,7 @@ async fn every_documented_report_runs_as_the_reporting_role_and_returns_what_was
     let pool = app.pool();
     seed(&pool).await;
     let reports = documented_reports();
-    assert_eq!(reports.len(), 5, "the guide documents five reports: {:?}", reports.keys());
+    assert_eq!(reports.len(), 8, "the guide documents eight reports: {:?}", reports.keys());
 
     let pending = run_as_reporting_role(&pool, &reports["pending_by_recipient"]).await;
     assert_eq!(pending.len(), 2);
@@ -113,6 +113,46 @@ async fn every_documented_report_runs_as_the_reporting_role_and_returns_what_was
     let waiting = run_as_reporting_role(&pool, &reports["waiting_queries"]).await;
     let names: Vec<&str> = waiting.iter().map(|r| r["query_name"].as_str().unwrap()).collect();
     assert_eq!(names, ["q-1", "q-2"]);
+}
+
+#[tokio::test]
+async fn the_event_and_session_reports_count_what_the_controller_posted() {
+    let app = TestApp::spawn().await;
+    let post = |reason: &'static str, query: &'static str, extra: Value| {
+        let body = crate::sessions::controller_event("session-r", query, reason, extra);
+        let (client, url) = (app.client.clone(), app.url("/events"));
+        async move { assert_eq!(client.post(url).json(&body).send().await.unwrap().status(), 201) }
+    };
+    post("QueryExecutionStart", "ok", json!({})).await;
+    post("LLMCallComplete", "ok", json!({"durationMs": "100"})).await;
+    post("LLMCallComplete", "ok", json!({"durationMs": "300.5"})).await;
+    post("QueryExecutionComplete", "ok", json!({})).await;
+    post("QueryExecutionStart", "bad", json!({})).await;
+    post("QueryExecutionComplete", "bad", json!({"error": "model unavailable"})).await;
+    let reports = documented_reports();
+    let pool = app.pool();
+
+    let reasons = run_as_reporting_role(&pool, &reports["events_per_reason_last_7_days"]).await;
+    assert_eq!(
+        reasons,
+        [
+            json!({"reason": "LLMCallComplete", "events": 2, "warnings": 0}),
+            json!({"reason": "QueryExecutionComplete", "events": 2, "warnings": 0}),
+            json!({"reason": "QueryExecutionStart", "events": 2, "warnings": 0}),
+        ]
+    );
+
+    let durations = run_as_reporting_role(&pool, &reports["llm_call_durations"]).await;
+    assert_eq!(durations.len(), 1);
+    assert_eq!((durations[0]["calls"].as_i64(), durations[0]["p50_ms"].as_f64()), (Some(2), Some(200.3)));
+
+    let failing = run_as_reporting_role(&pool, &reports["error_sessions"]).await;
+    assert_eq!(
+        failing,
+        [
+            json!({"session_id": "session-r", "error_count": 1, "failed_queries": ["bad"], "last_error": "model unavailable"})
+        ]
+    );
 }
 
 #[tokio::test]
