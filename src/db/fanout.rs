@@ -31,6 +31,31 @@ pub trait FeedRow: Send + Sync + 'static {
     fn size(&self) -> usize;
 }
 
+/// Implements [`FeedRow`] for a row type with `position`, `tx`, `sequence` and `bytes` fields, keyed by
+/// `$key` (a `String` field).
+#[macro_export]
+macro_rules! feed_row {
+    ($row:ty, $key:ident) => {
+        impl $crate::db::fanout::FeedRow for $row {
+            fn key(&self) -> &str {
+                &self.$key
+            }
+
+            fn position(&self) -> i64 {
+                self.position
+            }
+
+            fn global(&self) -> $crate::db::feed::GlobalCursor {
+                $crate::db::feed::GlobalCursor { tx: self.tx, sequence: self.sequence }
+            }
+
+            fn size(&self) -> usize {
+                self.bytes.max(0) as usize
+            }
+        }
+    };
+}
+
 /// Rows that are exactly everything in `(from, to]` of some order (a key's positions, or the global feed).
 #[derive(Debug)]
 pub struct Batch<R, C> {

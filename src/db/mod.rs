@@ -52,6 +52,11 @@ impl From<sqlx::Error> for StoreError {
 /// Result of a store call.
 pub type StoreResult<T> = Result<T, StoreError>;
 
+/// JSON text read from Postgres (`jsonb::text`), kept as it is to be sent on unchanged.
+pub fn raw_json(text: String) -> StoreResult<Box<serde_json::value::RawValue>> {
+    serde_json::value::RawValue::from_string(text).map_err(|e| StoreError::Database(sqlx::Error::Decode(Box::new(e))))
+}
+
 /// Connect options for `url`, named so connections can be told apart in `pg_stat_activity`.
 pub fn connect_options(url: &str, application_name: &str) -> Result<PgConnectOptions, sqlx::Error> {
     Ok(PgConnectOptions::from_str(url)?

@@ -7,7 +7,6 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::{
-    db::{fanout::FeedRow, feed::GlobalCursor},
     error::ApiError,
     http::extract::{from_body, json_type},
     sessions::rules::SessionEvent,
@@ -171,23 +170,7 @@ pub struct EventRecord {
     pub bytes: i32,
 }
 
-impl FeedRow for EventRecord {
-    fn key(&self) -> &str {
-        &self.query_id
-    }
-
-    fn position(&self) -> i64 {
-        self.position
-    }
-
-    fn global(&self) -> GlobalCursor {
-        GlobalCursor { tx: self.tx, sequence: self.sequence }
-    }
-
-    fn size(&self) -> usize {
-        self.bytes.max(0) as usize
-    }
-}
+crate::feed_row!(EventRecord, query_id);
 
 #[cfg(test)]
 mod tests {

@@ -1,7 +1,6 @@
 //! SQL for execution events. An event takes the next position of its query from the query's counter row
 //! (see [`crate::db::feed`]) and changes its session in the same transaction; every read hides expired rows.
 
-use serde_json::value::RawValue;
 use sqlx::PgPool;
 
 use super::model::{EventRecord, NewEvent};
@@ -10,6 +9,7 @@ use crate::{
         self, StoreError, StoreResult,
         feed::{Feed, FeedTx, GlobalCursor},
         follow::{BATCH, BATCH_BYTES, Page},
+        raw_json,
         tail::FeedSource,
         watch::WatchSource,
     },
@@ -29,7 +29,7 @@ pub struct EventStore {
 macro_rules! record {
     ($row:expr) => {
         EventRecord {
-            event: raw($row.event)?,
+            event: raw_json($row.event)?,
             query_id: $row.query_id,
             session_id: $row.session_id,
             sequence: $row.sequence_number,
@@ -38,10 +38,6 @@ macro_rules! record {
             bytes: $row.bytes,
         }
     };
-}
-
-fn raw(text: String) -> StoreResult<Box<RawValue>> {
-    RawValue::from_string(text).map_err(|e| StoreError::Database(sqlx::Error::Decode(Box::new(e))))
 }
 
 impl EventStore {
@@ -158,7 +154,7 @@ impl EventStore {
                 continue;
             };
             records.push(EventRecord {
-                event: raw(event)?,
+                event: raw_json(event)?,
                 query_id,
                 session_id: row.session_id,
                 sequence,

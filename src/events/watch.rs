@@ -5,10 +5,7 @@
 use std::sync::Arc;
 
 use axum::response::Response;
-use futures::{
-    StreamExt,
-    stream::{self, BoxStream},
-};
+use futures::{StreamExt, stream::BoxStream};
 
 use super::model::EventRecord;
 use crate::{
@@ -39,6 +36,5 @@ pub async fn all(state: &AppState, session_id: Option<String>, start: Start) -> 
 
 fn respond(state: &AppState, events: BoxStream<'static, Arc<EventRecord>>) -> Response {
     let frames = events.map(|record| sse::data(record.event.get()));
-    let frames = stream::once(async { sse::connected() }).chain(frames);
-    sse::respond(frames, state.shutdown.clone(), Some(state.config.sse_heartbeat()))
+    sse::watch(frames, state.shutdown.clone(), state.config.sse_heartbeat())
 }

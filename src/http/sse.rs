@@ -23,6 +23,14 @@ pub fn data(json: impl AsRef<str>) -> Event {
     Event::default().data(json.as_ref())
 }
 
+/// Serves a generic watch: `: connected`, then `events`, with heartbeats (upstream's framing).
+pub fn watch<S>(events: S, shutdown: CancellationToken, heartbeat: Duration) -> Response
+where
+    S: Stream<Item = Event> + Send + 'static,
+{
+    respond(stream::once(async { connected() }).chain(events), shutdown, Some(heartbeat))
+}
+
 /// Serves `events` as `text/event-stream`. With `heartbeat`, idle periods get `: heartbeat` comments.
 /// When `shutdown` fires the stream ends with a `retry:` frame instead of being cut mid-way.
 pub fn respond<S>(events: S, shutdown: CancellationToken, heartbeat: Option<Duration>) -> Response

@@ -3,11 +3,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::{
-    db::{fanout::FeedRow, feed::GlobalCursor},
-    error::ApiError,
-    validate,
-};
+use crate::{error::ApiError, validate};
 
 /// Longest `ttl_seconds` accepted (100 years); Postgres intervals overflow far beyond it.
 const MAX_TTL_SECONDS: i64 = 100 * 365 * 24 * 3600;
@@ -36,23 +32,7 @@ pub struct MessageItem {
     pub bytes: i32,
 }
 
-impl FeedRow for MessageItem {
-    fn key(&self) -> &str {
-        &self.conversation_id
-    }
-
-    fn position(&self) -> i64 {
-        self.position
-    }
-
-    fn global(&self) -> GlobalCursor {
-        GlobalCursor { tx: self.tx, sequence: self.sequence }
-    }
-
-    fn size(&self) -> usize {
-        self.bytes.max(0) as usize
-    }
-}
+crate::feed_row!(MessageItem, conversation_id);
 
 /// The body of `POST /messages`.
 #[derive(Debug, Deserialize)]

@@ -4,7 +4,7 @@
 //! [`crate::db::feed`]), so a message that commits late is never skipped.
 
 use axum::response::Response;
-use futures::{StreamExt, stream};
+use futures::StreamExt;
 
 use super::model::{MessageFilter, MessageItem};
 use crate::{
@@ -55,6 +55,5 @@ pub async fn respond(state: &AppState, filter: MessageFilter, resume_after: Opti
     let items = items
         .filter(move |item| std::future::ready(filter.matches(item)))
         .map(|item| sse::data(serde_json::to_string(&*item).unwrap_or_default()));
-    let events = stream::once(async { sse::connected() }).chain(items);
-    Ok(sse::respond(events, state.shutdown.clone(), Some(state.config.sse_heartbeat())))
+    Ok(sse::watch(items, state.shutdown.clone(), state.config.sse_heartbeat()))
 }

@@ -4,7 +4,7 @@
 //! (`Last-Event-ID` works the same); a version older than the log keeps gets 410 so the client relists.
 
 use axum::response::{Response, sse::Event};
-use futures::{StreamExt, stream};
+use futures::StreamExt;
 
 use super::store::QuestionFilter;
 use crate::{
@@ -43,8 +43,7 @@ pub async fn respond(state: &AppState, filter: QuestionFilter, from: Option<i64>
         .map(|change| {
             Event::default().event(change.kind).id(change.version.to_string()).data(change.question.to_string())
         });
-    let events = stream::once(async { sse::connected() }).chain(changes);
-    Ok(sse::respond(events, state.shutdown.clone(), Some(state.config.sse_heartbeat())))
+    Ok(sse::watch(changes, state.shutdown.clone(), state.config.sse_heartbeat()))
 }
 
 /// Recipient and sender never change, so filtering on them is exact. A status filter is not applied to a

@@ -4,7 +4,7 @@
 //! catch-up read delivers every session once, and a later change moves it past the reader's cursor again.
 
 use axum::response::Response;
-use futures::{StreamExt, stream};
+use futures::StreamExt;
 
 use super::model::SessionChange;
 use crate::{
@@ -30,6 +30,5 @@ pub fn respond(state: &AppState, session_id: Option<String>) -> Response {
     )
     .filter(move |change| std::future::ready(session_id.as_deref().is_none_or(|id| id == change.session_id)))
     .map(|change| sse::data(&change.frame));
-    let events = stream::once(async { sse::connected() }).chain(changes);
-    sse::respond(events, state.shutdown.clone(), Some(state.config.sse_heartbeat()))
+    sse::watch(changes, state.shutdown.clone(), state.config.sse_heartbeat())
 }

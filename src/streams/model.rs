@@ -4,10 +4,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::value::RawValue;
 
-use crate::{
-    db::{fanout::FeedRow, feed::GlobalCursor},
-    http::reply::iso_timestamp,
-};
+use crate::http::reply::iso_timestamp;
 
 /// What the completion marker's chunk reads as in raw pages and the global watch.
 pub const DONE: &str = "[DONE]";
@@ -33,23 +30,7 @@ pub struct ChunkRow {
     pub bytes: i32,
 }
 
-impl FeedRow for ChunkRow {
-    fn key(&self) -> &str {
-        &self.stream_id
-    }
-
-    fn position(&self) -> i64 {
-        self.position
-    }
-
-    fn global(&self) -> GlobalCursor {
-        GlobalCursor { tx: self.tx, sequence: self.sequence }
-    }
-
-    fn size(&self) -> usize {
-        self.bytes.max(0) as usize
-    }
-}
+crate::feed_row!(ChunkRow, stream_id);
 
 /// Upstream's raw item `{"sequenceNumber","timestamp","data":{"queryId","chunk"[,"complete"]}}`.
 #[derive(Debug, Serialize)]

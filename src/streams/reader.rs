@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use axum::response::{Response, sse::Event};
-use futures::{StreamExt, stream};
+use futures::StreamExt;
 use tokio::time::Instant;
 
 use super::model::{ChunkRow, DONE};
@@ -90,8 +90,7 @@ pub async fn feed_response(state: &AppState) -> Result<Response, ApiError> {
         follow(subscription, start.cursor(), state.config.poll_interval(), read, <ChunkRow as FeedRow>::global)
             .filter(move |row| std::future::ready(start.is_new(row.tx)))
             .map(|row| feed_event(&row));
-    let events = stream::once(async { sse::connected() }).chain(chunks);
-    Ok(sse::respond(events, state.shutdown.clone(), Some(state.config.sse_heartbeat())))
+    Ok(sse::watch(chunks, state.shutdown.clone(), state.config.sse_heartbeat()))
 }
 
 fn feed_event(row: &ChunkRow) -> Event {

@@ -6,10 +6,7 @@ use serde::Serialize;
 use serde_json::{Value, value::RawValue};
 
 use super::otlp::OtlpError;
-use crate::{
-    db::{fanout::FeedRow, feed::GlobalCursor},
-    validate,
-};
+use crate::validate;
 
 /// A span about to be stored.
 #[derive(Debug, Clone)]
@@ -96,23 +93,7 @@ pub struct SpanRecord {
     pub bytes: i32,
 }
 
-impl FeedRow for SpanRecord {
-    fn key(&self) -> &str {
-        &self.trace_id
-    }
-
-    fn position(&self) -> i64 {
-        self.position
-    }
-
-    fn global(&self) -> GlobalCursor {
-        GlobalCursor { tx: self.tx, sequence: self.sequence }
-    }
-
-    fn size(&self) -> usize {
-        self.bytes.max(0) as usize
-    }
-}
+crate::feed_row!(SpanRecord, trace_id);
 
 /// A trace as `/traces` serves it.
 #[derive(Debug, Serialize)]

@@ -9,10 +9,7 @@ use axum::{
     http::{HeaderMap, StatusCode, header},
     response::{IntoResponse, Response},
 };
-use futures::{
-    StreamExt,
-    stream::{self, BoxStream},
-};
+use futures::{StreamExt, stream::BoxStream};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -127,8 +124,7 @@ pub async fn trace(
 
 fn respond(state: &AppState, spans: BoxStream<'static, Arc<SpanRecord>>) -> Response {
     let frames = spans.map(|span| sse::data(span.span.get()));
-    let frames = stream::once(async { sse::connected() }).chain(frames);
-    sse::respond(frames, state.shutdown.clone(), Some(state.config.sse_heartbeat()))
+    sse::watch(frames, state.shutdown.clone(), state.config.sse_heartbeat())
 }
 
 /// `DELETE /traces`.

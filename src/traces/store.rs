@@ -1,7 +1,6 @@
 //! SQL for spans. One export request is one transaction: each trace it touches takes its next positions
 //! from the trace's counter row (see [`crate::db::feed`]); every read hides expired spans.
 
-use serde_json::value::RawValue;
 use sqlx::PgPool;
 
 use super::model::{NewSpan, SpanRecord, Trace};
@@ -9,6 +8,7 @@ use crate::db::{
     self, StoreError, StoreResult,
     feed::{Feed, FeedTx, GlobalCursor},
     follow::{BATCH, BATCH_BYTES, Page},
+    raw_json,
     tail::FeedSource,
     watch::WatchSource,
 };
@@ -37,7 +37,7 @@ pub struct TracePage {
 macro_rules! record {
     ($row:expr) => {
         SpanRecord {
-            span: raw($row.span)?,
+            span: raw_json($row.span)?,
             trace_id: $row.trace_id,
             session_id: $row.session_id,
             sequence: $row.sequence_number,
@@ -46,10 +46,6 @@ macro_rules! record {
             bytes: $row.bytes,
         }
     };
-}
-
-fn raw(text: String) -> StoreResult<Box<RawValue>> {
-    RawValue::from_string(text).map_err(|e| StoreError::Database(sqlx::Error::Decode(Box::new(e))))
 }
 
 impl SpanStore {
@@ -162,14 +158,14 @@ impl SpanStore {
         let mut traces: Vec<Trace> = ids.into_iter().map(|trace_id| Trace { trace_id, spans: Vec::new() }).collect();
         for row in rows {
             if let Some(trace) = traces.iter_mut().find(|t| t.trace_id == row.trace_id) {
-                trace.spans.push(raw(row.span)?);
+                trace.spans.push(raw_json(row.span)?);
             }
         }
         Ok(TracePage { traces, total, firsts })
     }
 
     /// One trace's visible spans, in the order they arrived.
-    pub async fn trace(&self, trace_id: &str) -> StoreResult<Vec<Box<RawValue>>> {
+    pub async fn trace(&self, trace_id: &str) -> StoreResult<Vec<Box<serde_json::value::RawValue>>> {
         let rows = sqlx::query_scalar!(
             r#"select span::text as "span!" from spans where trace_id = $1 and expires_at > now()
                order by sequence_number"#,
@@ -177,7 +173,7 @@ impl SpanStore {
         )
         .fetch_all(&self.pool)
         .await?;
-        rows.into_iter().map(raw).collect()
+        rows.into_iter().map(raw_json).collect()
     }
 
     /// Deletes every span.
@@ -261,7 +257,7 @@ impl FeedSource for SpanStore {
                 continue;
             };
             records.push(SpanRecord {
-                span: raw(span)?,
+                span: raw_json(span)?,
                 trace_id,
                 session_id: row.session_id,
                 sequence,

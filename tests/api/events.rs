@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{SseReader, TestApp, ark_api::ArkApiProxy};
+use crate::support::{SseReader, TestApp, ark_api::ArkApiProxy, json_of};
 
 /// An event as the Go emitter sends it: every `data` value a string.
 fn event(query_uid: &str, reason: &str, session: &str) -> Value {
@@ -21,11 +21,6 @@ pub async fn post_event(app: &TestApp, body: &Value) {
     let response = app.post_json("/events", body).await;
     assert_eq!(response.status(), 201, "the controller's emitter requires exactly 201");
     assert_eq!(response.json::<Value>().await.unwrap(), json!({"status": "success"}));
-}
-
-async fn json_of(response: reqwest::Response) -> (u16, Value) {
-    let status = response.status().as_u16();
-    (status, response.json().await.expect("a JSON body"))
 }
 
 #[tokio::test]

@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{SseReader, TestApp};
+use crate::support::{SseReader, TestApp, json_of};
 
 async fn append(app: &TestApp, conversation: &str, query: &str, messages: Value) {
     let body = json!({"conversation_id": conversation, "query_id": query, "messages": messages});
@@ -22,11 +22,6 @@ pub fn reaper(app: &TestApp) -> ark_broker::retention::Reaper {
         max_spans: 0,
         question_log_seconds: 3600,
     }
-}
-
-async fn json_of(response: reqwest::Response) -> (u16, Value) {
-    let status = response.status().as_u16();
-    (status, response.json().await.expect("a JSON body"))
 }
 
 #[tokio::test]

@@ -2,12 +2,7 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{Replica, SseReader, TestApp, fresh_database};
-
-async fn json_of(response: reqwest::Response) -> (u16, Value) {
-    let status = response.status().as_u16();
-    (status, response.json().await.expect("a JSON body"))
-}
+use crate::support::{Replica, SseReader, TestApp, fresh_database, json_of};
 
 fn new_question(content: &str) -> Value {
     json!({"sender": "ark://agents/reviewer", "recipient": "ark://users/dave", "content": content})

@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use crate::{
     events::post_event,
-    support::{SseReader, TestApp, ark_api::ArkApiProxy},
+    support::{SseReader, TestApp, ark_api::ArkApiProxy, json_of},
 };
 
 /// The controller's six reasons for one query, with string-valued data, in order.
@@ -25,11 +25,6 @@ pub fn controller_event(session: &str, name: &str, reason: &str, extra: Value) -
     data.as_object_mut().unwrap().extend(extra.as_object().cloned().unwrap_or_default());
     json!({"timestamp": chrono::Utc::now().to_rfc3339(), "eventType": "Normal", "reason": reason,
            "message": reason, "data": data})
-}
-
-async fn json_of(response: reqwest::Response) -> (u16, Value) {
-    let status = response.status().as_u16();
-    (status, response.json().await.expect("a JSON body"))
 }
 
 #[tokio::test]

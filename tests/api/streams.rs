@@ -3,15 +3,10 @@
 use std::convert::Infallible;
 
 use bytes::Bytes;
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::sync::mpsc;
 
-use crate::support::{SseReader, TestApp, within};
-
-async fn json_of(response: reqwest::Response) -> (u16, Value) {
-    let status = response.status().as_u16();
-    (status, response.json().await.expect("a JSON body"))
-}
+use crate::support::{SseReader, TestApp, json_of, within};
 
 /// A chunked request body the test writes line by line while the request is open.
 fn open_body() -> (mpsc::Sender<Result<Bytes, Infallible>>, reqwest::Body) {

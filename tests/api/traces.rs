@@ -5,7 +5,7 @@
 use base64::{Engine, engine::general_purpose::STANDARD};
 use serde_json::{Value, json};
 
-use crate::support::{SseReader, TestApp, within};
+use crate::support::{SseReader, TestApp, json_of, within};
 
 /// Runs `tests/otel/export_trace.py` against `base`; returns what the SDK says it exported.
 pub async fn export_with_the_sdk(base: &str, encoding: &str, session: &str, gzip: bool) -> Value {
@@ -31,11 +31,6 @@ fn b64(hex: &str) -> String {
 /// A path segment for a trace id (base64 ids hold `/` and `+`).
 fn segment(id: &str) -> String {
     id.replace('+', "%2B").replace('/', "%2F").replace('=', "%3D")
-}
-
-async fn json_of(response: reqwest::Response) -> (u16, Value) {
-    let status = response.status().as_u16();
-    (status, response.json().await.expect("a JSON body"))
 }
 
 #[tokio::test]

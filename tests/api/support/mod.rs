@@ -16,6 +16,12 @@ pub use test_app::TestApp;
 
 use std::time::Duration;
 
+/// A response's status and JSON body.
+pub async fn json_of(response: reqwest::Response) -> (u16, serde_json::Value) {
+    let status = response.status().as_u16();
+    (status, response.json().await.expect("a JSON body"))
+}
+
 /// Upper bound for anything a test awaits; a hang fails the test instead of stalling the suite.
 pub const PATIENCE: Duration = Duration::from_secs(20);
 
