@@ -13,7 +13,7 @@ use crate::{
         tail::FeedSource,
         watch::WatchSource,
     },
-    sessions,
+    sessions::store as session_store,
 };
 
 /// How often an append retries when a writer with a later transaction id wrote the query's events first.
@@ -88,7 +88,7 @@ impl EventStore {
             }
             tx.wrote();
             if let Some(session_event) = &session_event {
-                sessions::store::apply_event(tx.conn(), session_event).await?;
+                session_store::apply_event(tx.conn(), session_event).await?;
                 tx.also_wrote(Feed::Sessions);
             }
             return tx.commit().await;

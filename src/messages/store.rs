@@ -15,7 +15,7 @@ use crate::{
     },
     http::reply::iso_timestamp,
     idempotency::{self, IdempotencyKey, KeyState, Scope, StoredReply},
-    sessions,
+    sessions::store as session_store,
 };
 
 /// How often an append retries when a writer with a later transaction id wrote the conversation first.
@@ -115,7 +115,7 @@ impl MessageStore {
             if claimed.is_some() {
                 tx.wrote();
                 // Upstream: a message of a query some session knows is activity of that session.
-                if sessions::store::apply_message(tx.conn(), query_id, conversation_id).await? {
+                if session_store::apply_message(tx.conn(), query_id, conversation_id).await? {
                     tx.also_wrote(Feed::Sessions);
                 }
                 tx.commit().await?;
