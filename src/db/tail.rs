@@ -120,8 +120,14 @@ impl<S: FeedSource> Tail<S> {
     async fn advance_global(&mut self) -> StoreResult<()> {
         let mut cursor = match self.global {
             Some(cursor) => cursor,
-            // Readers that start earlier than this catch up by themselves.
-            None => *self.global.insert(GlobalCursor::horizon(self.source.horizon().await?)),
+            None => {
+                // The tail starts following at today's horizon. Readers that started earlier (their cursor
+                // is lower) must hear that, even if nothing more is ever written: an empty batch from here
+                // sends them to catch up from Postgres, which has what committed before this point.
+                let start = GlobalCursor::horizon(self.source.horizon().await?);
+                self.fanout.dispatch_global(Batch::new(start, start, Vec::new()));
+                *self.global.insert(start)
+            }
         };
         loop {
             let page = self.source.global_page(cursor).await?;
@@ -198,7 +204,7 @@ mod tests {
         }
 
         async fn horizon(&self) -> StoreResult<i64> {
-            Ok(0)
+            Ok(5)
         }
 
         async fn key_heads(&self, keys: &[String]) -> StoreResult<Vec<(String, i64)>> {
@@ -209,6 +215,23 @@ mod tests {
 
     fn lagged(subscription: &mut crate::db::fanout::Subscription<Row, i64>) -> bool {
         matches!(subscription.next().now_or_never(), Some(Delivery::Lagged))
+    }
+
+    #[tokio::test]
+    async fn a_tail_that_starts_following_the_feed_tells_earlier_global_readers_to_catch_up() {
+        let fanout = Fanout::default();
+        let mut reader = fanout.subscribe_global();
+        // The reader started at horizon 3; a transaction committed, and the horizon is 5 when the tail begins.
+        let heads = Heads(Mutex::new(VecDeque::new()));
+        let mut tail = Tail { source: heads, fanout, global: None, heads: HashMap::new() };
+        tail.step(&[4], false, false).await;
+        match reader.next().now_or_never() {
+            Some(Delivery::Batch(batch)) => {
+                assert_eq!((batch.from, batch.to), (GlobalCursor::horizon(5), GlobalCursor::horizon(5)));
+                assert!(batch.rows.is_empty(), "only where the tail starts, so a reader below it catches up");
+            }
+            other => panic!("the reader must hear where the tail starts, got {:?}", other.map(|_| ())),
+        }
     }
 
     #[tokio::test]
