@@ -26,6 +26,18 @@ pub enum Start {
     After(i64),
 }
 
+impl Start {
+    /// Upstream's watch parameters: `from-beginning=true` replays everything, else `cursor` resumes after that
+    /// row, else only what comes next.
+    pub fn of(from_beginning: bool, cursor: Option<i64>) -> Self {
+        match (from_beginning, cursor) {
+            (true, _) => Start::Beginning,
+            (false, Some(sequence)) => Start::After(sequence),
+            (false, None) => Start::Live,
+        }
+    }
+}
+
 /// A feed with per-key positions that watches can resume by sequence number.
 pub trait WatchSource: FeedSource + Clone {
     /// A key's committed last position (0 if it has none).

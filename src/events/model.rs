@@ -84,9 +84,10 @@ impl NewEvent {
         if let Some(data) = body.get("data").filter(|data| !data.is_object()) {
             return Err(ApiError::Validation(format!("data: expected object, received {}", json_type(data))));
         }
-        let object = body.as_object_mut().expect("checked to be an object");
-        let ttl_seconds = object.remove("ttl_seconds").map(ttl).transpose()?.flatten();
-        let data = object.get("data").and_then(Value::as_object).expect("checked to be an object");
+        // Stored and served without it, as upstream does.
+        let ttl_seconds = body.as_object_mut().expect("checked to be an object").remove("ttl_seconds");
+        let ttl_seconds = ttl_seconds.map(ttl).transpose()?.flatten();
+        let data = body["data"].as_object().expect("checked to be an object");
         let text = |key: &str| data.get(key).and_then(Value::as_str).map(str::to_owned);
         let query_id = text("queryId").unwrap_or_default();
         if query_id.is_empty() {
@@ -107,8 +108,6 @@ impl NewEvent {
         if validate::contains_nul(&body) {
             return Err(ApiError::Validation("body: text must not contain the NUL character (\\u0000)".into()));
         }
-        let data = body["data"].as_object().expect("checked to be an object");
-        let text = |key: &str| data.get(key).and_then(Value::as_str).map(str::to_owned);
         let top = |key: &str| body.get(key).and_then(Value::as_str).map(str::to_owned);
         Ok(NewEvent {
             query_name: text("queryName"),

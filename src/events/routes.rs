@@ -7,43 +7,18 @@ use axum::{
     http::StatusCode,
     response::{IntoResponse, Response},
 };
-use serde::Deserialize;
 use serde_json::json;
 
 use super::{model::NewEvent, watch};
 use crate::{
-    db::watch::Start,
     error::ApiError,
     http::{
         extract::{ApiQuery, json_body},
-        params::{Page, PageRequest, flag},
+        params::{FeedParams, Page, PageRequest, flag},
         reply::StatusMessage,
     },
     state::AppState,
 };
-
-/// The query parameters of the events routes.
-#[derive(Debug, Default, Deserialize)]
-pub struct EventParams {
-    limit: Option<String>,
-    cursor: Option<String>,
-    watch: Option<String>,
-    session_id: Option<String>,
-    #[serde(rename = "from-beginning")]
-    from_beginning: Option<String>,
-}
-
-impl EventParams {
-    fn start(&self, cursor: i64) -> Result<Start, ApiError> {
-        Ok(if flag("from-beginning", self.from_beginning.as_deref())? {
-            Start::Beginning
-        } else if self.cursor.is_some() {
-            Start::After(cursor)
-        } else {
-            Start::Live
-        })
-    }
-}
 
 /// `POST /events`: stores the event and applies it to its session; 201.
 pub async fn append(State(state): State<AppState>, request: Request) -> Result<Response, ApiError> {
@@ -53,13 +28,10 @@ pub async fn append(State(state): State<AppState>, request: Request) -> Result<R
 }
 
 /// `GET /events`: a page (optionally of one session), or with `watch=true` an SSE feed.
-pub async fn list(
-    State(state): State<AppState>,
-    ApiQuery(params): ApiQuery<EventParams>,
-) -> Result<Response, ApiError> {
+pub async fn list(State(state): State<AppState>, ApiQuery(params): ApiQuery<FeedParams>) -> Result<Response, ApiError> {
     let page = PageRequest::parse(params.limit.as_deref(), params.cursor.as_deref())?;
     if flag("watch", params.watch.as_deref())? {
-        let start = params.start(page.cursor)?;
+        let start = params.start(page)?;
         return watch::all(&state, params.session_id, start).await;
     }
     let records = state.events.list(params.session_id.as_deref(), None, page.cursor, page.limit + 1).await?;
@@ -70,11 +42,11 @@ pub async fn list(
 pub async fn query(
     State(state): State<AppState>,
     Path(query_id): Path<String>,
-    ApiQuery(params): ApiQuery<EventParams>,
+    ApiQuery(params): ApiQuery<FeedParams>,
 ) -> Result<Response, ApiError> {
     let page = PageRequest::parse(params.limit.as_deref(), params.cursor.as_deref())?;
     if flag("watch", params.watch.as_deref())? {
-        let start = params.start(page.cursor)?;
+        let start = params.start(page)?;
         return watch::query(&state, query_id, start).await;
     }
     let records = state.events.list(None, Some(&query_id), page.cursor, page.limit + 1).await?;

@@ -265,7 +265,7 @@ impl WatchSource for EventStore {
     }
 
     /// Where a global watch resumed from upstream's `cursor` continues: right after that event in global
-    /// order (see [`crate::messages::store::MessageStore::global_cursor_of`] for why this is exact).
+    /// order (see [`WatchSource::global_cursor_of`] for why this is exact).
     async fn global_cursor_of(&self, sequence: i64) -> StoreResult<GlobalCursor> {
         let row = sqlx::query!(
             r#"select tx::text::bigint as "tx!", sequence_number from events
@@ -293,16 +293,12 @@ impl WatchSource for EventStore {
         )
         .fetch_all(&self.pool)
         .await?;
-        let mut records = Vec::with_capacity(rows.len());
-        let mut hidden = Vec::new();
-        for row in rows {
-            if !row.visible {
-                hidden.push(row.position);
-            }
-            records.push(record!(row));
-        }
-        // Expired rows still move the cursor, so the page is judged on everything read.
-        let page = Page::of_key(records, after);
-        Ok(Page { rows: page.rows.into_iter().filter(|r| !hidden.contains(&r.position)).collect(), ..page })
+        let visible: Vec<bool> = rows.iter().map(|row| row.visible).collect();
+        let records = rows.into_iter().map(|row| Ok(record!(row))).collect::<StoreResult<Vec<_>>>()?;
+        // Expired rows still move the cursor, so the page is judged on everything read, then they go.
+        let mut page = Page::of_key(records, after);
+        let mut visible = visible.into_iter();
+        page.rows.retain(|_| visible.next().unwrap_or(true));
+        Ok(page)
     }
 }

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::ApiError;
+use crate::{db::watch::Start, error::ApiError};
 
 /// Default page size when `limit` is absent.
 pub const DEFAULT_LIMIT: i64 = 100;
@@ -97,6 +97,30 @@ pub struct ListParams {
     pub conversation_id: Option<String>,
     /// Filter on a query (messages only).
     pub query_id: Option<String>,
+}
+
+/// The parameters of the event and trace routes: a page, or a watch with upstream's start parameters.
+#[derive(Debug, Default, Deserialize)]
+pub struct FeedParams {
+    /// Page size.
+    pub limit: Option<String>,
+    /// Exclusive cursor (a sequence number).
+    pub cursor: Option<String>,
+    /// `true` switches to SSE.
+    pub watch: Option<String>,
+    /// Only this session.
+    pub session_id: Option<String>,
+    /// `true` replays everything kept (watches of one query or trace).
+    #[serde(rename = "from-beginning")]
+    pub from_beginning: Option<String>,
+}
+
+impl FeedParams {
+    /// Where a watch starts: `from-beginning=true`, else after `cursor`, else live.
+    pub fn start(&self, page: PageRequest) -> Result<Start, ApiError> {
+        let from_beginning = flag("from-beginning", self.from_beginning.as_deref())?;
+        Ok(Start::of(from_beginning, self.cursor.is_some().then_some(page.cursor)))
+    }
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ use crate::{
         feed::{Feed, FeedTx, GlobalCursor},
         follow::{BATCH, BATCH_BYTES, Page},
         tail::FeedSource,
+        watch::WatchSource,
     },
     http::reply::iso_timestamp,
     idempotency::{self, IdempotencyKey, KeyState, Scope, StoredReply},
@@ -152,36 +153,6 @@ impl MessageStore {
         Ok(rows.into_iter().map(|row| item!(row)).collect())
     }
 
-    /// One conversation's visible messages after position `after` (optionally of one query), within the
-    /// catch-up limits.
-    pub async fn conversation_page(
-        &self,
-        conversation_id: &str,
-        query_id: Option<&str>,
-        after: i64,
-    ) -> StoreResult<Page<MessageItem, i64>> {
-        let rows = sqlx::query!(
-            r#"select sequence_number, conversation_id, query_id, message, created_at, position,
-                      tx::text::bigint as "tx!", bytes
-               from (select *, sum(bytes) over (order by position) as running
-                     from messages where conversation_id = $1 and position > $2 order by position limit $3) m
-               where running - bytes < $4
-               order by position"#,
-            conversation_id,
-            after,
-            BATCH,
-            BATCH_BYTES,
-        )
-        .fetch_all(&self.pool)
-        .await?;
-        // Filtered after the limits, so the page's cursor still moves past rows that do not match.
-        let page = Page::of_key(rows.into_iter().map(|row| item!(row)).collect(), after);
-        Ok(Page {
-            rows: page.rows.into_iter().filter(|item| query_id.is_none_or(|q| q == item.query_id)).collect(),
-            ..page
-        })
-    }
-
     /// The whole feed's messages after `after`, below the visibility horizon, within the catch-up limits.
     pub async fn global_page(&self, after: GlobalCursor) -> StoreResult<Page<MessageItem, GlobalCursor>> {
         let rows = sqlx::query!(
@@ -222,44 +193,6 @@ impl MessageStore {
         Ok(Page::of_global(items, after, horizon))
     }
 
-    /// A conversation's committed last position (0 if it has none): a live-only watch starts after it.
-    pub async fn last_position(&self, conversation_id: &str) -> StoreResult<i64> {
-        Ok(sqlx::query_scalar!(
-            r#"select coalesce((select last_position from conversations where conversation_id = $1), 0) as "n!""#,
-            conversation_id
-        )
-        .fetch_one(&self.pool)
-        .await?)
-    }
-
-    /// Where a watch resumed from upstream's `cursor` (a message's sequence) continues within a
-    /// conversation: one conversation's sequence numbers rise with its positions, because a writer draws them
-    /// only after it holds the conversation's counter row.
-    pub async fn position_after_sequence(&self, conversation_id: &str, sequence: i64) -> StoreResult<i64> {
-        Ok(sqlx::query_scalar!(
-            r#"select coalesce(max(position), 0) as "n!" from messages
-               where conversation_id = $1 and sequence_number <= $2"#,
-            conversation_id,
-            sequence,
-        )
-        .fetch_one(&self.pool)
-        .await?)
-    }
-
-    /// Where a global watch resumed from upstream's `cursor` continues: right after that message in global
-    /// order `(tx, sequence)`. Everything before it in that order was below the horizon when it was sent,
-    /// so the resume repeats and skips nothing. A message that is gone (deleted or expired) resumes after
-    /// the last earlier message that is still there.
-    pub async fn global_cursor_of(&self, sequence: i64) -> StoreResult<GlobalCursor> {
-        let row = sqlx::query!(
-            r#"select tx::text::bigint as "tx!", sequence_number from messages
-               where sequence_number <= $1 order by sequence_number desc limit 1"#,
-            sequence,
-        )
-        .fetch_optional(&self.pool)
-        .await?;
-        Ok(row.map_or_else(GlobalCursor::default, |row| GlobalCursor { tx: row.tx, sequence: row.sequence_number }))
-    }
     /// Conversation ids that still have visible messages, in order of first appearance.
     pub async fn conversation_ids(&self) -> StoreResult<Vec<String>> {
         Ok(sqlx::query_scalar!(
@@ -360,5 +293,65 @@ impl FeedSource for MessageStore {
         .fetch_all(&self.pool)
         .await?;
         Ok(rows.into_iter().map(|row| (row.conversation_id, row.last_position)).collect())
+    }
+}
+
+impl WatchSource for MessageStore {
+    /// A conversation's committed last position (0 if it has none): a live-only watch starts after it.
+    async fn last_position(&self, conversation_id: &str) -> StoreResult<i64> {
+        Ok(sqlx::query_scalar!(
+            r#"select coalesce((select last_position from conversations where conversation_id = $1), 0) as "n!""#,
+            conversation_id
+        )
+        .fetch_one(&self.pool)
+        .await?)
+    }
+
+    /// Where a watch resumed from upstream's `cursor` (a message's sequence) continues within a
+    /// conversation: one conversation's sequence numbers rise with its positions, because a writer draws them
+    /// only after it holds the conversation's counter row.
+    async fn position_after_sequence(&self, conversation_id: &str, sequence: i64) -> StoreResult<i64> {
+        Ok(sqlx::query_scalar!(
+            r#"select coalesce(max(position), 0) as "n!" from messages
+               where conversation_id = $1 and sequence_number <= $2"#,
+            conversation_id,
+            sequence,
+        )
+        .fetch_one(&self.pool)
+        .await?)
+    }
+
+    /// Where a global watch resumed from upstream's `cursor` continues: right after that message in global
+    /// order `(tx, sequence)`. Everything before it in that order was below the horizon when it was sent,
+    /// so the resume repeats and skips nothing. A message that is gone (deleted or expired) resumes after
+    /// the last earlier message that is still there.
+    async fn global_cursor_of(&self, sequence: i64) -> StoreResult<GlobalCursor> {
+        let row = sqlx::query!(
+            r#"select tx::text::bigint as "tx!", sequence_number from messages
+               where sequence_number <= $1 order by sequence_number desc limit 1"#,
+            sequence,
+        )
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map_or_else(GlobalCursor::default, |row| GlobalCursor { tx: row.tx, sequence: row.sequence_number }))
+    }
+
+    /// One conversation's messages after position `after`, within the catch-up limits.
+    async fn key_page(&self, conversation_id: &str, after: i64) -> StoreResult<Page<MessageItem, i64>> {
+        let rows = sqlx::query!(
+            r#"select sequence_number, conversation_id, query_id, message, created_at, position,
+                      tx::text::bigint as "tx!", bytes
+               from (select *, sum(bytes) over (order by position) as running
+                     from messages where conversation_id = $1 and position > $2 order by position limit $3) m
+               where running - bytes < $4
+               order by position"#,
+            conversation_id,
+            after,
+            BATCH,
+            BATCH_BYTES,
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(Page::of_key(rows.into_iter().map(|row| item!(row)).collect(), after))
     }
 }

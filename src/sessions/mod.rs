@@ -2,6 +2,7 @@
 //! upstream's rules ([`rules`]) but kept in Postgres and changed in the writer's transaction, so every
 //! replica serves the same sessions and a `watch` on any replica sees changes written on any other.
 
+pub mod event;
 pub mod model;
 mod routes;
 pub mod rules;

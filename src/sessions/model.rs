@@ -8,7 +8,7 @@ use super::rules::{ConversationSummary, Participant, Phase, QueryState, SessionS
 use crate::{
     db::{fanout::FeedRow, feed::GlobalCursor},
     error::ApiError,
-    http::reply::iso_timestamp,
+    http::{params::Page, reply::iso_timestamp},
 };
 
 /// A session as upstream serves it.
@@ -129,21 +129,26 @@ impl Serialize for WholeStore {
     }
 }
 
-/// A page of sessions: upstream's envelope with `statusCounts`; `nextCursor` is an offset.
+/// How many sessions match a page's filters, in total and per status.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct StatusCounts {
+    /// Sessions with a query pending or running.
+    pub active: i64,
+    /// Sessions at rest.
+    pub idle: i64,
+    /// Sessions whose latest query failed.
+    pub error: i64,
+}
+
+/// A page of sessions: upstream's envelope (`nextCursor` is an offset here) with `statusCounts`.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct SessionPage<C> {
-    /// The sessions of the page.
-    pub items: Vec<SessionEntry>,
-    /// How many match the filters.
-    pub total: i64,
-    /// Whether more follow.
-    pub has_more: bool,
-    /// The offset of the next page, when there is one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub next_cursor: Option<i64>,
+pub struct SessionPage {
+    /// The sessions, `total` matching, and where the next page starts.
+    #[serde(flatten)]
+    pub page: Page<SessionEntry>,
     /// How many of the matching sessions have each status.
-    pub status_counts: C,
+    pub status_counts: StatusCounts,
 }
 
 /// A changed session as the watch sends it, serialised once when the replica reads it:

@@ -17,7 +17,7 @@ use crate::{
     error::ApiError,
     http::{
         extract::{ApiQuery, from_body, json_body},
-        params::{PageRequest, flag},
+        params::{Page, PageRequest, flag},
         reply::StatusMessage,
     },
     state::AppState,
@@ -41,7 +41,8 @@ pub async fn list(
     let end = page.cursor.saturating_add(page.limit);
     let has_more = end < total;
     let next_cursor = has_more.then_some(end);
-    Ok(Json(SessionPage { items, total, has_more, next_cursor, status_counts }).into_response())
+    let page = Page { items, total: Some(total), has_more, next_cursor };
+    Ok(Json(SessionPage { page, status_counts }).into_response())
 }
 
 /// `GET /sessions/{id}`.

@@ -7,8 +7,8 @@ use chrono::{DateTime, DurationRound, TimeDelta, Utc};
 use sqlx::{PgConnection, PgPool, types::Json};
 
 use super::{
-    model::{SessionChange, SessionEntry, SessionFilter},
-    rules::{ConversationSummary, Participant, QueryState, SessionEvent, SessionState, Status},
+    model::{SessionChange, SessionEntry, SessionFilter, StatusCounts},
+    rules::{ConversationSummary, Participant, QueryState, SessionEvent, SessionState, Status, name_of},
 };
 use crate::db::{
     self, StoreError, StoreResult,
@@ -16,17 +16,6 @@ use crate::db::{
     follow::{BATCH, Page},
     tail::FeedSource,
 };
-
-/// How many sessions match a page's filters, in total and per status.
-#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
-pub struct StatusCounts {
-    /// Sessions with a query pending or running.
-    pub active: i64,
-    /// Sessions at rest.
-    pub idle: i64,
-    /// Sessions whose latest query failed.
-    pub error: i64,
-}
 
 /// Sessions in Postgres.
 #[derive(Debug, Clone)]
@@ -100,7 +89,6 @@ fn to_millis(at: DateTime<Utc>) -> DateTime<Utc> {
 
 /// Applies an event to its session within the event's transaction (creating the session if needed).
 pub async fn apply_event(conn: &mut PgConnection, event: &SessionEvent) -> StoreResult<()> {
-    let name = SessionState::new(&event.session_id, Utc::now()).name;
     // Locks the session's row (inserting it if new) and reads the time after the lock was granted, so one
     // session's changes get increasing times whichever replica writes them.
     let row = sqlx::query!(
@@ -113,7 +101,7 @@ pub async fn apply_event(conn: &mut PgConnection, event: &SessionEvent) -> Store
                      participants as "participants: Json<Vec<Participant>>",
                      conversations as "conversations: Json<Vec<ConversationSummary>>", created_at, last_activity"#,
         event.session_id,
-        name,
+        name_of(&event.session_id),
     )
     .fetch_one(&mut *conn)
     .await?;
@@ -276,11 +264,6 @@ impl SessionStore {
         offset: i64,
         limit: i64,
     ) -> StoreResult<(Vec<SessionEntry>, i64, StatusCounts)> {
-        let status = filter.status.map(|s| match s {
-            Status::Active => "active",
-            Status::Idle => "idle",
-            Status::Error => "error",
-        });
         let rows = sqlx::query!(
             r#"with matching as (
                  select * from session_entries s
@@ -312,7 +295,7 @@ impl SessionStore {
                       to_jsonb(r) - 'rank' || jsonb_build_object('tx', r.tx::text::bigint) as "entry?"
                from counts c left join ranked r on r.rank > $7 and r.rank <= $7 + $8
                order by r.rank"#,
-            status,
+            filter.status as _,
             filter.date_from,
             filter.date_to,
             filter.search,

@@ -10,7 +10,6 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use futures::{StreamExt, stream::BoxStream};
-use serde::Deserialize;
 use serde_json::json;
 
 use super::{
@@ -22,23 +21,12 @@ use crate::{
     error::ApiError,
     http::{
         extract::{ApiQuery, body_rejection},
-        params::{PageRequest, flag},
+        params::{FeedParams, Page, PageRequest, flag},
         reply::StatusMessage,
         sse,
     },
     state::AppState,
 };
-
-/// The query parameters of the traces routes.
-#[derive(Debug, Default, Deserialize)]
-pub struct TraceParams {
-    limit: Option<String>,
-    cursor: Option<String>,
-    watch: Option<String>,
-    session_id: Option<String>,
-    #[serde(rename = "from-beginning")]
-    from_beginning: Option<String>,
-}
 
 /// `POST /v1/traces`: an OTLP export, protobuf or JSON (gzip-encoded or not); 200 `{}`.
 pub async fn export(
@@ -67,13 +55,11 @@ fn legacy_error(error: &OtlpError) -> Response {
 
 /// `GET /traces`: traces newest first (by their first span's arrival), or with `watch=true` their spans as
 /// they arrive.
-pub async fn list(
-    State(state): State<AppState>,
-    ApiQuery(params): ApiQuery<TraceParams>,
-) -> Result<Response, ApiError> {
+pub async fn list(State(state): State<AppState>, ApiQuery(params): ApiQuery<FeedParams>) -> Result<Response, ApiError> {
     let page = PageRequest::parse(params.limit.as_deref(), params.cursor.as_deref())?;
-    let start = if params.cursor.is_some() { Start::After(page.cursor) } else { Start::Live };
     if flag("watch", params.watch.as_deref())? {
+        // Upstream's watch of all traces has no from-beginning.
+        let start = Start::of(false, params.cursor.is_some().then_some(page.cursor));
         let retry = state.config.poll_interval();
         let spans = follow_all(state.spans.clone(), &state.span_fanout, &state.pool, start, retry).await?;
         let session_id = params.session_id;
@@ -89,28 +75,19 @@ pub async fn list(
     let has_more = found.traces.len() as i64 > page.limit;
     let mut traces = found.traces;
     traces.truncate(page.limit as usize);
-    let mut body = json!({"items": traces, "total": found.total, "hasMore": has_more});
-    if has_more {
-        body["nextCursor"] = found.firsts[page.limit as usize - 1].into();
-    }
-    Ok(Json(body).into_response())
+    let next_cursor = has_more.then(|| found.firsts[page.limit as usize - 1]);
+    Ok(Json(Page { items: traces, total: Some(found.total), has_more, next_cursor }).into_response())
 }
 
 /// `GET /traces/{id}`: the trace, or with `watch=true` its spans (`from-beginning`, `cursor`).
 pub async fn trace(
     State(state): State<AppState>,
     Path(trace_id): Path<String>,
-    ApiQuery(params): ApiQuery<TraceParams>,
+    ApiQuery(params): ApiQuery<FeedParams>,
 ) -> Result<Response, ApiError> {
     let page = PageRequest::parse(params.limit.as_deref(), params.cursor.as_deref())?;
     if flag("watch", params.watch.as_deref())? {
-        let start = if flag("from-beginning", params.from_beginning.as_deref())? {
-            Start::Beginning
-        } else if params.cursor.is_some() {
-            Start::After(page.cursor)
-        } else {
-            Start::Live
-        };
+        let start = params.start(page)?;
         let retry = state.config.poll_interval();
         let spans = follow_key(state.spans.clone(), &state.span_fanout, trace_id, start, retry).await?;
         return Ok(respond(&state, spans));

@@ -1,6 +1,8 @@
 //! SQL for spans. One export request is one transaction: each trace it touches takes its next positions
 //! from the trace's counter row (see [`crate::db::feed`]); every read hides expired spans.
 
+use std::collections::HashMap;
+
 use sqlx::PgPool;
 
 use super::model::{NewSpan, SpanRecord, Trace};
@@ -155,12 +157,14 @@ impl SpanStore {
         .fetch_all(&mut *tx)
         .await?;
         tx.commit().await?;
-        let mut traces: Vec<Trace> = ids.into_iter().map(|trace_id| Trace { trace_id, spans: Vec::new() }).collect();
+        let index: HashMap<&str, usize> = ids.iter().enumerate().map(|(n, id)| (id.as_str(), n)).collect();
+        let mut spans: Vec<Vec<_>> = ids.iter().map(|_| Vec::new()).collect();
         for row in rows {
-            if let Some(trace) = traces.iter_mut().find(|t| t.trace_id == row.trace_id) {
-                trace.spans.push(raw_json(row.span)?);
+            if let Some(&n) = index.get(row.trace_id.as_str()) {
+                spans[n].push(raw_json(row.span)?);
             }
         }
+        let traces = ids.into_iter().zip(spans).map(|(trace_id, spans)| Trace { trace_id, spans }).collect();
         Ok(TracePage { traces, total, firsts })
     }
 
