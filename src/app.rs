@@ -22,7 +22,7 @@ use crate::{
     error::{self, ApiError},
     events,
     http::health,
-    messages, questions, sessions, streams, traces, ui,
+    messages, queries, questions, sessions, streams, traces, ui,
 };
 
 /// How long shutdown waits for the chunk writer to commit what it holds.
@@ -46,6 +46,7 @@ pub fn app(state: AppState) -> Router {
         .merge(traces::router())
         .merge(streams::router())
         .merge(questions::router())
+        .merge(queries::router())
         .merge(ui::router())
         .fallback(|| async { ApiError::NotFound("Not found".into()) })
         .layer(DefaultBodyLimit::max(state.config.max_body_bytes))

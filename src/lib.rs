@@ -13,9 +13,11 @@
 //! - [`retention`]: the reaper of expired rows.
 //! - [`idempotency`]: `Idempotency-Key` on the write routes: keys kept 24 h with the first reply.
 //! - Domains, each with its routes, model and store (the only place with SQL):
-//!   [`messages`] (upstream's Memory API), [`streams`] (LLM chunk streams), [`events`] (execution events)
+//!   [`messages`] (upstream's Memory API), [`streams`] (LLM chunk streams and the unified execution stream),
+//!   [`events`] (execution events)
 //!   and [`sessions`] (derived from events and messages by upstream's rules), [`traces`] (OTLP spans),
-//!   [`questions`] (questions agents ask people, with the resourceVersion watch).
+//!   [`questions`] (questions agents ask people, with the resourceVersion watch), [`queries`] (a Query's
+//!   resume state and its tool_call_id ↔ task_id mapping).
 //! - [`mcp`]: the MCP server (`ask_question`, `list_pending_questions`, tasks in both protocol eras).
 //! - [`query_status`]: the asking Query's phase and `waitingFor` while a question waits (Kubernetes).
 //! - [`ui`]: the web page that answers questions.
@@ -29,6 +31,7 @@ pub mod http;
 pub mod idempotency;
 pub mod mcp;
 pub mod messages;
+pub mod queries;
 pub mod query_status;
 pub mod questions;
 pub mod retention;

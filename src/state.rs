@@ -21,6 +21,7 @@ use crate::{
     events::{model::EventRecord, store::EventStore},
     idempotency::store::KeyStore,
     messages::{model::MessageItem, store::MessageStore},
+    queries::store::QueryStore,
     query_status,
     questions::{store::QuestionStore, tail as question_tail},
     retention::Reaper,
@@ -65,6 +66,8 @@ pub struct AppState {
     pub spans: SpanStore,
     /// Questions.
     pub questions: QuestionStore,
+    /// Queries' resume state.
+    pub query_state: QueryStore,
     /// This replica's group-commit writer.
     pub writer: ChunkWriter,
     /// Cancelled when the replica starts shutting down: readiness fails and SSE responses end.
@@ -157,6 +160,7 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
     Ok(AppState {
         config: Arc::new(config),
         messages,
+        query_state: QueryStore::new(pool.clone()),
         questions,
         events,
         sessions,

@@ -1,10 +1,12 @@
 //! Questions an agent asks a person: the store, the REST API, and the Kubernetes-style watch with
 //! `resourceVersion`.
 
+mod announce;
 pub mod model;
 mod routes;
 pub mod store;
 pub mod tail;
+pub mod tool_calls;
 mod watch;
 
 pub use store::{Change, QuestionStore};

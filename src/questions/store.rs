@@ -5,11 +5,50 @@
 use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
-use super::model::{NewQuestion, Question, QuestionRow, QuestionStatus};
+use std::time::Duration;
+
+use super::{
+    announce,
+    model::{NewQuestion, Question, QuestionRow, QuestionStatus},
+};
 use crate::db::{
-    self, StoreResult,
+    self, StoreError, StoreResult,
     feed::{Feed, FeedTx},
 };
+
+/// How often one change is tried while its Query's stream is held by another transaction.
+const MAX_ATTEMPTS: usize = 100;
+/// The first pause between those tries; later ones grow to twenty times it.
+const RETRY_PAUSE: Duration = Duration::from_millis(5);
+
+/// Runs one change of questions in a transaction of its own and commits it. The attempt (an async block
+/// using `tx`) answers `None` when its Query's stream could not be written right now ([`announce`]): the
+/// transaction is rolled back and the change tried again, after a short pause that lets the stream's holder
+/// finish. (A macro, not a function taking an async closure: such a closure's future cannot be proven `Send`.)
+macro_rules! change {
+    ($pool:expr, |$tx:ident| $attempt:expr) => {{
+        let mut outcome = Err(StoreError::Contended("Query stream"));
+        for round in 0..MAX_ATTEMPTS {
+            let mut transaction = FeedTx::begin($pool, Feed::Questions).await?;
+            let attempt: StoreResult<Option<_>> = {
+                let $tx = &mut transaction;
+                $attempt.await
+            };
+            match attempt? {
+                Some(done) => {
+                    transaction.commit().await?;
+                    outcome = Ok(done);
+                    break;
+                }
+                None => {
+                    transaction.rollback().await?;
+                    tokio::time::sleep(RETRY_PAUSE * (round as u32 + 1).min(20)).await;
+                }
+            }
+        }
+        outcome
+    }};
+}
 
 /// What a change to one question came to.
 #[derive(Debug)]
@@ -53,6 +92,11 @@ impl QuestionStore {
         QuestionStore { pool }
     }
 
+    /// The pool, for the store's other files.
+    pub(super) fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
     /// Stores a new pending question; it is committed (and visible on every replica) when this returns.
     pub async fn create(&self, new: &NewQuestion) -> StoreResult<Question> {
         let id = format!("q-{}", Uuid::new_v4());
@@ -60,110 +104,110 @@ impl QuestionStore {
             Some(query) => (query.namespace.as_deref(), Some(query.name.as_str())),
             None => (None, None),
         };
-        let mut tx = FeedTx::begin(&self.pool, Feed::Questions).await?;
-        let row = sqlx::query_as!(
-            QuestionRow,
-            r#"insert into questions (id, sender, recipient, channels, content, query_namespace, query_name,
-                                      tool_call_id, task_id, task_ttl_ms, expires_at, resource_version)
-               values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::bigint,
-                       now() + coalesce(make_interval(secs => $11::bigint), $10::bigint * interval '1 millisecond'),
-                       nextval('question_versions'))
-               returning *"#,
-            id,
-            new.sender,
-            new.recipient,
-            &new.channels,
-            new.content,
-            namespace,
-            name,
-            new.tool_call_id,
-            new.task_id,
-            new.task_ttl_ms,
-            new.ttl_seconds,
-        )
-        .fetch_one(tx.conn())
-        .await?;
-        let question = record(&mut tx, "question_created", row).await?;
-        tx.commit().await?;
-        Ok(question)
+        change!(&self.pool, |tx| async {
+            let row = sqlx::query_as!(
+                QuestionRow,
+                r#"insert into questions (id, sender, recipient, channels, content, query_namespace, query_name,
+                                          tool_call_id, task_id, task_ttl_ms, expires_at, resource_version)
+                   values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::bigint,
+                           now() + coalesce(make_interval(secs => $11::bigint), $10::bigint * interval '1 millisecond'),
+                           nextval('question_versions'))
+                   returning *"#,
+                id,
+                new.sender,
+                new.recipient,
+                &new.channels,
+                new.content,
+                namespace,
+                name,
+                new.tool_call_id,
+                new.task_id,
+                new.task_ttl_ms,
+                new.ttl_seconds,
+            )
+            .fetch_one(tx.conn())
+            .await?;
+            record(tx, "question_created", row).await
+        })
     }
 
     /// Answers a pending question. The first answer wins; later ones get [`Change::Conflict`].
     pub async fn answer(&self, id: &str, response: &str, answered_by: Option<&str>) -> StoreResult<Change> {
-        let mut tx = FeedTx::begin(&self.pool, Feed::Questions).await?;
-        expire_if_due(&mut tx, id).await?;
-        let answered = sqlx::query_as!(
-            QuestionRow,
-            r#"update questions
-               set status = 'answered', response = $2, answered_by = $3, answered_at = now(), closed_at = now(),
-                   resource_version = nextval('question_versions')
-               where id = $1 and status = 'pending'
-               returning *"#,
-            id,
-            response,
-            answered_by,
-        )
-        .fetch_optional(tx.conn())
-        .await?;
-        let change = match answered {
-            Some(row) => Change::Made(record(&mut tx, "question_answered", row).await?),
-            None => unchanged(&mut tx, id).await?,
-        };
-        tx.commit().await?;
-        Ok(change)
+        change!(&self.pool, |tx| async {
+            if !expire_if_due(tx, id).await? {
+                return Ok(None);
+            }
+            let answered = sqlx::query_as!(
+                QuestionRow,
+                r#"update questions
+                   set status = 'answered', response = $2, answered_by = $3, answered_at = now(), closed_at = now(),
+                       resource_version = nextval('question_versions')
+                   where id = $1 and status = 'pending'
+                   returning *"#,
+                id,
+                response,
+                answered_by,
+            )
+            .fetch_optional(tx.conn())
+            .await?;
+            match answered {
+                Some(row) => Ok(record(tx, "question_answered", row).await?.map(Change::Made)),
+                None => unchanged(tx, id).await.map(Some),
+            }
+        })
     }
 
     /// Cancels a pending question; the row stays.
     pub async fn cancel(&self, id: &str) -> StoreResult<Change> {
-        let mut tx = FeedTx::begin(&self.pool, Feed::Questions).await?;
-        expire_if_due(&mut tx, id).await?;
-        let cancelled = sqlx::query_as!(
-            QuestionRow,
-            r#"update questions
-               set status = 'cancelled', closed_at = now(), resource_version = nextval('question_versions')
-               where id = $1 and status = 'pending'
-               returning *"#,
-            id,
-        )
-        .fetch_optional(tx.conn())
-        .await?;
-        let change = match cancelled {
-            Some(row) => Change::Made(record(&mut tx, "question_cancelled", row).await?),
-            None => unchanged(&mut tx, id).await?,
-        };
-        tx.commit().await?;
-        Ok(change)
+        change!(&self.pool, |tx| async {
+            if !expire_if_due(tx, id).await? {
+                return Ok(None);
+            }
+            let cancelled = sqlx::query_as!(
+                QuestionRow,
+                r#"update questions
+                   set status = 'cancelled', closed_at = now(), resource_version = nextval('question_versions')
+                   where id = $1 and status = 'pending'
+                   returning *"#,
+                id,
+            )
+            .fetch_optional(tx.conn())
+            .await?;
+            match cancelled {
+                Some(row) => Ok(record(tx, "question_cancelled", row).await?.map(Change::Made)),
+                None => unchanged(tx, id).await.map(Some),
+            }
+        })
     }
 
     /// Expires `id` if it is pending past its expiry (waiters call this so they need not wait for the reaper).
     pub async fn expire_if_due(&self, id: &str) -> StoreResult<()> {
-        let mut tx = FeedTx::begin(&self.pool, Feed::Questions).await?;
-        expire_if_due(&mut tx, id).await?;
-        tx.commit().await?;
-        Ok(())
+        change!(&self.pool, |tx| async { Ok(expire_if_due(tx, id).await?.then_some(())) })
     }
 
     /// Expires up to `limit` pending questions whose expiry has passed; returns how many.
     pub async fn expire_due(&self, limit: i64) -> StoreResult<usize> {
-        let mut tx = FeedTx::begin(&self.pool, Feed::Questions).await?;
-        let rows = sqlx::query_as!(
-            QuestionRow,
-            r#"update questions
-               set status = 'expired', closed_at = now(), resource_version = nextval('question_versions')
-               where id in (select id from questions
-                            where status = 'pending' and expires_at <= now()
-                            order by expires_at limit $1 for update skip locked)
-               returning *"#,
-            limit,
-        )
-        .fetch_all(tx.conn())
-        .await?;
-        let count = rows.len();
-        for row in rows {
-            record(&mut tx, "question_expired", row).await?;
-        }
-        tx.commit().await?;
-        Ok(count)
+        change!(&self.pool, |tx| async {
+            let rows = sqlx::query_as!(
+                QuestionRow,
+                r#"update questions
+                   set status = 'expired', closed_at = now(), resource_version = nextval('question_versions')
+                   where id in (select id from questions
+                                where status = 'pending' and expires_at <= now()
+                                order by expires_at limit $1 for update skip locked)
+                   returning *"#,
+                limit,
+            )
+            .fetch_all(tx.conn())
+            .await?;
+            let count = rows.len();
+            for row in rows {
+                if record(tx, "question_expired", row).await?.is_none() {
+                    return Ok(None);
+                }
+            }
+            Ok(Some(count))
+        })
     }
 
     /// One question.
@@ -268,8 +312,9 @@ async fn current_version(connection: &mut PgConnection) -> StoreResult<i64> {
         .await?)
 }
 
-/// Expires `id` first if it is pending past its expiry, so a late answer or cancel sees it expired.
-async fn expire_if_due(tx: &mut FeedTx, id: &str) -> StoreResult<()> {
+/// Expires `id` first if it is pending past its expiry, so a late answer or cancel sees it expired. False
+/// when its Query's stream could not be written right now (the change must be tried again).
+async fn expire_if_due(tx: &mut FeedTx, id: &str) -> StoreResult<bool> {
     let expired = sqlx::query_as!(
         QuestionRow,
         r#"update questions
@@ -280,10 +325,10 @@ async fn expire_if_due(tx: &mut FeedTx, id: &str) -> StoreResult<()> {
     )
     .fetch_optional(tx.conn())
     .await?;
-    if let Some(row) = expired {
-        record(tx, "question_expired", row).await?;
+    match expired {
+        Some(row) => Ok(record(tx, "question_expired", row).await?.is_some()),
+        None => Ok(true),
     }
-    Ok(())
 }
 
 /// Why a conditional change matched nothing: the question is not pending, or does not exist.
@@ -296,8 +341,9 @@ async fn unchanged(tx: &mut FeedTx, id: &str) -> StoreResult<Change> {
     })
 }
 
-/// Logs the change for watchers and queues the NOTIFY; returns the question as it now is.
-async fn record(tx: &mut FeedTx, kind: &str, row: QuestionRow) -> StoreResult<Question> {
+/// Logs the change for watchers, writes it into its Query's stream and queues the NOTIFY; returns the
+/// question as it now is, or `None` when the stream could not be written right now (try again).
+async fn record(tx: &mut FeedTx, kind: &str, row: QuestionRow) -> StoreResult<Option<Question>> {
     let question = Question::from(row);
     let version = question.version;
     let snapshot = serde_json::to_value(&question).expect("a question serialises");
@@ -325,6 +371,9 @@ async fn record(tx: &mut FeedTx, kind: &str, row: QuestionRow) -> StoreResult<Qu
         .execute(tx.conn())
         .await?;
     }
+    if !announce::announce(tx, kind, &question).await? {
+        return Ok(None);
+    }
     tx.wrote();
-    Ok(question)
+    Ok(Some(question))
 }

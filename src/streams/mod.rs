@@ -1,11 +1,14 @@
 //! LLM chunk streams, upstream's `/stream` routes, durable in Postgres: NDJSON ingest group-committed per
 //! replica, SSE readers on any replica, completion markers, and the raw global feed.
 
+pub mod broker_writes;
 pub mod model;
 mod ndjson;
 mod reader;
 mod routes;
 pub mod store;
+pub mod typed;
+pub mod unified;
 pub mod writer;
 
 pub use store::ChunkStore;

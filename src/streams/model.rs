@@ -4,6 +4,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::value::RawValue;
 
+use super::typed::EventType;
 use crate::http::reply::iso_timestamp;
 
 /// What the completion marker's chunk reads as in raw pages and the global watch.
@@ -28,9 +29,32 @@ pub struct ChunkRow {
     pub created_at: DateTime<Utc>,
     /// The chunk's size in bytes.
     pub bytes: i32,
+    /// The typed event's type; `None` for OpenAI chunks and the completion marker.
+    pub event_type: Option<String>,
 }
 
 crate::feed_row!(ChunkRow, stream_id);
+
+impl ChunkRow {
+    /// The typed event this row holds, if it is one.
+    pub fn event(&self) -> Option<EventType> {
+        self.event_type.as_deref().and_then(EventType::parse)
+    }
+
+    /// Whether OpenAI-format readers see it: chunks, the completion marker and the abort frame.
+    pub fn is_openai_visible(&self) -> bool {
+        self.event_type.is_none() || self.event().is_some_and(EventType::is_openai_visible)
+    }
+}
+
+/// One posted NDJSON line on its way to the store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Line {
+    /// The line's JSON text.
+    pub text: String,
+    /// Its typed event's type, when it is one.
+    pub event: Option<EventType>,
+}
 
 /// Upstream's raw item `{"sequenceNumber","timestamp","data":{"queryId","chunk"[,"complete"]}}`.
 #[derive(Debug, Serialize)]

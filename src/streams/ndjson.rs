@@ -1,7 +1,13 @@
 //! Splits an NDJSON body into chunks as it arrives: one JSON value per line, bad lines counted and skipped,
-//! over-long lines dropped without buffering them, and a last line without a newline kept.
+//! over-long lines dropped without buffering them, and a last line without a newline kept. Typed events
+//! (`{"event":…,"data":…}`) are told apart from OpenAI chunks here, once, as each line is parsed.
 
 use serde::de::IgnoredAny;
+
+use super::{
+    model::Line,
+    typed::{self, LineKind},
+};
 
 /// Incremental NDJSON splitter for one request body.
 #[derive(Debug)]
@@ -20,7 +26,7 @@ impl NdjsonLines {
     }
 
     /// Feeds the next piece of the body; returns the complete, valid chunks it finished.
-    pub fn push(&mut self, mut bytes: &[u8]) -> Vec<String> {
+    pub fn push(&mut self, mut bytes: &[u8]) -> Vec<Line> {
         let mut chunks = Vec::new();
         while let Some(newline) = bytes.iter().position(|&b| b == b'\n') {
             let (head, rest) = (&bytes[..newline], &bytes[newline + 1..]);
@@ -51,7 +57,7 @@ impl NdjsonLines {
     }
 
     /// Ends the body: a last line without a trailing newline is still a chunk.
-    pub fn finish(&mut self) -> Vec<String> {
+    pub fn finish(&mut self) -> Vec<Line> {
         let mut chunks = Vec::new();
         self.skipping = false;
         let line = std::mem::take(&mut self.partial);
@@ -59,12 +65,12 @@ impl NdjsonLines {
         chunks
     }
 
-    /// How many non-blank lines were not JSON (or too long) so far.
+    /// How many non-blank lines were not JSON, too long, or typed events a writer may not post, so far.
     pub fn invalid(&self) -> u64 {
         self.invalid
     }
 
-    fn accept(&mut self, line: &[u8], chunks: &mut Vec<String>) {
+    fn accept(&mut self, line: &[u8], chunks: &mut Vec<Line>) {
         let line = line.trim_ascii();
         if line.is_empty() {
             return;
@@ -73,9 +79,14 @@ impl NdjsonLines {
             self.invalid += 1;
             return;
         }
-        match parse_chunk(line) {
-            Some(chunk) => chunks.push(chunk),
-            None => self.invalid += 1,
+        let Some(text) = parse_chunk(line) else {
+            self.invalid += 1;
+            return;
+        };
+        match typed::classify(&text) {
+            LineKind::Chunk => chunks.push(Line { text, event: None }),
+            LineKind::Typed(event) => chunks.push(Line { text, event: Some(event) }),
+            LineKind::Refused => self.invalid += 1,
         }
     }
 }
@@ -130,12 +141,16 @@ fn nesting_depth(json: &[u8]) -> usize {
 mod tests {
     use super::*;
 
+    fn texts(lines: Vec<Line>) -> Vec<String> {
+        lines.into_iter().map(|line| line.text).collect()
+    }
+
     #[test]
     fn lines_split_across_pieces_are_joined() {
         let mut lines = NdjsonLines::new(1024);
         assert!(lines.push(b"{\"a\":").is_empty());
-        assert_eq!(lines.push(b"1}\n{\"b\":2}\n{\"c\""), vec![r#"{"a":1}"#, r#"{"b":2}"#]);
-        assert_eq!(lines.push(b":3}\n"), vec![r#"{"c":3}"#]);
+        assert_eq!(texts(lines.push(b"1}\n{\"b\":2}\n{\"c\"")), vec![r#"{"a":1}"#, r#"{"b":2}"#]);
+        assert_eq!(texts(lines.push(b":3}\n")), vec![r#"{"c":3}"#]);
         assert!(lines.finish().is_empty());
         assert_eq!(lines.invalid(), 0);
     }
@@ -147,7 +162,7 @@ mod tests {
         let deep = format!("{}{}\n", "[".repeat(100_000), "]".repeat(100_000));
         let mut lines = NdjsonLines::new(1 << 20);
         assert!(lines.push(deep.as_bytes()).is_empty());
-        assert_eq!(lines.push(b"{\"ok\":1}\n"), vec![r#"{"ok":1}"#]);
+        assert_eq!(texts(lines.push(b"{\"ok\":1}\n")), vec![r#"{"ok":1}"#]);
         assert_eq!(lines.invalid(), 1);
         assert_eq!(nesting_depth(br#"{"a":["[[[{",{"b":[]}]}"#), 4, "brackets in strings do not count");
         assert_eq!(nesting_depth(br#""\\\"[""#), 0);
@@ -156,7 +171,7 @@ mod tests {
     #[test]
     fn bad_lines_are_counted_and_skipped() {
         let mut lines = NdjsonLines::new(1024);
-        let chunks = lines.push(b"{\"ok\":1}\nnot json\n\n{\"trunc\":\n\xff\xfe\n{\"ok\":2}\n");
+        let chunks = texts(lines.push(b"{\"ok\":1}\nnot json\n\n{\"trunc\":\n\xff\xfe\n{\"ok\":2}\n"));
         assert_eq!(chunks, vec![r#"{"ok":1}"#, r#"{"ok":2}"#]);
         assert_eq!(lines.invalid(), 3);
     }
@@ -164,8 +179,8 @@ mod tests {
     #[test]
     fn a_last_line_without_newline_is_kept() {
         let mut lines = NdjsonLines::new(1024);
-        assert_eq!(lines.push(b"{\"a\":1}\n{\"b\":2}"), vec![r#"{"a":1}"#]);
-        assert_eq!(lines.finish(), vec![r#"{"b":2}"#]);
+        assert_eq!(texts(lines.push(b"{\"a\":1}\n{\"b\":2}")), vec![r#"{"a":1}"#]);
+        assert_eq!(texts(lines.finish()), vec![r#"{"b":2}"#]);
     }
 
     #[test]
@@ -174,13 +189,13 @@ mod tests {
         assert!(lines.push(b"{\"x\":\"aaaaaaaaaaaaaaaa").is_empty());
         assert!(lines.push(&[b'a'; 4096]).is_empty());
         assert!(lines.partial.is_empty(), "nothing of the long line is kept");
-        assert_eq!(lines.push(b"\"}\n{\"y\":1}\n"), vec![r#"{"y":1}"#]);
+        assert_eq!(texts(lines.push(b"\"}\n{\"y\":1}\n")), vec![r#"{"y":1}"#]);
         assert_eq!(lines.invalid(), 1);
     }
 
     #[test]
     fn carriage_returns_are_normalised() {
         let mut lines = NdjsonLines::new(1024);
-        assert_eq!(lines.push(b"{\"a\":\r1}\r\n"), vec![r#"{"a":1}"#]);
+        assert_eq!(texts(lines.push(b"{\"a\":\r1}\r\n")), vec![r#"{"a":1}"#]);
     }
 }

@@ -1,6 +1,7 @@
 //! The SSE readers of chunk streams: `GET /stream/{id}` (upstream's chunk framing, `[DONE]`, the
-//! `wait-for-query` timeout) and `GET /stream?watch=true` (the generic feed of every chunk). Both take their
-//! rows from this replica's fan-out and read Postgres only to catch up.
+//! `wait-for-query` timeout; OpenAI chunks as stored, or the unified format's typed events) and
+//! `GET /stream?watch=true` (the generic feed of every chunk). Both take their rows from this replica's
+//! fan-out and read Postgres only to catch up.
 
 use std::time::Duration;
 
@@ -8,7 +9,11 @@ use axum::response::{Response, sse::Event};
 use futures::StreamExt;
 use tokio::time::Instant;
 
-use super::model::{ChunkRow, DONE};
+use super::{
+    model::{ChunkRow, DONE},
+    typed::EventType,
+    unified::Unifier,
+};
 use crate::{
     db::{self, fanout::FeedRow, feed::GlobalCursor, follow::follow, tail::FeedSource},
     error::ApiError,
@@ -26,19 +31,69 @@ pub struct ReadOptions {
     pub from_beginning: bool,
     /// Give up with the timeout frame unless a live chunk arrives within this time.
     pub wait_for_query: Option<Duration>,
+    /// The OpenAI chunks as stored, or the unified format.
+    pub format: Format,
+}
+
+/// What `GET /stream/{id}` sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// The chunks exactly as stored (upstream's bytes); typed events are left out.
+    OpenAi,
+    /// Every row as typed events (seed 002).
+    Unified,
+}
+
+/// How the frames of one reader are made.
+enum Render {
+    OpenAi,
+    /// The unified translation; its state must see every row of the stream from the first.
+    Unified(Unifier),
+}
+
+impl Render {
+    /// The frames `row` stands for, and whether the stream ends after them (`[DONE]` is among the frames).
+    fn frames(&mut self, stream_id: &str, row: &ChunkRow) -> (Vec<String>, bool) {
+        match self {
+            Render::OpenAi if !row.is_openai_visible() => (Vec::new(), false),
+            Render::OpenAi if row.is_done => (vec![DONE.to_owned()], true),
+            Render::OpenAi if is_error_chunk(&row.chunk) => (vec![row.chunk.clone(), DONE.to_owned()], true),
+            Render::OpenAi => (vec![row.chunk.clone()], false),
+            Render::Unified(unifier) => {
+                let events = unifier.push(row);
+                let ends = row.is_done || events.iter().any(|e| e.ends_stream());
+                let mut frames: Vec<String> = events.iter().map(|e| e.frame(stream_id)).collect();
+                if ends {
+                    frames.push(DONE.to_owned());
+                }
+                (frames, ends)
+            }
+        }
+    }
 }
 
 /// Serves one stream until its completion marker, an error chunk, the timeout, or shutdown. "New" chunks
-/// are those stored after this call: the start is fixed before the response goes out.
+/// are those stored after this call: the start is fixed before the response goes out. A unified reader
+/// reads the stream from its first row even when it sends only new ones: a tool call's fragments may have
+/// started before it connected.
 pub async fn stream_response(state: &AppState, stream_id: String, options: ReadOptions) -> Result<Response, ApiError> {
     let store = state.chunks.clone();
     let subscription = state.chunk_fanout.subscribe_key(&stream_id);
     let start = store.last_position(&stream_id).await?;
-    let read = move |after| {
+    let read = {
         let (store, stream_id) = (store.clone(), stream_id.clone());
-        async move { store.stream_page(&stream_id, after).await }
+        move |after| {
+            let (store, stream_id) = (store.clone(), stream_id.clone());
+            async move { store.stream_page(&stream_id, after).await }
+        }
     };
-    let from = if options.from_beginning { 0 } else { start };
+    let mut render = match options.format {
+        Format::OpenAi => Render::OpenAi,
+        Format::Unified => Render::Unified(Unifier::new()),
+    };
+    // Rows up to here are not sent; the unified translation still sees them.
+    let sent_after = if options.from_beginning { 0 } else { start };
+    let from = if options.format == Format::Unified { 0 } else { sent_after };
     let mut rows =
         Box::pin(follow(subscription, from, state.config.poll_interval(), read, <ChunkRow as FeedRow>::position));
     let events = async_stream::stream! {
@@ -57,17 +112,23 @@ pub async fn stream_response(state: &AppState, stream_id: String, options: ReadO
                 None => rows.next().await,
             };
             let Some(row) = row else { return };
-            if row.position > start {
+            if row.event() == Some(EventType::StreamAborted)
+                && store.written_after(&stream_id, row.position, options.format == Format::OpenAi).await.unwrap_or(false)
+            {
+                // The writer came back after the stream was marked aborted: the mark no longer ends it.
+                continue;
+            }
+            let (frames, ends) = render.frames(&stream_id, &row);
+            if row.position <= sent_after {
+                continue;
+            }
+            if row.position > start && (options.format == Format::Unified || row.is_openai_visible()) {
                 deadline = None;
             }
-            if row.is_done {
-                yield sse::data(DONE);
-                return;
+            for frame in frames {
+                yield sse::data(frame);
             }
-            let is_error = is_error_chunk(&row.chunk);
-            yield sse::data(&row.chunk);
-            if is_error {
-                yield sse::data(DONE);
+            if ends {
                 return;
             }
         }
@@ -88,7 +149,7 @@ pub async fn feed_response(state: &AppState) -> Result<Response, ApiError> {
     };
     let chunks =
         follow(subscription, start.cursor(), state.config.poll_interval(), read, <ChunkRow as FeedRow>::global)
-            .filter(move |row| std::future::ready(start.is_new(row.tx)))
+            .filter(move |row| std::future::ready(start.is_new(row.tx) && row.is_openai_visible()))
             .map(|row| feed_event(&row));
     Ok(sse::watch(chunks, state.shutdown.clone(), state.config.sse_heartbeat()))
 }

@@ -13,9 +13,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{
-    model::{BrokerItem, Completion},
+    model::{BrokerItem, Completion, Line},
     ndjson::NdjsonLines,
-    reader::{self, ReadOptions},
+    reader::{self, Format, ReadOptions},
     writer::{Ack, Request},
 };
 use crate::{
@@ -124,7 +124,7 @@ impl<'a> Ingest<'a> {
         self.submit(rest).await
     }
 
-    async fn submit(&mut self, chunks: Vec<String>) -> Result<(), ApiError> {
+    async fn submit(&mut self, chunks: Vec<Line>) -> Result<(), ApiError> {
         let count = chunks.len();
         if count == 0 {
             return Ok(());
@@ -185,6 +185,24 @@ pub struct ReadParams {
     /// Accepted for compatibility; upstream parses it and never uses it.
     #[serde(rename = "max-chunk-size")]
     _max_chunk_size: Option<String>,
+    /// `openai` (the default) or `unified`.
+    format: Option<String>,
+    /// `unified=true` is `format=unified` (seed 002 names both).
+    unified: Option<String>,
+}
+
+impl ReadParams {
+    fn format(&self) -> Result<Format, ApiError> {
+        let unified = flag("unified", self.unified.as_deref())?;
+        match self.format.as_deref() {
+            None | Some("") if unified => Ok(Format::Unified),
+            None | Some("") | Some("openai") => Ok(Format::OpenAi),
+            Some("unified") => Ok(Format::Unified),
+            Some(other) => {
+                Err(ApiError::Validation(format!("format: expected 'openai' or 'unified', received '{other}'")))
+            }
+        }
+    }
 }
 
 /// `GET /stream/{id}`: SSE of one stream's chunks.
@@ -196,7 +214,8 @@ pub async fn read(
     validate::key("query", &id)?;
     let from_beginning = flag("from-beginning", params.from_beginning.as_deref())?;
     let wait_for_query = params.wait_for_query.as_deref().map(parse_wait).transpose()?;
-    reader::stream_response(&state, id, ReadOptions { from_beginning, wait_for_query }).await
+    let format = params.format()?;
+    reader::stream_response(&state, id, ReadOptions { from_beginning, wait_for_query, format }).await
 }
 
 /// `wait-for-query` in seconds, clamped to 1–300 as upstream does.

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use sqlx::PgPool;
 
-use super::model::{ChunkRow, Completion};
+use super::model::{ChunkRow, Completion, Line};
 use crate::db::{
     self, StoreResult,
     feed::{Feed, FeedTx, GlobalCursor},
@@ -23,8 +23,8 @@ const MAX_CLAIM_ATTEMPTS: usize = 20;
 pub struct Append {
     /// The stream.
     pub stream_id: Arc<str>,
-    /// The chunks' JSON texts.
-    pub chunks: Vec<String>,
+    /// The lines: OpenAI chunks and typed events.
+    pub chunks: Vec<Line>,
 }
 
 /// Chunk streams in Postgres.
@@ -65,10 +65,12 @@ impl ChunkStore {
         }
         let mut stream_ids: Vec<&str> = Vec::with_capacity(rows);
         let mut chunks: Vec<&str> = Vec::with_capacity(rows);
+        let mut events: Vec<Option<&str>> = Vec::with_capacity(rows);
         for append in appends {
-            for chunk in &append.chunks {
+            for line in &append.chunks {
                 stream_ids.push(&append.stream_id);
-                chunks.push(chunk);
+                chunks.push(&line.text);
+                events.push(line.event.map(|e| e.as_str()));
             }
         }
         let mut tx = FeedTx::begin(&self.pool, Feed::Chunks).await?;
@@ -79,18 +81,19 @@ impl ChunkStore {
                  select s.stream_id from streams s where s.stream_id in (select stream_id from wanted)
                  order by s.stream_id for update skip locked
                ), claimed as (
-                 update streams s set last_position = s.last_position + w.n, last_tx = pg_current_xact_id()
+                 update streams s set last_position = s.last_position + w.n, last_tx = pg_current_xact_id(),
+                                      writer_lost_at = null, aborted_at = null
                  from wanted w
                  where s.stream_id = w.stream_id and s.stream_id in (select stream_id from free)
                    and s.last_tx < pg_current_xact_id()
                  returning s.stream_id, s.last_position - w.n as base
                ), numbered as (
-                 select c.stream_id, c.chunk, c.ordinal,
+                 select c.stream_id, c.chunk, c.event_type, c.ordinal,
                         row_number() over (partition by c.stream_id order by c.ordinal) as k
-                 from unnest($1::text[], $2::text[]) with ordinality as c(stream_id, chunk, ordinal)
+                 from unnest($1::text[], $2::text[], $3::text[]) with ordinality as c(stream_id, chunk, event_type, ordinal)
                ), inserted as (
-                 insert into chunks (stream_id, position, chunk, bytes)
-                 select n.stream_id, cl.base + n.k, n.chunk::json, octet_length(n.chunk)
+                 insert into chunks (stream_id, position, chunk, bytes, event_type)
+                 select n.stream_id, cl.base + n.k, n.chunk::json, octet_length(n.chunk), n.event_type
                  from numbered n join claimed cl on cl.stream_id = n.stream_id
                  order by n.ordinal
                  returning 1
@@ -98,6 +101,7 @@ impl ChunkStore {
                select stream_id as "stream_id!" from claimed"#,
             &stream_ids as &[&str],
             &chunks as &[&str],
+            &events as &[Option<&str>],
         )
         .fetch_all(tx.conn())
         .await?;
@@ -130,23 +134,28 @@ impl ChunkStore {
         let stored = idempotency::store::lock_lines(tx.conn(), key).await?;
         let lines = append.chunks.len() as i64;
         let skip = (stored - offset).clamp(0, lines) as usize;
-        let rest: Vec<&str> = append.chunks[skip..].iter().map(String::as_str).collect();
+        let rest = &append.chunks[skip..];
         if rest.is_empty() {
             tx.rollback().await?;
             return Ok(true);
         }
+        let texts: Vec<&str> = rest.iter().map(|line| line.text.as_str()).collect();
+        let events: Vec<Option<&str>> = rest.iter().map(|line| line.event.map(|e| e.as_str())).collect();
         sqlx::query!(
-            "insert into chunks (stream_id, position, chunk, bytes)
-             select $1, $2 + c.k, c.chunk::json, octet_length(c.chunk)
-             from unnest($3::text[]) with ordinality as c(chunk, k) order by c.k",
+            "insert into chunks (stream_id, position, chunk, bytes, event_type)
+             select $1, $2 + c.k, c.chunk::json, octet_length(c.chunk), c.event_type
+             from unnest($3::text[], $4::text[]) with ordinality as c(chunk, event_type, k) order by c.k",
             &*append.stream_id,
             stream.last_position,
-            &rest as &[&str],
+            &texts as &[&str],
+            &events as &[Option<&str>],
         )
         .execute(tx.conn())
         .await?;
         sqlx::query!(
-            "update streams set last_position = last_position + $2, last_tx = pg_current_xact_id() where stream_id = $1",
+            "update streams set last_position = last_position + $2, last_tx = pg_current_xact_id(),
+                                writer_lost_at = null, aborted_at = null
+             where stream_id = $1",
             &*append.stream_id,
             rest.len() as i64,
         )
@@ -177,7 +186,8 @@ impl ChunkStore {
             let marker = sqlx::query_scalar!(
                 r#"with claimed as (
                      update streams
-                     set last_position = last_position + 1, last_tx = pg_current_xact_id(), completed_at = now()
+                     set last_position = last_position + 1, last_tx = pg_current_xact_id(), completed_at = now(),
+                         writer_lost_at = null
                      where stream_id = $1 and completed_at is null and last_position > purged_position
                        and last_tx < pg_current_xact_id()
                      returning last_position
@@ -226,12 +236,26 @@ impl ChunkStore {
         .await?)
     }
 
+    /// Whether the stream has rows after `position` (only rows OpenAI-format readers see, if `openai_only`).
+    pub async fn written_after(&self, stream_id: &str, position: i64, openai_only: bool) -> StoreResult<bool> {
+        Ok(sqlx::query_scalar!(
+            r#"select exists (select 1 from chunks
+                              where stream_id = $1 and position > $2
+                                and (not $3 or event_type is null or event_type = 'stream_aborted')) as "exists!""#,
+            stream_id,
+            position,
+            openai_only,
+        )
+        .fetch_one(&self.pool)
+        .await?)
+    }
+
     /// One stream's rows after position `after`, within the catch-up limits.
     pub async fn stream_page(&self, stream_id: &str, after: i64) -> StoreResult<Page<ChunkRow, i64>> {
         let rows = sqlx::query_as!(
             ChunkRow,
             r#"select sequence_number as sequence, stream_id, position, tx::text::bigint as "tx!",
-                      chunk::text as "chunk!", is_done, created_at, bytes
+                      chunk::text as "chunk!", is_done, created_at, bytes, event_type
                from (select *, sum(bytes) over (order by position) as running
                      from chunks where stream_id = $1 and position > $2 order by position limit $3) c
                where running - bytes < $4
@@ -251,8 +275,10 @@ impl ChunkStore {
         Ok(sqlx::query_as!(
             ChunkRow,
             r#"select sequence_number as sequence, stream_id, position, tx::text::bigint as "tx!",
-                      chunk::text as "chunk!", is_done, created_at, bytes
-               from chunks where sequence_number > $1 order by sequence_number limit $2"#,
+                      chunk::text as "chunk!", is_done, created_at, bytes, event_type
+               from chunks
+               where sequence_number > $1 and (event_type is null or event_type = 'stream_aborted')
+               order by sequence_number limit $2"#,
             after,
             limit,
         )
@@ -262,7 +288,11 @@ impl ChunkStore {
 
     /// How many rows the global feed holds.
     pub async fn count(&self) -> StoreResult<i64> {
-        Ok(sqlx::query_scalar!(r#"select count(*) as "n!" from chunks"#).fetch_one(&self.pool).await?)
+        Ok(sqlx::query_scalar!(
+            r#"select count(*) as "n!" from chunks where event_type is null or event_type = 'stream_aborted'"#
+        )
+        .fetch_one(&self.pool)
+        .await?)
     }
 
     /// Deletes every chunk and forgets every stream. The counters stay, so a position is never reused.
@@ -285,7 +315,7 @@ impl FeedSource for ChunkStore {
         Ok(sqlx::query_as!(
             ChunkRow,
             r#"select sequence_number as sequence, stream_id, position, tx::text::bigint as "tx!",
-                      chunk::text as "chunk!", is_done, created_at, bytes
+                      chunk::text as "chunk!", is_done, created_at, bytes, event_type
                from chunks where tx = any($1::text[]::xid8[]) order by tx, sequence_number"#,
             &txs,
         )
@@ -298,7 +328,7 @@ impl FeedSource for ChunkStore {
             r#"with h as (select pg_snapshot_xmin(pg_current_snapshot()) as horizon)
                select h.horizon::text::bigint as "horizon!", c.sequence_number as "sequence?", c.stream_id as "stream_id?",
                       c.position as "position?", c.tx::text::bigint as "tx?", c.chunk::text as "chunk?",
-                      c.is_done as "is_done?", c.created_at as "created_at?", c.bytes as "bytes?"
+                      c.is_done as "is_done?", c.created_at as "created_at?", c.bytes as "bytes?", c.event_type
                from h left join lateral (
                  select *, sum(bytes) over (order by tx, sequence_number) as running from chunks
                  where (tx, sequence_number) > ($1::text::xid8, $2) and tx < h.horizon
@@ -325,6 +355,7 @@ impl FeedSource for ChunkStore {
                     is_done: row.is_done?,
                     created_at: row.created_at?,
                     bytes: row.bytes?,
+                    event_type: row.event_type,
                 })
             })
             .collect();

@@ -21,7 +21,10 @@ use tokio::{
 };
 use tokio_util::sync::CancellationToken;
 
-use super::store::{Append, ChunkStore};
+use super::{
+    model::Line,
+    store::{Append, ChunkStore},
+};
 use crate::{
     db::{StoreError, StoreResult},
     idempotency::IdempotencyKey,
@@ -106,7 +109,7 @@ impl ChunkWriter {
         &self,
         request: &Arc<Request>,
         stream_id: Arc<str>,
-        chunks: Vec<String>,
+        chunks: Vec<Line>,
         offset: usize,
     ) -> StoreResult<Ack> {
         let (ack, acked) = oneshot::channel();

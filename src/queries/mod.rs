@@ -1,0 +1,25 @@
+//! What a restarted controller asks about a Query (seeds 001 and 002): its resume state — phase, the question
+//! it waits on, its pending tool calls, whether it can resume — and the tool_call_id ↔ task_id mapping the
+//! controller records. Everything is read from what the broker stores, so every replica answers the same.
+
+mod model;
+mod pending;
+mod routes;
+pub mod store;
+
+pub use store::QueryStore;
+
+use axum::{
+    Router,
+    routing::{get, put},
+};
+
+use crate::state::AppState;
+
+/// The `/queries/{namespace}/{name}/…` routes.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        // The first segment is named as in `/queries/{query_id}/messages` (the router needs one name per segment).
+        .route("/queries/{query_id}/{name}/state", get(routes::state))
+        .route("/queries/{query_id}/{name}/tool-calls/{tool_call_id}", put(routes::map_tool_call))
+}

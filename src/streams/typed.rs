@@ -1,0 +1,169 @@
+//! Typed events of the unified execution stream (seed 002): their types, which of them writers may post as
+//! NDJSON lines beside the OpenAI chunks, and the checks those lines must pass.
+
+use serde_json::Value;
+
+/// The type of a typed event, as stored in `chunks.event_type` and sent as `event`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EventType {
+    TextDelta,
+    ToolCallStart,
+    ToolCallResult,
+    QuestionRaised,
+    QuestionAnswered,
+    QuestionCancelled,
+    QuestionExpired,
+    PhaseChange,
+    CompletedQuery,
+    /// The broker's frame for a stream whose writer disconnected: stored as an error chunk OpenAI-format
+    /// readers see too, sent as `error` in the unified format.
+    StreamAborted,
+}
+
+impl EventType {
+    const ALL: [EventType; 10] = [
+        EventType::TextDelta,
+        EventType::ToolCallStart,
+        EventType::ToolCallResult,
+        EventType::QuestionRaised,
+        EventType::QuestionAnswered,
+        EventType::QuestionCancelled,
+        EventType::QuestionExpired,
+        EventType::PhaseChange,
+        EventType::CompletedQuery,
+        EventType::StreamAborted,
+    ];
+
+    /// The stored and wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::TextDelta => "text_delta",
+            EventType::ToolCallStart => "tool_call_start",
+            EventType::ToolCallResult => "tool_call_result",
+            EventType::QuestionRaised => "question_raised",
+            EventType::QuestionAnswered => "question_answered",
+            EventType::QuestionCancelled => "question_cancelled",
+            EventType::QuestionExpired => "question_expired",
+            EventType::PhaseChange => "phase_change",
+            EventType::CompletedQuery => "completed_query",
+            EventType::StreamAborted => "stream_aborted",
+        }
+    }
+
+    /// Reads a stored name.
+    pub fn parse(name: &str) -> Option<Self> {
+        EventType::ALL.into_iter().find(|t| t.as_str() == name)
+    }
+
+    /// Whether OpenAI-format readers (and the raw `GET /stream` feed) see rows of this type.
+    pub fn is_openai_visible(self) -> bool {
+        self == EventType::StreamAborted
+    }
+
+    /// Whether a writer may post it. Question events and the abort frame are the broker's alone: it writes
+    /// them in the same transaction as the change they report, so the stream cannot claim what did not happen.
+    fn writers_may_post(self) -> bool {
+        !matches!(
+            self,
+            EventType::QuestionRaised
+                | EventType::QuestionAnswered
+                | EventType::QuestionCancelled
+                | EventType::QuestionExpired
+                | EventType::StreamAborted
+        )
+    }
+}
+
+/// What a posted NDJSON line is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineKind {
+    /// An OpenAI chunk (or any other opaque JSON): stored and served as it is.
+    Chunk,
+    /// A typed event `{"event":…,"data":{…}}` a writer may post.
+    Typed(EventType),
+    /// A line that names an event but is not one a writer may post as written.
+    Refused,
+}
+
+/// Classifies one posted line that is valid JSON. Seed 002: "the `event` field distinguishes event types;
+/// lines without it are OpenAI chunks".
+pub fn classify(text: &str) -> LineKind {
+    // Cheap test first: nearly every line is an OpenAI chunk.
+    if !text.contains("\"event\"") {
+        return LineKind::Chunk;
+    }
+    let Ok(Value::Object(line)) = serde_json::from_str::<Value>(text) else {
+        return LineKind::Chunk;
+    };
+    let Some(event) = line.get("event") else {
+        return LineKind::Chunk;
+    };
+    let kind = event.as_str().and_then(EventType::parse).filter(|t| t.writers_may_post());
+    match (kind, line.get("data")) {
+        (Some(kind), Some(Value::Object(data))) if data_is_valid(kind, data) => LineKind::Typed(kind),
+        _ => LineKind::Refused,
+    }
+}
+
+/// The fields each type must carry for readers and the resume state to rely on them.
+fn data_is_valid(kind: EventType, data: &serde_json::Map<String, Value>) -> bool {
+    let text = |field: &str| data.get(field).and_then(Value::as_str).is_some_and(|s| !s.is_empty());
+    let optional = |field: &str, check: fn(&Value) -> bool| data.get(field).is_none_or(|v| v.is_null() || check(v));
+    match kind {
+        EventType::TextDelta => data.get("content").is_some_and(Value::is_string),
+        EventType::ToolCallStart => text("tool_call_id") && text("tool_name"),
+        EventType::ToolCallResult => {
+            text("tool_call_id") && optional("success", Value::is_boolean) && optional("duration_ms", Value::is_number)
+        }
+        EventType::PhaseChange => {
+            text("to") && optional("from", Value::is_string) && optional("reason", Value::is_string)
+        }
+        _ => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn openai_chunks_are_chunks() {
+        assert_eq!(classify(r#"{"id":"c","choices":[{"delta":{"content":"an \"event\" word"}}]}"#), LineKind::Chunk);
+        assert_eq!(classify(r#"{"type":"tool_approval_request","taskId":"t"}"#), LineKind::Chunk);
+        assert_eq!(classify(r#"["event"]"#), LineKind::Chunk);
+    }
+
+    #[test]
+    fn typed_events_writers_may_post_are_recognised() {
+        let start =
+            r#"{"event":"tool_call_start","data":{"tool_call_id":"call_1","tool_name":"search","arguments":{}}}"#;
+        assert_eq!(classify(start), LineKind::Typed(EventType::ToolCallStart));
+        let result = r#"{"event":"tool_call_result","data":{"tool_call_id":"call_1","success":true,"result":"ok","duration_ms":12}}"#;
+        assert_eq!(classify(result), LineKind::Typed(EventType::ToolCallResult));
+        let phase = r#"{"event":"phase_change","data":{"from":"pending","to":"running","reason":"started"}}"#;
+        assert_eq!(classify(phase), LineKind::Typed(EventType::PhaseChange));
+    }
+
+    #[test]
+    fn broker_only_unknown_and_incomplete_events_are_refused() {
+        for line in [
+            r#"{"event":"question_answered","data":{"question_id":"q-1","response":"yes"}}"#,
+            r#"{"event":"stream_aborted","data":{}}"#,
+            r#"{"event":"made_up","data":{}}"#,
+            r#"{"event":"tool_call_start","data":{"tool_name":"search"}}"#,
+            r#"{"event":"tool_call_result","data":{"tool_call_id":"c","success":"yes"}}"#,
+            r#"{"event":"phase_change","data":{"from":"running"}}"#,
+            r#"{"event":"text_delta","data":"hello"}"#,
+            r#"{"event":7,"data":{}}"#,
+        ] {
+            assert_eq!(classify(line), LineKind::Refused, "{line}");
+        }
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for kind in EventType::ALL {
+            assert_eq!(EventType::parse(kind.as_str()), Some(kind));
+        }
+    }
+}
