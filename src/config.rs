@@ -140,6 +140,12 @@ pub struct Config {
     #[arg(long, env = "ARK_BROKER_MAX_CHUNK_BYTES", default_value_t = 10 * 1024 * 1024)]
     pub max_chunk_bytes: usize,
 
+    /// Seconds a stream may go without a write after a chunk POST to it broke mid-body (a reset, not a clean
+    /// end) before it is marked aborted: its readers then get the abort frame and `[DONE]`.
+    #[arg(long, env = "ARK_BROKER_STREAM_ABORT_GRACE_SECONDS", default_value_t = 30,
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub stream_abort_grace_seconds: u64,
+
     /// Seconds between passes of the reaper (expired messages, expired questions, the question watch log).
     #[arg(long, env = "ARK_BROKER_REAP_INTERVAL_SECONDS", default_value_t = 60,
           value_parser = clap::value_parser!(u64).range(1..))]

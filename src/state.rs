@@ -26,7 +26,7 @@ use crate::{
     questions::{store::QuestionStore, tail as question_tail},
     retention::Reaper,
     sessions::{model::SessionChange, store::SessionStore},
-    streams::{model::ChunkRow, store::ChunkStore, writer::ChunkWriter},
+    streams::{self, model::ChunkRow, store::ChunkStore, writer::ChunkWriter},
     traces::{model::SpanRecord, store::SpanStore},
 };
 
@@ -141,12 +141,15 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
         max_spans: config.max_spans as i64,
         question_log_seconds: config.question_log_seconds as i64,
     };
+    let abort_task =
+        streams::abort::spawn(chunks.clone(), Duration::from_secs(config.stream_abort_grace_seconds), shutdown.clone());
     let reaper_task = tokio::spawn(reaper.run(Duration::from_secs(config.reap_interval_seconds), shutdown.clone()));
     // The tails end when the listener, which holds their senders, ends.
     let mut background = vec![
         listener_task,
         writer_task,
         reaper_task,
+        abort_task,
         chunk_tail_task,
         message_tail_task,
         question_tail_task,

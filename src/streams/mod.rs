@@ -1,6 +1,8 @@
 //! LLM chunk streams, upstream's `/stream` routes, durable in Postgres: NDJSON ingest group-committed per
-//! replica, SSE readers on any replica, completion markers, and the raw global feed.
+//! replica, SSE readers on any replica, completion markers, and the raw global feed; the unified execution
+//! stream's typed events in order with the chunks, and streams aborted when their writer disconnected.
 
+pub mod abort;
 pub mod broker_writes;
 pub mod model;
 mod ndjson;

@@ -90,6 +90,28 @@ struct Ingest<'a> {
     received: usize,
     /// Lines known to be stored: always the first `stored` of the request.
     stored: usize,
+    /// Whether the body was read to its end (or the broker ended the request). A request dropped, or whose
+    /// body failed, before that lost its writer: the connection broke mid-body (see [`super::abort`]).
+    body_ended: bool,
+}
+
+impl Drop for Ingest<'_> {
+    fn drop(&mut self) {
+        if self.body_ended {
+            return;
+        }
+        // Marked once what was handed over is stored, so those chunks' own commit does not clear the mark.
+        let pending = std::mem::take(&mut self.pending);
+        let (store, stream_id) = (self.state.chunks.clone(), self.stream_id.clone());
+        tokio::spawn(async move {
+            for (ack, _) in pending {
+                let _ = ack.await;
+            }
+            if let Err(error) = store.writer_lost(&stream_id).await {
+                tracing::warn!(%error, stream.id = %stream_id, "cannot record that a stream's writer disconnected");
+            }
+        });
+    }
 }
 
 impl<'a> Ingest<'a> {
@@ -102,6 +124,7 @@ impl<'a> Ingest<'a> {
             pending: VecDeque::new(),
             received: 0,
             stored: 0,
+            body_ended: false,
         }
     }
 
@@ -113,13 +136,18 @@ impl<'a> Ingest<'a> {
             // A failed write ends the request at once, even if the client keeps sending.
             let piece = tokio::select! {
                 piece = body.next() => piece,
-                () = request.failure() => return Err(not_stored()),
+                () = request.failure() => {
+                    // The broker ended the request, not the writer: the stream keeps its writer.
+                    self.body_ended = true;
+                    return Err(not_stored());
+                }
             };
             let Some(piece) = piece else { break };
             let piece = piece.map_err(|e| ApiError::BadRequest(format!("reading the request body failed: {e}")))?;
             let chunks = self.lines.push(&piece);
             self.submit(chunks).await?;
         }
+        self.body_ended = true;
         let rest = self.lines.finish();
         self.submit(rest).await
     }

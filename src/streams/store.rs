@@ -39,6 +39,11 @@ impl ChunkStore {
         ChunkStore { pool }
     }
 
+    /// The pool, for the store's other files.
+    pub(super) fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
     /// Registers streams that may not exist yet; existing ones are left alone without waiting for a writer
     /// that holds them.
     pub async fn create_streams(&self, stream_ids: &[&str]) -> StoreResult<()> {

@@ -3,6 +3,7 @@
 
 mod support;
 
+mod aborted;
 mod bench_smoke;
 mod commit_order;
 mod deploy;

@@ -1,0 +1,41 @@
+//! Aborted streams (seed 004: "if an incoming stream connection ends without DONE we need to have it as an
+//! aborted stream"). A chunk POST whose connection breaks mid-body marks its stream's writer lost; if
+//! nothing is written to the stream and it is not completed within the grace period, the stream is marked
+//! aborted and its readers get the abort frame, then `[DONE]`. A POST that ends cleanly without `/complete`
+//! is not an abort: the Python SDK posts one chunk per request. Every replica runs the sweep, so a stream is
+//! marked even when the replica that saw the break is gone; the marking itself happens once.
+
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::ChunkStore;
+
+/// Streams marked per pass.
+const BATCH: i64 = 100;
+/// The longest pause between passes.
+const MAX_PERIOD: Duration = Duration::from_secs(1);
+
+/// Starts this replica's sweep for streams whose grace period ran out.
+pub fn spawn(store: ChunkStore, grace: Duration, shutdown: CancellationToken) -> JoinHandle<()> {
+    let period = (grace / 4).clamp(Duration::from_millis(100), MAX_PERIOD);
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(period);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            match store.abort_lost(grace, BATCH).await {
+                Ok(aborted) => {
+                    for stream in aborted {
+                        tracing::info!(stream.id = %stream, "stream aborted: its writer disconnected and did not come back");
+                    }
+                }
+                Err(error) => tracing::warn!(%error, "cannot mark aborted streams"),
+            }
+        }
+    })
+}
