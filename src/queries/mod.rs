@@ -2,8 +2,9 @@
 //! it waits on, its pending tool calls, whether it can resume — and the tool_call_id ↔ task_id mapping the
 //! controller records. Everything is read from what the broker stores, so every replica answers the same.
 
-mod model;
+pub mod model;
 mod pending;
+pub mod resume;
 mod routes;
 pub mod store;
 

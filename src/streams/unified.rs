@@ -10,8 +10,8 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use super::{model::ChunkRow, typed::EventType};
-use crate::http::reply::iso_timestamp;
+use super::{ChunkStore, model::ChunkRow, typed::EventType};
+use crate::{db::StoreResult, http::reply::iso_timestamp};
 
 /// The `event` of an error frame (an error chunk, or the broker's abort frame).
 pub const ERROR: &str = "error";
@@ -195,6 +195,21 @@ impl Unifier {
         let arguments = serde_json::from_str::<Value>(&call.arguments).unwrap_or(Value::String(call.arguments));
         let data = json!({"tool_call_id": call.id, "tool_name": call.name, "arguments": arguments});
         out.push(UnifiedEvent { event: EventType::ToolCallStart.as_str(), at, data });
+    }
+}
+
+/// Every typed event of stream `stream_id` as stored now, in order (the stream read from its first row).
+pub async fn replay(store: &ChunkStore, stream_id: &str) -> StoreResult<Vec<UnifiedEvent>> {
+    let (mut unifier, mut events, mut after) = (Unifier::new(), Vec::new(), 0);
+    loop {
+        let page = store.stream_page(stream_id, after).await?;
+        for row in &page.rows {
+            events.extend(unifier.push(row));
+        }
+        after = page.next;
+        if page.caught_up {
+            return Ok(events);
+        }
     }
 }
 

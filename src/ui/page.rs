@@ -3,6 +3,7 @@
 use chrono::Utc;
 use maud::{DOCTYPE, Markup, html};
 
+use super::query_page::path_segment;
 use crate::questions::model::Question;
 
 /// Which tab is shown.
@@ -75,7 +76,8 @@ pub fn render(view: View, version: i64, pending: &[Question], closed: &[Question
     }
 }
 
-fn flash_message(flash: &Flash) -> Markup {
+/// The outcome of a form post, as a status line.
+pub fn flash_message(flash: &Flash) -> Markup {
     let (class, text) = match flash {
         Flash::Answered(id) => ("ok", format!("Answered {id}.")),
         Flash::Conflict(id) => {
@@ -93,7 +95,13 @@ fn meta(question: &Question) -> Markup {
             span .sender { (question.sender) } " → " span .recipient { (question.recipient) }
             " · " time .age datetime=(question.created_at) title=(question.created_at) { (age(question)) }
             @if let Some(query) = &question.query {
-                " · Query " span .query { (query.namespace.as_deref().map(|ns| format!("{ns}/")).unwrap_or_default()) (query.name) }
+                " · Query "
+                @match &query.namespace {
+                    Some(namespace) => a .query href={"/ui/queries/" (path_segment(namespace)) "/" (path_segment(&query.name))} {
+                        (namespace) "/" (query.name)
+                    },
+                    None => span .query { (query.name) },
+                }
             }
             @for channel in &question.channels { " " span .channel { (channel) } }
         }
@@ -115,7 +123,7 @@ fn pending_card_skeleton() -> Markup {
     html! {
         li .question {
             p .meta {
-                span .sender {} " → " span .recipient {} " · " time .age {} span .query-part hidden { " · Query " span .query {} }
+                span .sender {} " → " span .recipient {} " · " time .age {} span .query-part hidden { " · Query " a .query {} }
             }
             p .content {}
             (answer_form(""))

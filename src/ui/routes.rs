@@ -8,16 +8,22 @@ use axum::{
 };
 use serde::Deserialize;
 
-use super::page::{self, Flash, View};
+use super::{
+    page::{self, Flash, View},
+    query_page,
+};
 use crate::{
     error::ApiError,
     http::extract::ApiQuery,
+    queries::resume,
     questions::{
         Change,
         model::{Answer, QuestionStatus},
         store::QuestionFilter,
     },
     state::AppState,
+    streams::unified,
+    validate,
 };
 
 /// Most questions one view shows.
@@ -33,21 +39,28 @@ pub struct PageParams {
     invalid: Option<String>,
 }
 
+impl PageParams {
+    /// The outcome of the form post that redirected here, if any.
+    fn flash(self) -> Option<Flash> {
+        if let Some(id) = self.answered {
+            Some(Flash::Answered(id))
+        } else if let Some(id) = self.conflict {
+            Some(Flash::Conflict(id))
+        } else if let Some(id) = self.missing {
+            Some(Flash::Missing(id))
+        } else {
+            self.invalid.map(Flash::Invalid)
+        }
+    }
+}
+
 /// `GET /ui`.
 pub async fn page(State(state): State<AppState>, ApiQuery(params): ApiQuery<PageParams>) -> Result<Response, ApiError> {
     let view = match params.view.as_deref() {
         Some("closed") => View::Closed,
         _ => View::Pending,
     };
-    let flash = if let Some(id) = params.answered {
-        Some(Flash::Answered(id))
-    } else if let Some(id) = params.conflict {
-        Some(Flash::Conflict(id))
-    } else if let Some(id) = params.missing {
-        Some(Flash::Missing(id))
-    } else {
-        params.invalid.map(Flash::Invalid)
-    };
+    let flash = params.flash();
     let pending = QuestionFilter { status: Some(QuestionStatus::Pending), ..QuestionFilter::default() };
     let (version, pending) = state.questions.list(&pending, 0, VIEW_LIMIT).await?;
     let closed = match view {
@@ -57,12 +70,33 @@ pub async fn page(State(state): State<AppState>, ApiQuery(params): ApiQuery<Page
     Ok(page::render(view, version, &pending, &closed, flash.as_ref()).into_response())
 }
 
+/// `GET /ui/queries/{namespace}/{name}`: the Query's timeline as stored; the script keeps it live.
+pub async fn query_page(
+    State(state): State<AppState>,
+    Path((namespace, name)): Path<(String, String)>,
+    ApiQuery(params): ApiQuery<PageParams>,
+) -> Result<Response, ApiError> {
+    validate::key("namespace", &namespace)?;
+    validate::key("name", &name)?;
+    let phase = match resume::load(&state, namespace.clone(), name.clone()).await? {
+        Some(resume) => resume.phase,
+        // Not started yet (or not streamed): the page waits for it.
+        None => "unknown".to_owned(),
+    };
+    let events = unified::replay(&state.chunks, &name).await?;
+    let items = query_page::timeline(&events);
+    Ok(query_page::render(&namespace, &name, &phase, &items, params.flash().as_ref()).into_response())
+}
+
 /// The answer form's fields.
 #[derive(Debug, Deserialize)]
 pub struct AnswerForm {
     response: String,
     #[serde(default, rename = "answeredBy")]
     answered_by: String,
+    /// The page to go back to (a Query's page); `/ui` when absent or not one of ours.
+    #[serde(default)]
+    back: Option<String>,
 }
 
 /// `POST /ui/questions/{id}/answer`: answers, then redirects back to the page with the outcome.
@@ -83,7 +117,18 @@ pub async fn answer(
         }
     };
     let id: String = url_safe(&id);
-    Ok(Redirect::to(&format!("/ui?{outcome}={id}")))
+    let back = form.back.filter(|back| is_query_page(back)).unwrap_or_else(|| "/ui".to_owned());
+    Ok(Redirect::to(&format!("{back}?{outcome}={id}")))
+}
+
+/// Whether `path` is a Query page's path (so the redirect cannot be pointed anywhere else).
+fn is_query_page(path: &str) -> bool {
+    let Some(rest) = path.strip_prefix("/ui/queries/") else { return false };
+    let segments: Vec<&str> = rest.split('/').collect();
+    segments.len() == 2
+        && segments
+            .iter()
+            .all(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._~%".contains(&b)))
 }
 
 /// Keeps an id fit for a query string (ids are `q-<uuid>`; anything else is dropped).
@@ -94,6 +139,11 @@ fn url_safe(id: &str) -> String {
 /// `GET /ui/assets/app.js`.
 pub async fn script() -> impl IntoResponse {
     ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8")], include_str!("assets/app.js"))
+}
+
+/// `GET /ui/assets/query.js`.
+pub async fn query_script() -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8")], include_str!("assets/query.js"))
 }
 
 /// `GET /ui/assets/app.css`.

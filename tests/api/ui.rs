@@ -1,11 +1,9 @@
 //! The web page: server-rendered HTML and the no-JavaScript form over HTTP, and the whole page driven in
 //! headless Chromium across two replicas (tests/browser/questions-page.mjs).
 
-use std::path::Path;
-
 use serde_json::{Value, json};
 
-use crate::support::{Replica, TestApp, fresh_database, within};
+use crate::support::{Replica, TestApp, browser, fresh_database};
 
 async fn ask(app: &TestApp, content: &str) -> Value {
     let body = json!({"sender": "ark://agents/reviewer", "recipient": "ark://users/dave", "content": content});
@@ -61,29 +59,8 @@ async fn the_form_answers_and_redirects_back_and_a_second_answer_is_reported_as_
 
 #[tokio::test]
 async fn the_page_works_in_headless_chromium_across_two_replicas() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let script = root.join("tests/browser/questions-page.mjs");
-    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
-    assert!(
-        Path::new(&chromium).exists() && root.join("tests/browser/node_modules/playwright-core").exists(),
-        "this test needs Chromium ({chromium}) and tests/browser's npm packages; ./scripts/test installs both"
-    );
     let url = fresh_database().await;
     let (a, b) = tokio::join!(Replica::start(&url), Replica::start(&url));
-    let output = within(
-        "the browser scenario",
-        tokio::process::Command::new("node")
-            .arg(&script)
-            .env("BROKER_A", &a.base)
-            .env("BROKER_B", &b.base)
-            .env("CHROMIUM", &chromium)
-            .envs(std::env::var("SCREENSHOT_DIR").ok().map(|dir| ("SCREENSHOT_DIR", dir)))
-            .output(),
-    )
-    .await
-    .expect("run node");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "the browser scenario failed:\n{stdout}\n{stderr}\nreplica B:\n{}", b.log());
+    let stdout = browser::run_scenario("questions-page.mjs", &a, &b).await;
     assert!(stdout.contains("6 passed, 0 failed"), "{stdout}");
 }

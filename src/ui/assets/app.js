@@ -66,7 +66,11 @@
     time.textContent = age(question.createdAt);
     if (question.query) {
       const ns = question.query.namespace ? `${question.query.namespace}/` : "";
-      card.querySelector(".query").textContent = ns + question.query.name;
+      const link = card.querySelector(".query");
+      link.textContent = ns + question.query.name;
+      if (question.query.namespace) {
+        link.href = `/ui/queries/${encodeURIComponent(question.query.namespace)}/${encodeURIComponent(question.query.name)}`;
+      }
       card.querySelector(".query-part").hidden = false;
     }
     card.querySelector(".content").textContent = question.content;

@@ -1,0 +1,60 @@
+//! A Query's resume state, put together from the `query_resume_states` view, its stream's phase, its
+//! pending tool calls and its last message: what `GET /queries/{ns}/{name}/state` answers and the Query page
+//! shows.
+
+use super::{
+    model::{BlockedOn, Checkpoint, QueryName, ResumeState, WaitingFor},
+    pending::pending_tool_calls,
+};
+use crate::{db::StoreResult, http::reply::iso_timestamp, state::AppState};
+
+/// The resume state of Query `namespace/name`, or `None` when the broker knows nothing of it (no question
+/// named it, it has no stream and no messages).
+pub async fn load(state: &AppState, namespace: String, name: String) -> StoreResult<Option<ResumeState>> {
+    let resume = state.query_state.resume_row(&namespace, &name).await?;
+    let stream = state.query_state.stream_phase(&name).await?;
+    let last_message_sequence = state.query_state.last_message_sequence(&name).await?;
+    if resume.is_none() && stream.is_none() && last_message_sequence.is_none() {
+        return Ok(None);
+    }
+    let pending = match &stream {
+        Some(stream) if !stream.completed => pending_tool_calls(&state.chunks, &name).await?,
+        _ => Vec::new(),
+    };
+    let phase = match (&resume, &stream) {
+        (Some(resume), _) => resume.phase.clone(),
+        (None, Some(stream)) => stream.phase.clone(),
+        // Only messages: a Query that did not stream, and whose phase only Kubernetes knows.
+        (None, None) => "unknown".to_owned(),
+    };
+    let blocked_on = resume.as_ref().and_then(|row| {
+        Some(BlockedOn {
+            kind: "question",
+            question_id: row.question_id.clone()?,
+            task_id: row.task_id,
+            tool_call_id: row.tool_call_id.clone(),
+            status: row.question_status.clone()?,
+        })
+    });
+    let waiting_for = resume.as_ref().and_then(|row| {
+        let since = row.waiting_since?;
+        Some(WaitingFor {
+            question_id: row.question_id.clone()?,
+            task_id: row.task_id,
+            tool_call_id: row.tool_call_id.clone(),
+            since: iso_timestamp(since),
+        })
+    });
+    let blocking_call = blocked_on.as_ref().and_then(|b| b.tool_call_id.as_deref());
+    let pending_tool_call =
+        pending.iter().find(|call| Some(call.tool_call_id.as_str()) == blocking_call).or(pending.last()).cloned();
+    Ok(Some(ResumeState {
+        query: QueryName { namespace, name },
+        phase,
+        waiting_for,
+        pending_tool_calls: pending,
+        can_resume: resume.as_ref().is_some_and(|row| row.can_resume),
+        blocked_on,
+        conversation_checkpoint: Checkpoint { last_message_sequence, pending_tool_call },
+    }))
+}

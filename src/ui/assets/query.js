@@ -1,0 +1,180 @@
+// Keeps a Query's page live: replays its unified stream (text, tool calls, questions, phase changes) into
+// the timeline and follows it as it happens, from whichever replica serves the page. Answers go through the
+// REST API (first answer wins); without JavaScript the server-rendered page and its form posts still work.
+"use strict";
+
+(() => {
+  const body = document.body;
+  const timeline = document.getElementById("timeline");
+  if (body.dataset.page !== "query" || !timeline || !window.EventSource) return;
+  const empty = document.getElementById("empty");
+  const phase = document.getElementById("phase");
+  const formTemplate = document.getElementById("answer-template");
+
+  function el(tag, className, text) {
+    const node = document.createElement(tag);
+    if (className) node.className = className;
+    if (text !== undefined) node.textContent = text;
+    return node;
+  }
+
+  function shown(value) {
+    if (value === undefined || value === null) return "";
+    return typeof value === "string" ? value : JSON.stringify(value, null, 2);
+  }
+
+  function duration(ms) {
+    if (typeof ms !== "number") return "";
+    return ms >= 1000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.round(ms)} ms`;
+  }
+
+  function setPhase(to) {
+    phase.textContent = to;
+    phase.className = `phase phase-${to}`;
+  }
+
+  function append(node) {
+    timeline.appendChild(node);
+    empty.hidden = true;
+  }
+
+  function text(content) {
+    const last = timeline.lastElementChild;
+    if (last && last.classList.contains("text")) last.textContent += content;
+    else append(el("li", "text", content));
+  }
+
+  function toolStart(data) {
+    const item = el("li", "tool");
+    item.id = `tool-${data.tool_call_id}`;
+    item.dataset.toolCallId = data.tool_call_id;
+    const details = el("details");
+    const summary = el("summary");
+    summary.append(el("span", "badge", "tool"), " ", el("code", "tool-name", data.tool_name), " ",
+      el("span", "tool-status running", "running"), " ", el("span", "duration", ""));
+    details.append(summary, el("p", "label", "Arguments"), el("pre", "args", shown(data.arguments)),
+      el("p", "label", "Result"), el("pre", "result", ""));
+    item.appendChild(details);
+    append(item);
+  }
+
+  function toolResult(data) {
+    const item = document.getElementById(`tool-${data.tool_call_id}`);
+    if (!item) return;
+    const ok = data.success !== false;
+    const status = item.querySelector(".tool-status");
+    status.className = `tool-status ${ok ? "ok" : "failed"}`;
+    status.textContent = ok ? "succeeded" : "failed";
+    item.querySelector(".duration").textContent = duration(data.duration_ms);
+    item.querySelector(".result").textContent = shown(data.result);
+  }
+
+  function questionRaised(data) {
+    if (document.getElementById(`question-${data.question_id}`)) return;
+    const item = el("li", "question asked");
+    item.id = `question-${data.question_id}`;
+    item.dataset.id = data.question_id;
+    const meta = el("p", "meta");
+    meta.append(el("span", "badge", "question"), " to ", el("span", "recipient", data.recipient));
+    item.append(meta, el("p", "content", data.content));
+    const form = formTemplate.content.firstElementChild.cloneNode(true);
+    form.action = `/ui/questions/${encodeURIComponent(data.question_id)}/answer`;
+    wireForm(item, form);
+    item.appendChild(form);
+    append(item);
+  }
+
+  function outcome(item, status, response, by) {
+    if (!item || item.querySelector(".outcome")) return;
+    const form = item.querySelector("form.answer");
+    if (form) form.remove();
+    const line = el("p", "outcome");
+    line.appendChild(el("span", `status ${status}`, status));
+    if (response !== undefined && response !== null) line.append(" ", el("span", "response", response));
+    if (by) line.append(" — ", el("span", "by", by));
+    item.appendChild(line);
+  }
+
+  function questionClosed(event, data) {
+    const item = document.getElementById(`question-${data.question_id}`);
+    outcome(item, event.replace("question_", ""), data.response, data.answered_by);
+  }
+
+  function wireForm(item, form) {
+    form.addEventListener("submit", async (submitted) => {
+      submitted.preventDefault();
+      const fields = new FormData(form);
+      const answer = { response: fields.get("response") };
+      const by = String(fields.get("answeredBy") || "").trim();
+      if (by) answer.answeredBy = by;
+      const button = form.querySelector("button");
+      const error = form.querySelector(".form-error");
+      button.disabled = true;
+      try {
+        const reply = await fetch(`/questions/${encodeURIComponent(item.dataset.id)}/answer`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify(answer),
+        });
+        const result = await reply.json().catch(() => ({}));
+        if (reply.ok) {
+          outcome(item, "answered", result.response, result.answeredBy);
+        } else if (reply.status === 409 && result.question) {
+          const q = result.question;
+          outcome(item, q.status, q.response, q.answeredBy);
+        } else {
+          error.textContent = (result.error && result.error.message) || `The answer was not stored (${reply.status}).`;
+          error.hidden = false;
+          button.disabled = false;
+        }
+      } catch (_) {
+        form.submit(); // network trouble: fall back to the plain form post
+      }
+    });
+  }
+
+  function apply(frame) {
+    const data = frame.data || {};
+    switch (frame.event) {
+      case "text_delta": return text(data.content || "");
+      case "tool_call_start": return toolStart(data);
+      case "tool_call_result": return toolResult(data);
+      case "question_raised": return questionRaised(data);
+      case "question_answered":
+      case "question_cancelled":
+      case "question_expired": return questionClosed(frame.event, data);
+      case "phase_change":
+        append(el("li", "phase-change", `Phase ${data.from || ""} → ${data.to}${data.reason ? ` (${data.reason})` : ""}`));
+        return setPhase(data.to);
+      case "completed_query":
+        append(el("li", "completed", "Query completed"));
+        return setPhase("completed");
+      case "error":
+        return append(el("li", "error", data.message || "error"));
+      default:
+        return undefined;
+    }
+  }
+
+  // Each (re)connection replays the stream from its first event, so the timeline is rebuilt on open.
+  const source = new EventSource(body.dataset.streamUrl);
+  source.onopen = () => {
+    timeline.replaceChildren();
+    body.dataset.live = "true";
+  };
+  source.onmessage = (message) => {
+    if (message.data === "[DONE]") {
+      source.close();
+      body.dataset.live = "ended";
+      return;
+    }
+    try {
+      apply(JSON.parse(message.data));
+    } catch (_) {
+      // a frame this page does not understand is skipped
+    }
+  };
+  source.onerror = () => {
+    if (body.dataset.live !== "ended") body.dataset.live = "reconnecting";
+  };
+})();

@@ -1,0 +1,209 @@
+//! The page of one Query (`/ui/queries/{namespace}/{name}`): its unified stream as a timeline — text,
+//! tool-call badges with name, duration and outcome, collapsible arguments and results, phase changes, and
+//! its questions inline with an answer form. This renders what is stored, so the page works without
+//! JavaScript; `assets/query.js` replays the same stream live and keeps it current.
+
+use maud::{DOCTYPE, Markup, html};
+use serde_json::Value;
+
+use super::page::{Flash, flash_message};
+use crate::streams::unified::UnifiedEvent;
+
+/// One entry of the timeline.
+#[derive(Debug)]
+pub enum Item {
+    /// Consecutive text deltas, joined.
+    Text(String),
+    /// A tool call, with its result once it has one.
+    Tool { id: String, name: String, arguments: String, result: Option<ToolResult> },
+    /// A question the Query asked, with its outcome once it has one.
+    Question { id: String, recipient: String, content: String, outcome: Option<Outcome> },
+    /// The Query moved between phases.
+    Phase { from: String, to: String, reason: String },
+    /// The final chunk arrived.
+    Completed,
+    /// An error chunk, or the abort frame.
+    Error(String),
+}
+
+/// A tool call's result.
+#[derive(Debug)]
+pub struct ToolResult {
+    success: bool,
+    duration_ms: Option<f64>,
+    result: String,
+}
+
+/// How a question closed.
+#[derive(Debug)]
+pub struct Outcome {
+    status: &'static str,
+    response: Option<String>,
+    by: Option<String>,
+}
+
+/// The timeline of a stream's typed events, in order; results and outcomes land on their call or question.
+pub fn timeline(events: &[UnifiedEvent]) -> Vec<Item> {
+    let mut items: Vec<Item> = Vec::new();
+    for event in events {
+        let data = &event.data;
+        let text = |field: &str| data.get(field).and_then(Value::as_str).unwrap_or_default().to_owned();
+        match event.event {
+            "text_delta" => match items.last_mut() {
+                Some(Item::Text(joined)) => joined.push_str(&text("content")),
+                _ => items.push(Item::Text(text("content"))),
+            },
+            "tool_call_start" => items.push(Item::Tool {
+                id: text("tool_call_id"),
+                name: text("tool_name"),
+                arguments: shown(data.get("arguments")),
+                result: None,
+            }),
+            "tool_call_result" => {
+                let id = text("tool_call_id");
+                let call = items.iter_mut().find(|item| matches!(item, Item::Tool { id: i, .. } if *i == id));
+                if let Some(Item::Tool { result, .. }) = call {
+                    *result = Some(ToolResult {
+                        success: data.get("success").and_then(Value::as_bool).unwrap_or(true),
+                        duration_ms: data.get("duration_ms").and_then(Value::as_f64),
+                        result: shown(data.get("result")),
+                    });
+                }
+            }
+            "question_raised" => items.push(Item::Question {
+                id: text("question_id"),
+                recipient: text("recipient"),
+                content: text("content"),
+                outcome: None,
+            }),
+            "question_answered" | "question_cancelled" | "question_expired" => {
+                let id = text("question_id");
+                let question = items.iter_mut().find(|item| matches!(item, Item::Question { id: i, .. } if *i == id));
+                if let Some(Item::Question { outcome, .. }) = question {
+                    *outcome = Some(Outcome {
+                        status: event.event.trim_start_matches("question_"),
+                        response: data.get("response").and_then(Value::as_str).map(str::to_owned),
+                        by: data.get("answered_by").and_then(Value::as_str).map(str::to_owned),
+                    });
+                }
+            }
+            "phase_change" => items.push(Item::Phase { from: text("from"), to: text("to"), reason: text("reason") }),
+            "completed_query" => items.push(Item::Completed),
+            _ => items.push(Item::Error(text("message"))),
+        }
+    }
+    items
+}
+
+/// A JSON value as the page shows it: strings as they are, anything else pretty-printed.
+fn shown(value: Option<&Value>) -> String {
+    match value {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(text)) => text.clone(),
+        Some(other) => serde_json::to_string_pretty(other).unwrap_or_default(),
+    }
+}
+
+/// The whole page.
+pub fn render(namespace: &str, name: &str, phase: &str, items: &[Item], flash: Option<&Flash>) -> Markup {
+    let back = format!("/ui/queries/{}/{}", path_segment(namespace), path_segment(name));
+    let stream_url = format!("/stream/{}?format=unified&from-beginning=true", path_segment(name));
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (namespace) "/" (name) " · Ark Broker" }
+                link rel="stylesheet" href="/ui/assets/app.css";
+                script src="/ui/assets/query.js" defer {}
+            }
+            body data-page="query" data-stream-url=(stream_url) data-back=(back) {
+                header {
+                    h1 { "Query " span .query { (namespace) "/" (name) } }
+                    span #phase .phase .{"phase-" (phase)} { (phase) }
+                    nav { a href="/ui" { "Questions" } }
+                }
+                main {
+                    @if let Some(flash) = flash { (flash_message(flash)) }
+                    p #empty .empty hidden[!items.is_empty()] { "Nothing streamed yet. The Query's output appears here as it runs." }
+                    ol #timeline .timeline {
+                        @for item in items { (render_item(item, &back)) }
+                    }
+                }
+                template #answer-template { (answer_form("", &back)) }
+            }
+        }
+    }
+}
+
+fn render_item(item: &Item, back: &str) -> Markup {
+    match item {
+        Item::Text(text) => html! { li .text { (text) } },
+        Item::Tool { id, name, arguments, result } => html! {
+            li .tool #{"tool-" (id)} data-tool-call-id=(id) {
+                details {
+                    summary {
+                        span .badge { "tool" } " " code .tool-name { (name) } " "
+                        @match result {
+                            None => span .tool-status .running { "running" },
+                            Some(r) if r.success => span .tool-status .ok { "succeeded" },
+                            Some(_) => span .tool-status .failed { "failed" },
+                        }
+                        " " span .duration { (result.as_ref().and_then(|r| r.duration_ms).map(duration).unwrap_or_default()) }
+                    }
+                    p .label { "Arguments" } pre .args { (arguments) }
+                    p .label { "Result" } pre .result { (result.as_ref().map(|r| r.result.as_str()).unwrap_or("")) }
+                }
+            }
+        },
+        Item::Question { id, recipient, content, outcome } => html! {
+            li .question .asked #{"question-" (id)} data-id=(id) {
+                p .meta { span .badge { "question" } " to " span .recipient { (recipient) } }
+                p .content { (content) }
+                @match outcome {
+                    None => (answer_form(id, back)),
+                    Some(outcome) => p .outcome {
+                        span .status .(outcome.status) { (outcome.status) }
+                        @if let Some(response) = &outcome.response { " " span .response { (response) } }
+                        @if let Some(by) = &outcome.by { " — " span .by { (by) } }
+                    },
+                }
+            }
+        },
+        Item::Phase { from, to, reason } => html! {
+            li .phase-change { "Phase " span .from { (from) } " → " span .to { (to) } " " span .reason { "(" (reason) ")" } }
+        },
+        Item::Completed => html! { li .completed { "Query completed" } },
+        Item::Error(message) => html! { li .error { (message) } },
+    }
+}
+
+fn answer_form(id: &str, back: &str) -> Markup {
+    html! {
+        form .answer method="post" action={"/ui/questions/" (id) "/answer"} {
+            input type="hidden" name="back" value=(back);
+            label { span .label { "Answer" } textarea name="response" rows="2" required {} }
+            div .row {
+                label { span .label { "Your name" } input name="answeredBy" autocomplete="name" placeholder="optional"; }
+                button type="submit" { "Send answer" }
+            }
+            p .form-error role="alert" hidden {}
+        }
+    }
+}
+
+/// "2.3 s" or "120 ms".
+fn duration(ms: f64) -> String {
+    if ms >= 1000.0 { format!("{:.1} s", ms / 1000.0) } else { format!("{ms:.0} ms") }
+}
+
+/// Percent-encodes one URL path segment (everything but RFC 3986's unreserved characters).
+pub fn path_segment(raw: &str) -> String {
+    raw.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
