@@ -21,6 +21,7 @@ mod query_status;
 mod questions;
 mod replicas;
 mod reports;
+mod restart_story;
 mod resume;
 mod sessions;
 mod streams;
