@@ -73,7 +73,7 @@ async fn every_documented_report_runs_as_the_reporting_role_and_returns_what_was
     let pool = app.pool();
     seed(&pool).await;
     let reports = documented_reports();
-    assert_eq!(reports.len(), 8, "the guide documents eight reports: {:?}", reports.keys());
+    assert_eq!(reports.len(), 9, "the guide documents nine reports: {:?}", reports.keys());
 
     let pending = run_as_reporting_role(&pool, &reports["pending_by_recipient"]).await;
     assert_eq!(pending.len(), 2);
@@ -151,6 +151,28 @@ async fn the_event_and_session_reports_count_what_the_controller_posted() {
         failing,
         [
             json!({"session_id": "session-r", "error_count": 1, "failed_queries": ["bad"], "last_error": "model unavailable"})
+        ]
+    );
+}
+
+#[tokio::test]
+async fn the_resume_report_lists_the_queries_whose_question_has_an_outcome() {
+    let app = TestApp::spawn().await;
+    let mut ids = Vec::new();
+    for name in ["waits", "answered", "cancelled"] {
+        let question = json!({"sender":"ark://agents/a","recipient":"ark://users/dave","content":name,
+                              "query":{"namespace":"ns","name":name},"toolCallId":format!("call_{name}")});
+        let created: Value = app.post_json("/questions", &question).await.json().await.unwrap();
+        ids.push(created["id"].as_str().unwrap().to_owned());
+    }
+    app.post_json(&format!("/questions/{}/answer", ids[1]), &json!({"response": "yes"})).await;
+    app.delete(&format!("/questions/{}", ids[2])).await;
+    let resumable = run_as_reporting_role(&app.pool(), &documented_reports()["resumable_queries"]).await;
+    assert_eq!(
+        resumable,
+        [
+            json!({"namespace":"ns","name":"answered","question_status":"answered","task_id":null,"tool_call_id":"call_answered"}),
+            json!({"namespace":"ns","name":"cancelled","question_status":"cancelled","task_id":null,"tool_call_id":"call_cancelled"}),
         ]
     );
 }
