@@ -33,13 +33,7 @@ pub fn render(view: View, version: i64, pending: &[Question], closed: &[Question
     html! {
         (DOCTYPE)
         html lang="en" {
-            head {
-                meta charset="utf-8";
-                meta name="viewport" content="width=device-width, initial-scale=1";
-                title { "Questions · Ark Broker" }
-                link rel="stylesheet" href="/ui/assets/app.css";
-                script src="/ui/assets/app.js" defer {}
-            }
+            (head("Questions", "/ui/assets/app.js"))
             body data-view=(match view { View::Pending => "pending", View::Closed => "closed" })
                  data-resource-version=(version) {
                 header {
@@ -72,6 +66,19 @@ pub fn render(view: View, version: i64, pending: &[Question], closed: &[Question
                     }
                 }
             }
+        }
+    }
+}
+
+/// The `<head>` of every page: `title` and the page's script.
+pub fn head(title: &str, script: &str) -> Markup {
+    html! {
+        head {
+            meta charset="utf-8";
+            meta name="viewport" content="width=device-width, initial-scale=1";
+            title { (title) " · Ark Broker" }
+            link rel="stylesheet" href="/ui/assets/app.css";
+            script src=(script) defer {}
         }
     }
 }

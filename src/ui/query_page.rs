@@ -6,7 +6,7 @@
 use maud::{DOCTYPE, Markup, html};
 use serde_json::Value;
 
-use super::page::{Flash, flash_message};
+use super::page::{Flash, flash_message, head};
 use crate::streams::unified::UnifiedEvent;
 
 /// One entry of the timeline.
@@ -111,13 +111,7 @@ pub fn render(namespace: &str, name: &str, phase: &str, items: &[Item], flash: O
     html! {
         (DOCTYPE)
         html lang="en" {
-            head {
-                meta charset="utf-8";
-                meta name="viewport" content="width=device-width, initial-scale=1";
-                title { (namespace) "/" (name) " · Ark Broker" }
-                link rel="stylesheet" href="/ui/assets/app.css";
-                script src="/ui/assets/query.js" defer {}
-            }
+            (head(&format!("{namespace}/{name}"), "/ui/assets/query.js"))
             body data-page="query" data-stream-url=(stream_url) data-back=(back) {
                 header {
                     h1 { "Query " span .query { (namespace) "/" (name) } }

@@ -1,25 +1,11 @@
 // Drives a Query's page in headless Chromium across two broker replicas. Run by tests/api/query_page.rs with
 // BROKER_A (the controller's writes, REST answers) and BROKER_B (the page). Prints one line per check and
 // exits non-zero on the first failure.
-import { chromium } from "playwright-core";
 import assert from "node:assert/strict";
+import { A, B, check, launch, rest, shots, summary } from "./harness.mjs";
 
-const A = process.env.BROKER_A;
-const B = process.env.BROKER_B;
-const shots = process.env.SCREENSHOT_DIR;
-assert.ok(A && B, "BROKER_A and BROKER_B must be set");
 const NS = "team-a";
 const NAME = `deploy-${Date.now()}`;
-
-async function rest(method, url, body, type = "application/json") {
-  const reply = await fetch(url, {
-    method,
-    headers: body ? { "content-type": type } : {},
-    body: body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body),
-  });
-  const text = await reply.text();
-  return { status: reply.status, body: text ? JSON.parse(text) : null };
-}
 
 // The controller's writes: NDJSON lines to the Query's stream on replica A.
 async function stream(...lines) {
@@ -41,18 +27,8 @@ async function ask(content) {
   return body;
 }
 
-let passed = 0;
-async function check(name, fn) {
-  await fn();
-  passed += 1;
-  console.log(`ok - ${name}`);
-}
 
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync"],
-});
+const browser = await launch();
 try {
   const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
   await page.goto(`${B}/ui/queries/${NS}/${NAME}`);
@@ -141,4 +117,4 @@ try {
 } finally {
   await browser.close();
 }
-console.log(`${passed} passed, 0 failed`);
+summary();

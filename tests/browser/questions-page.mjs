@@ -1,22 +1,10 @@
 // Drives the /ui page in headless Chromium across two broker replicas. Run by tests/api/ui.rs with
 // BROKER_A (REST) and BROKER_B (the page); SCREENSHOT_DIR, when set, receives laptop and phone screenshots.
 // Prints one line per check and exits non-zero on the first failure.
-import { chromium } from "playwright-core";
 import assert from "node:assert/strict";
+import { A, B, check, launch, rest, shots, summary } from "./harness.mjs";
 
-const A = process.env.BROKER_A;
-const B = process.env.BROKER_B;
-const shots = process.env.SCREENSHOT_DIR;
-assert.ok(A && B, "BROKER_A and BROKER_B must be set");
 
-async function rest(method, url, body) {
-  const reply = await fetch(url, {
-    method,
-    headers: body ? { "content-type": "application/json" } : {},
-    body: body ? JSON.stringify(body) : undefined,
-  });
-  return { status: reply.status, body: await reply.json() };
-}
 
 async function ask(content) {
   const { status, body } = await rest("POST", `${A}/questions`, {
@@ -29,18 +17,8 @@ async function ask(content) {
   return body;
 }
 
-let passed = 0;
-async function check(name, fn) {
-  await fn();
-  passed += 1;
-  console.log(`ok - ${name}`);
-}
 
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync"],
-});
+const browser = await launch();
 try {
   const live = await browser.newPage({ viewport: { width: 1280, height: 800 } });
   await live.goto(`${B}/ui`);
@@ -117,4 +95,4 @@ try {
 } finally {
   await browser.close();
 }
-console.log(`${passed} passed, 0 failed`);
+summary();
