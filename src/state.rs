@@ -26,7 +26,7 @@ use crate::{
     questions::{store::QuestionStore, tail as question_tail},
     retention::Reaper,
     sessions::{model::SessionChange, store::SessionStore},
-    streams::{self, model::ChunkRow, store::ChunkStore, writer::ChunkWriter},
+    streams::{abort, model::ChunkRow, store::ChunkStore, writer::ChunkWriter},
     traces::{model::SpanRecord, store::SpanStore},
 };
 
@@ -142,7 +142,7 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
         question_log_seconds: config.question_log_seconds as i64,
     };
     let abort_task =
-        streams::abort::spawn(chunks.clone(), Duration::from_secs(config.stream_abort_grace_seconds), shutdown.clone());
+        abort::spawn(chunks.clone(), Duration::from_secs(config.stream_abort_grace_seconds), shutdown.clone());
     let reaper_task = tokio::spawn(reaper.run(Duration::from_secs(config.reap_interval_seconds), shutdown.clone()));
     // The tails end when the listener, which holds their senders, ends.
     let mut background = vec![

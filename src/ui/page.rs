@@ -3,7 +3,6 @@
 use chrono::Utc;
 use maud::{DOCTYPE, Markup, html};
 
-use super::query_page::path_segment;
 use crate::questions::model::Question;
 
 /// Which tab is shown.
@@ -173,4 +172,14 @@ fn age(question: &Question) -> String {
         3600..86_400 => format!("{} h ago", seconds / 3600),
         _ => format!("{} d ago", seconds / 86_400),
     }
+}
+
+/// Percent-encodes one URL path segment (everything but RFC 3986's unreserved characters).
+pub fn path_segment(raw: &str) -> String {
+    raw.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }

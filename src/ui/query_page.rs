@@ -6,7 +6,7 @@
 use maud::{DOCTYPE, Markup, html};
 use serde_json::Value;
 
-use super::page::{Flash, flash_message, head};
+use super::page::{Flash, flash_message, head, path_segment};
 use crate::streams::unified::UnifiedEvent;
 
 /// One entry of the timeline.
@@ -190,14 +190,4 @@ fn answer_form(id: &str, back: &str) -> Markup {
 /// "2.3 s" or "120 ms".
 fn duration(ms: f64) -> String {
     if ms >= 1000.0 { format!("{:.1} s", ms / 1000.0) } else { format!("{ms:.0} ms") }
-}
-
-/// Percent-encodes one URL path segment (everything but RFC 3986's unreserved characters).
-pub fn path_segment(raw: &str) -> String {
-    raw.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
