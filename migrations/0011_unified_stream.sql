@@ -37,6 +37,7 @@ left join lateral (
 where s.last_position > s.purged_position;
 
 -- What a restarted controller needs to resume a Query (GET /queries/{namespace}/{name}/state reads this).
+-- `namespace` is null for questions whose caller named only the Query's name (the API falls back to them).
 -- The question the Query is blocked on: its oldest pending question, else its latest closed one whose tool
 -- call has no `tool_call_result` in the stream yet (while the stream is not completed). `can_resume` once
 -- that question has an outcome (answered, cancelled or expired). The tool_call_id ↔ task_id mapping is the
@@ -45,12 +46,12 @@ create view query_resume_states as
 with queries as (
     select distinct query_namespace as namespace, query_name as name
     from questions
-    where query_namespace is not null and query_name is not null
+    where query_name is not null
 ), blocking as (
     select distinct on (q.query_namespace, q.query_name)
            q.query_namespace, q.query_name, q.id, q.task_id, q.tool_call_id, q.status, q.created_at
     from questions q
-    where q.query_namespace is not null and q.query_name is not null
+    where q.query_name is not null
       and (q.status = 'pending'
            or (not exists (select 1 from streams s where s.stream_id = q.query_name and s.completed_at is not null)
                and not exists (select 1 from chunks c
@@ -70,7 +71,7 @@ select k.namespace,
        case when b.status = 'pending' then b.created_at end as waiting_since,
        coalesce(b.status <> 'pending', false) as can_resume
 from queries k
-left join blocking b on b.query_namespace = k.namespace and b.query_name = k.name
+left join blocking b on b.query_namespace is not distinct from k.namespace and b.query_name = k.name
 left join stream_phases p on p.stream_id = k.name;
 
 -- The tool_call_id ↔ task_id mapping, for SQL: which LLM tool call of which Query each MCP task answers.

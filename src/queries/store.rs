@@ -38,13 +38,15 @@ impl QueryStore {
         QueryStore { pool }
     }
 
-    /// The resume row of Query `namespace/name`, if a question ever named it.
+    /// The resume row of Query `namespace/name`, if a question ever named it; else the row of questions that
+    /// named only `name` (a caller that sent `x-ark-query: name`).
     pub async fn resume_row(&self, namespace: &str, name: &str) -> StoreResult<Option<ResumeRow>> {
         Ok(sqlx::query_as!(
             ResumeRow,
             r#"select phase as "phase!", question_id, task_id, tool_call_id, question_status, waiting_since,
                       can_resume as "can_resume!"
-               from query_resume_states where namespace = $1 and name = $2"#,
+               from query_resume_states where (namespace = $1 or namespace is null) and name = $2
+               order by namespace nulls last limit 1"#,
             namespace,
             name,
         )

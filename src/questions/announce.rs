@@ -29,8 +29,38 @@ pub async fn announce(tx: &mut FeedTx, kind: &str, question: &Question) -> Store
         "question_cancelled" => (EventType::QuestionCancelled, "question_cancelled"),
         _ => (EventType::QuestionExpired, "question_expired"),
     };
-    // Question changes hold the questions feed's lock, so this count cannot change under us.
-    let others_open = sqlx::query_scalar!(
+    let Some(base) = broker_writes::claim_positions(tx, &query.name, 1).await? else {
+        return Ok(false);
+    };
+    let mut events = vec![(event, event_data(event, question))];
+    // Read under the stream's row lock, so no other writer's phase change can come in between.
+    let current = broker_writes::latest_phase(tx, &query.name).await?;
+    let to = if event == EventType::QuestionRaised {
+        (current.as_deref() != Some(WAITING)).then_some(WAITING)
+    } else {
+        // Back to running when the last open question of the Query closes, unless the phase moved on already
+        // (a batch of expiries closes several questions of one Query: only the first moves it).
+        let others_open = other_open_questions(tx, question).await?;
+        (!others_open && current.as_deref() == Some(WAITING)).then_some(RUNNING)
+    };
+    if let Some(to) = to {
+        // The stream's row is ours now: the next position follows at once.
+        if broker_writes::claim_positions(tx, &query.name, 1).await?.is_none() {
+            return Ok(false);
+        }
+        let from = current.unwrap_or_else(|| RUNNING.to_owned());
+        let data = json!({"from": from, "to": to, "reason": reason, "question_id": question.id});
+        events.push((EventType::PhaseChange, data));
+    }
+    broker_writes::insert_events(tx, &query.name, base, &events).await?;
+    Ok(true)
+}
+
+/// Whether another question of the same Query is still open. Question changes hold the questions feed's
+/// lock, so this cannot change under us.
+async fn other_open_questions(tx: &mut FeedTx, question: &Question) -> StoreResult<bool> {
+    let Some(query) = &question.query else { return Ok(false) };
+    Ok(sqlx::query_scalar!(
         r#"select exists (select 1 from questions
                           where status = 'pending' and query_name = $1
                             and query_namespace is not distinct from $2 and id <> $3) as "open!""#,
@@ -39,24 +69,7 @@ pub async fn announce(tx: &mut FeedTx, kind: &str, question: &Question) -> Store
         question.id,
     )
     .fetch_one(tx.conn())
-    .await?;
-    let moves_phase = !others_open;
-    let count = if moves_phase { 2 } else { 1 };
-    let Some(base) = broker_writes::claim_positions(tx, &query.name, count).await? else {
-        return Ok(false);
-    };
-    let mut events = vec![(event, event_data(event, question))];
-    if moves_phase {
-        let current = broker_writes::latest_phase(tx, &query.name).await?;
-        let (from, to) = match event {
-            EventType::QuestionRaised => (current.unwrap_or_else(|| RUNNING.to_owned()), WAITING.to_owned()),
-            _ => (current.unwrap_or_else(|| WAITING.to_owned()), RUNNING.to_owned()),
-        };
-        let data = json!({"from": from, "to": to, "reason": reason, "question_id": question.id});
-        events.push((EventType::PhaseChange, data));
-    }
-    broker_writes::insert_events(tx, &query.name, base, &events).await?;
-    Ok(true)
+    .await?)
 }
 
 /// The `data` of a question event (seed 002's shapes; optional fields left out when unknown).

@@ -18,7 +18,8 @@ pub const ABORT_FRAME: &str =
 /// in the caller's transaction, e.g. a question's change into its Query's stream. Returns the position
 /// before the first, or `None` when another transaction holds the stream right now or a writer with a later
 /// transaction id wrote it first: the caller then rolls back and tries again in a new transaction, so one
-/// stream's writers keep increasing transaction ids (see [`crate::db::feed`]).
+/// stream's writers keep increasing transaction ids (see [`crate::db::feed`]). A transaction may claim the
+/// same stream again (several questions of one Query expiring together); its positions stay contiguous.
 pub async fn claim_positions(tx: &mut FeedTx, stream_id: &str, count: i64) -> StoreResult<Option<i64>> {
     sqlx::query!(
         "insert into streams (stream_id) select $1 where not exists (select 1 from streams where stream_id = $1)
@@ -30,7 +31,7 @@ pub async fn claim_positions(tx: &mut FeedTx, stream_id: &str, count: i64) -> St
     Ok(sqlx::query_scalar!(
         r#"update streams s set last_position = s.last_position + $2, last_tx = pg_current_xact_id()
            where s.stream_id = (select stream_id from streams where stream_id = $1 for update skip locked)
-             and s.last_tx < pg_current_xact_id()
+             and s.last_tx <= pg_current_xact_id()
            returning s.last_position - $2 as "base!""#,
         stream_id,
         count,

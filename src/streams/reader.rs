@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use super::{
     model::{ChunkRow, DONE},
     typed::EventType,
-    unified::Unifier,
+    unified::{self, Unifier},
 };
 use crate::{
     db::{self, fanout::FeedRow, feed::GlobalCursor, follow::follow, tail::FeedSource},
@@ -53,7 +53,8 @@ enum Render {
 
 impl Render {
     /// The frames `row` stands for, and whether the stream ends after them (`[DONE]` is among the frames).
-    fn frames(&mut self, stream_id: &str, row: &ChunkRow) -> (Vec<String>, bool) {
+    /// A `superseded` abort frame (rows follow it) does not end a unified stream.
+    fn frames(&mut self, stream_id: &str, row: &ChunkRow, superseded: bool) -> (Vec<String>, bool) {
         match self {
             Render::OpenAi if !row.is_openai_visible() => (Vec::new(), false),
             Render::OpenAi if row.is_done => (vec![DONE.to_owned()], true),
@@ -61,7 +62,7 @@ impl Render {
             Render::OpenAi => (vec![row.chunk.clone()], false),
             Render::Unified(unifier) => {
                 let events = unifier.push(row);
-                let ends = row.is_done || events.iter().any(|e| e.ends_stream());
+                let ends = row.is_done || (!superseded && events.iter().any(|e| e.ends_stream()));
                 let mut frames: Vec<String> = events.iter().map(|e| e.frame(stream_id)).collect();
                 if ends {
                     frames.push(DONE.to_owned());
@@ -104,7 +105,7 @@ pub async fn stream_response(state: &AppState, stream_id: String, options: ReadO
                 Some(at) => tokio::select! {
                     row = rows.next() => row,
                     _ = tokio::time::sleep_until(at) => {
-                        yield sse::data(TIMEOUT_FRAME);
+                        yield sse::data(timeout_frame(options.format, &stream_id));
                         yield sse::data(DONE);
                         return;
                     }
@@ -112,13 +113,20 @@ pub async fn stream_response(state: &AppState, stream_id: String, options: ReadO
                 None => rows.next().await,
             };
             let Some(row) = row else { return };
+            // An abort frame ends the stream only while nothing this reader sees comes after it. In the OpenAI
+            // format a later chunk means the writer came back, and the frame is skipped; in the unified format
+            // it stays as an `error` event, followed by what came later (the broker's question events, or
+            // the writer's).
+            let mut superseded = false;
             if row.event() == Some(EventType::StreamAborted)
                 && store.written_after(&stream_id, row.position, options.format == Format::OpenAi).await.unwrap_or(false)
             {
-                // The writer came back after the stream was marked aborted: the mark no longer ends it.
-                continue;
+                if options.format == Format::OpenAi {
+                    continue;
+                }
+                superseded = true;
             }
-            let (frames, ends) = render.frames(&stream_id, &row);
+            let (frames, ends) = render.frames(&stream_id, &row, superseded);
             if row.position <= sent_after {
                 continue;
             }
@@ -152,6 +160,17 @@ pub async fn feed_response(state: &AppState) -> Result<Response, ApiError> {
             .filter(move |row| std::future::ready(start.is_new(row.tx) && row.is_openai_visible()))
             .map(|row| feed_event(&row));
     Ok(sse::watch(chunks, state.shutdown.clone(), state.config.sse_heartbeat()))
+}
+
+/// The frame sent when `wait-for-query` runs out: upstream's, or as a typed `error` event.
+fn timeout_frame(format: Format, stream_id: &str) -> String {
+    match format {
+        Format::OpenAi => TIMEOUT_FRAME.to_owned(),
+        Format::Unified => {
+            let frame = serde_json::from_str(TIMEOUT_FRAME).expect("the timeout frame is JSON");
+            unified::error_event(&frame, chrono::Utc::now()).frame(stream_id)
+        }
+    }
 }
 
 fn feed_event(row: &ChunkRow) -> Event {

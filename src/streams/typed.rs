@@ -1,7 +1,8 @@
 //! Typed events of the unified execution stream (seed 002): their types, which of them writers may post as
 //! NDJSON lines beside the OpenAI chunks, and the checks those lines must pass.
 
-use serde_json::Value;
+use serde::Deserialize;
+use serde_json::{Map, Value, value::RawValue};
 
 /// The type of a typed event, as stored in `chunks.event_type` and sent as `event`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -85,28 +86,41 @@ pub enum LineKind {
     Refused,
 }
 
+/// The top level of a posted object, read without converting numbers (a line Postgres stores must not slip
+/// past as an OpenAI chunk because a number in it is out of `f64`'s range).
+#[derive(Deserialize)]
+struct Probe<'a> {
+    #[serde(borrow, default)]
+    event: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    data: Option<&'a RawValue>,
+}
+
 /// Classifies one posted line that is valid JSON. Seed 002: "the `event` field distinguishes event types;
 /// lines without it are OpenAI chunks".
 pub fn classify(text: &str) -> LineKind {
     // Cheap test first: nearly every line is an OpenAI chunk.
-    if !text.contains("\"event\"") {
+    if !text.contains("\"event\"") || !text.trim_start().starts_with('{') {
         return LineKind::Chunk;
     }
-    let Ok(Value::Object(line)) = serde_json::from_str::<Value>(text) else {
+    let Ok(probe) = serde_json::from_str::<Probe>(text) else {
+        // An object whose top level cannot be read as one (a repeated `event` key): not taken as a chunk.
+        return LineKind::Refused;
+    };
+    let Some(event) = probe.event else {
         return LineKind::Chunk;
     };
-    let Some(event) = line.get("event") else {
-        return LineKind::Chunk;
-    };
-    let kind = event.as_str().and_then(EventType::parse).filter(|t| t.writers_may_post());
-    match (kind, line.get("data")) {
-        (Some(kind), Some(Value::Object(data))) if data_is_valid(kind, data) => LineKind::Typed(kind),
+    let kind =
+        serde_json::from_str::<&str>(event.get()).ok().and_then(EventType::parse).filter(|t| t.writers_may_post());
+    let data = probe.data.and_then(|data| serde_json::from_str::<Map<String, Value>>(data.get()).ok());
+    match (kind, data) {
+        (Some(kind), Some(data)) if data_is_valid(kind, &data) => LineKind::Typed(kind),
         _ => LineKind::Refused,
     }
 }
 
 /// The fields each type must carry for readers and the resume state to rely on them.
-fn data_is_valid(kind: EventType, data: &serde_json::Map<String, Value>) -> bool {
+fn data_is_valid(kind: EventType, data: &Map<String, Value>) -> bool {
     let text = |field: &str| data.get(field).and_then(Value::as_str).is_some_and(|s| !s.is_empty());
     let optional = |field: &str, check: fn(&Value) -> bool| data.get(field).is_none_or(|v| v.is_null() || check(v));
     match kind {
@@ -131,6 +145,7 @@ mod tests {
         assert_eq!(classify(r#"{"id":"c","choices":[{"delta":{"content":"an \"event\" word"}}]}"#), LineKind::Chunk);
         assert_eq!(classify(r#"{"type":"tool_approval_request","taskId":"t"}"#), LineKind::Chunk);
         assert_eq!(classify(r#"["event"]"#), LineKind::Chunk);
+        assert_eq!(classify(r#"{"choices":[],"usage":{"big":1e400},"x":"event"}"#), LineKind::Chunk);
     }
 
     #[test]
@@ -155,6 +170,8 @@ mod tests {
             r#"{"event":"phase_change","data":{"from":"running"}}"#,
             r#"{"event":"text_delta","data":"hello"}"#,
             r#"{"event":7,"data":{}}"#,
+            r#"{"event":"tool_call_result","data":{"tool_call_id":"x","duration_ms":1e400}}"#,
+            r#"{"event":"text_delta","event":"text_delta","data":{"content":"twice"}}"#,
         ] {
             assert_eq!(classify(line), LineKind::Refused, "{line}");
         }

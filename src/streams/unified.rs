@@ -83,7 +83,11 @@ impl Unifier {
             return out;
         };
         match row.event() {
-            Some(EventType::StreamAborted) => out.push(error_event(&value, at)),
+            Some(EventType::StreamAborted) => {
+                // The writer is gone: calls it was still sending are as complete as they will get.
+                self.flush(None, at, &mut out);
+                out.push(error_event(&value, at));
+            }
             Some(EventType::ToolCallStart) => {
                 let data = value.get("data").cloned().unwrap_or(Value::Null);
                 let id = data.get("tool_call_id").and_then(Value::as_str).unwrap_or_default();
@@ -103,6 +107,7 @@ impl Unifier {
     /// Translates an OpenAI chunk.
     fn translate(&mut self, chunk: &Value, at: DateTime<Utc>, out: &mut Vec<UnifiedEvent>) {
         if chunk.get("error").is_some_and(|e| e.is_object() && e.get("message").is_some()) {
+            self.flush(None, at, out);
             out.push(error_event(chunk, at));
             return;
         }
@@ -189,7 +194,8 @@ impl Unifier {
     }
 
     fn send(&mut self, call: PartialCall, at: DateTime<Utc>, out: &mut Vec<UnifiedEvent>) {
-        if !self.started.insert(call.id.clone()) {
+        // A call without an id (some providers send none) cannot be a duplicate of a posted one.
+        if !call.id.is_empty() && !self.started.insert(call.id.clone()) {
             return;
         }
         let arguments = serde_json::from_str::<Value>(&call.arguments).unwrap_or(Value::String(call.arguments));
@@ -198,23 +204,29 @@ impl Unifier {
     }
 }
 
-/// Every typed event of stream `stream_id` as stored now, in order (the stream read from its first row).
+/// Every typed event of stream `stream_id` as stored now, in order (the stream read from its first row),
+/// with the tool calls still being assembled at its end.
 pub async fn replay(store: &ChunkStore, stream_id: &str) -> StoreResult<Vec<UnifiedEvent>> {
-    let (mut unifier, mut events, mut after) = (Unifier::new(), Vec::new(), 0);
+    let (mut unifier, mut events, mut after, mut last_at) = (Unifier::new(), Vec::new(), 0, None);
     loop {
         let page = store.stream_page(stream_id, after).await?;
         for row in &page.rows {
             events.extend(unifier.push(row));
+            last_at = Some(row.created_at);
         }
         after = page.next;
         if page.caught_up {
+            // Calls still being assembled are shown as they stand (their arguments raw if incomplete).
+            if let Some(at) = last_at {
+                unifier.flush(None, at, &mut events);
+            }
             return Ok(events);
         }
     }
 }
 
 /// The `error` event for an error chunk `{"error":{"message","type","code"},…}`.
-fn error_event(chunk: &Value, at: DateTime<Utc>) -> UnifiedEvent {
+pub fn error_event(chunk: &Value, at: DateTime<Utc>) -> UnifiedEvent {
     let error = chunk.get("error").and_then(Value::as_object).cloned().unwrap_or_else(Map::new);
     let field = |name: &str| error.get(name).cloned().unwrap_or(Value::Null);
     let data = json!({"message": field("message"), "type": field("type"), "code": field("code")});

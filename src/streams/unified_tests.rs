@@ -174,3 +174,28 @@ fn frames_carry_type_timestamp_query_and_data() {
         json!({"event":"text_delta","timestamp":"2023-11-14T22:13:20.000Z","query":"my-query","data":{"content":"Hi"}})
     );
 }
+
+#[test]
+fn calls_without_ids_are_each_sent() {
+    let lines = [
+        chunk(json!({"tool_calls":[{"index":0,"function":{"name":"one","arguments":"{}"}}]}), None),
+        chunk(json!({"tool_calls":[{"index":1,"function":{"name":"two","arguments":"{}"}}]}), Some("tool_calls")),
+    ];
+    let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let names: Vec<Value> = unify(&lines).into_iter().map(|(_, data)| data["tool_name"].clone()).collect();
+    assert_eq!(names, [json!("one"), json!("two")]);
+}
+
+#[test]
+fn a_call_cut_off_by_the_abort_frame_is_sent_as_it_stands() {
+    let fragment =
+        chunk(json!({"tool_calls":[{"index":0,"id":"call_x","function":{"name":"f","arguments":"{\"a\":"}}]}), None);
+    let abort =
+        r#"{"error":{"message":"stream aborted: the writer disconnected","type":"stream_aborted","code":"aborted"}}"#;
+    let mut rows = rows(&[&fragment, abort]);
+    rows[1].event_type = Some("stream_aborted".into());
+    let mut unifier = Unifier::new();
+    let events: Vec<UnifiedEvent> = rows.iter().flat_map(|row| unifier.push(row)).collect();
+    assert_eq!(events.iter().map(|e| e.event).collect::<Vec<_>>(), ["tool_call_start", "error"]);
+    assert_eq!(events[0].data["arguments"], "{\"a\":");
+}

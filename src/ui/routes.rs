@@ -91,6 +91,8 @@ pub async fn query_page(
 /// The answer form's fields.
 #[derive(Debug, Deserialize)]
 pub struct AnswerForm {
+    /// Absent counts as empty: reported on the page like an empty answer.
+    #[serde(default)]
     response: String,
     #[serde(default, rename = "answeredBy")]
     answered_by: String,

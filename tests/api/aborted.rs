@@ -123,3 +123,31 @@ async fn a_stream_written_again_after_its_abort_no_longer_ends_there() {
         vec![r#"{"choices":[{"index":0,"delta":{"content":"partial"}}]}"#, r#"{"n":3}"#, "[DONE]"]
     );
 }
+
+#[tokio::test]
+async fn after_an_abort_the_unified_stream_goes_on_with_the_brokers_question_events() {
+    let url = fresh_database().await;
+    let a = Replica::start_with(&url, &["--stream-abort-grace-seconds", "1"]).await;
+    let client = reqwest::Client::new();
+    let mut reader = SseReader::open(&client, &a.url("/stream/crashed")).await;
+    let mut writer = broken_writer(&a, "crashed").await;
+    assert!(reader.next_data().await.unwrap().contains("partial"));
+    writer.kill().await.unwrap();
+    assert_eq!(within("the abort frame", reader.next_data()).await.as_deref(), Some(ABORT_FRAME));
+
+    // The crashed controller's question is answered later: the unified stream tells it after the abort.
+    let question = json!({"sender":"ark://agents/a","recipient":"ark://users/dave","content":"Go?",
+                          "query":{"namespace":"ns","name":"crashed"}});
+    assert_eq!(client.post(a.url("/questions")).json(&question).send().await.unwrap().status(), 201);
+    let mut unified = SseReader::open(&client, &a.url("/stream/crashed?format=unified&from-beginning=true")).await;
+    let events: Vec<String> = unified
+        .take_data(4)
+        .await
+        .iter()
+        .map(|f| serde_json::from_str::<Value>(f).unwrap()["event"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(events, ["text_delta", "error", "question_raised", "phase_change"]);
+    // OpenAI-format readers see nothing after the abort frame, so for them the stream still ends there.
+    let mut openai = SseReader::open(&client, &a.url("/stream/crashed?from-beginning=true")).await;
+    assert_eq!(openai.take_data(3).await[1..], [ABORT_FRAME.to_owned(), "[DONE]".to_owned()]);
+}

@@ -63,6 +63,17 @@ async fn the_query_page_renders_the_stored_stream_and_its_form_answers_and_comes
 }
 
 #[tokio::test]
+async fn a_form_post_without_an_answer_is_reported_on_the_page_not_refused() {
+    let app = TestApp::spawn().await;
+    let question = json!({"sender":"ark://agents/a","recipient":"ark://users/dave","content":"Go?"});
+    let asked: Value = app.post_json("/questions", &question).await.json().await.unwrap();
+    let id = asked["id"].as_str().unwrap();
+    let client = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let posted = client.post(app.url(&format!("/ui/questions/{id}/answer"))).form(&[("answeredBy", "dave")]).send();
+    assert_eq!(posted.await.unwrap().headers()["location"], format!("/ui?invalid={id}"));
+}
+
+#[tokio::test]
 async fn the_page_of_a_query_not_seen_yet_waits_for_it() {
     let app = TestApp::spawn().await;
     let html = app.get("/ui/queries/ns/later").await.text().await.unwrap();

@@ -132,3 +132,17 @@ async fn the_tool_call_id_given_to_ask_question_is_the_mapping_and_sql_reads_it(
             .unwrap();
     assert_eq!((phase.as_str(), can_resume), ("waiting", false));
 }
+
+#[tokio::test]
+async fn a_question_that_named_only_the_querys_name_is_its_state_in_any_namespace() {
+    let app = TestApp::spawn().await;
+    let question =
+        json!({"sender":"ark://agents/a","recipient":"ark://users/dave","content":"Go?","query":{"name":"bare"}});
+    let asked: Value = app.post_json("/questions", &question).await.json().await.unwrap();
+    let (status, state) = json_of(app.get("/queries/default/bare/state").await).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        (state["phase"].as_str(), state["waitingFor"]["questionId"].as_str()),
+        (Some("waiting"), asked["id"].as_str())
+    );
+}

@@ -173,3 +173,36 @@ async fn question_changes_are_written_into_their_querys_stream_with_the_phase_ch
         json!({"from":"waiting","to":"running","reason":"question_cancelled","question_id":second["id"]})
     );
 }
+
+#[tokio::test]
+async fn questions_of_one_query_expiring_together_move_its_phase_back_once() {
+    let app = TestApp::spawn_with(|config| config.reap_interval_seconds = 1).await;
+    let mut reader = SseReader::open(&app.client, &app.url("/stream/exp?format=unified&from-beginning=true")).await;
+    for content in ["first?", "second?"] {
+        let question = json!({"sender":"ark://agents/a","recipient":"ark://users/dave","content":content,
+                              "query":{"namespace":"ns","name":"exp"},"ttlSeconds":1});
+        assert_eq!(app.post_json("/questions", &question).await.status(), 201);
+    }
+    let frames = unified_frames(&mut reader, 6).await;
+    assert_eq!(
+        events_of(&frames),
+        ["question_raised", "phase_change", "question_raised", "question_expired", "phase_change", "question_expired"]
+    );
+    assert_eq!(
+        (frames[4]["data"]["from"].as_str(), frames[4]["data"]["to"].as_str()),
+        (Some("waiting"), Some("running"))
+    );
+    let (_, state) = json_of(app.get("/queries/ns/exp/state").await).await;
+    assert_eq!((state["phase"].as_str(), state["blockedOn"]["status"].as_str()), (Some("running"), Some("expired")));
+}
+
+#[tokio::test]
+async fn a_unified_reader_that_times_out_gets_a_typed_error_frame() {
+    let app = TestApp::spawn().await;
+    let mut reader = SseReader::open(&app.client, &app.url("/stream/silent?format=unified&wait-for-query=1")).await;
+    let frame: Value = serde_json::from_str(&reader.next_data().await.unwrap()).unwrap();
+    assert_eq!((frame["event"].as_str(), frame["query"].as_str()), (Some("error"), Some("silent")));
+    assert_eq!(frame["data"]["type"], "timeout_error");
+    assert!(frame["timestamp"].is_string());
+    assert_eq!(reader.next_data().await.as_deref(), Some("[DONE]"));
+}

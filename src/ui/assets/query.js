@@ -166,6 +166,8 @@
     if (message.data === "[DONE]") {
       source.close();
       body.dataset.live = "ended";
+      // Completed, unless it ended on an error (an error chunk, or its writer disconnected).
+      if (!timeline.lastElementChild || !timeline.lastElementChild.classList.contains("error")) setPhase("completed");
       return;
     }
     try {
