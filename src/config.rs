@@ -1,6 +1,6 @@
 //! Command-line flags with environment fallbacks: the one place the broker's settings are defined.
 
-use std::{net::IpAddr, path::PathBuf, time::Duration};
+use std::{convert::Infallible, fmt, net::IpAddr, path::PathBuf, str::FromStr, time::Duration};
 
 use clap::{Parser, ValueEnum};
 
@@ -83,7 +83,7 @@ pub struct Config {
     /// PostgreSQL connection URL. When unset, the broker starts its own local PostgreSQL from the
     /// machine's binaries in `<data-dir>/postgres` and stops it on exit (the embedded default).
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
-    pub database_url: Option<String>,
+    pub database_url: Option<DatabaseUrl>,
 
     /// Milliseconds any statement of a request may run before Postgres cancels it.
     #[arg(long, env = "ARK_BROKER_DB_STATEMENT_TIMEOUT_MS", default_value_t = 15_000,
@@ -200,11 +200,47 @@ pub enum LogFormat {
     Text,
 }
 
+/// A PostgreSQL connection URL. Its `Debug` form hides the password, so a logged or printed configuration
+/// never shows it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct DatabaseUrl(String);
+
+impl DatabaseUrl {
+    /// The URL itself, to connect with.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl FromStr for DatabaseUrl {
+    type Err = Infallible;
+
+    fn from_str(url: &str) -> Result<Self, Infallible> {
+        Ok(DatabaseUrl(url.to_owned()))
+    }
+}
+
+impl fmt::Debug for DatabaseUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // `scheme://user:password@host…`: everything between the user's `:` and the last `@` of the authority.
+        let url = &self.0;
+        let authority_start = url.find("://").map_or(0, |i| i + 3);
+        let authority_end = url[authority_start..].find(['/', '?']).map_or(url.len(), |i| authority_start + i);
+        let authority = &url[authority_start..authority_end];
+        match (authority.rfind('@'), authority.find(':')) {
+            (Some(at), Some(colon)) if colon < at => {
+                write!(f, "\"{}{}:***{}\"", &url[..authority_start], &authority[..colon], &url[authority_start + at..])
+            }
+            _ => write!(f, "{url:?}"),
+        }
+    }
+}
+
 impl Config {
     /// Settings for a broker on `database_url` with every other value at its default; tests start from this.
     pub fn for_database(database_url: &str) -> Self {
         let mut config = Config::parse_from(["ark-broker"]);
-        config.database_url = Some(database_url.to_owned());
+        config.database_url = Some(DatabaseUrl(database_url.to_owned()));
         config.host = IpAddr::from([127, 0, 0, 1]);
         config.port = 0;
         config.mcp_port = 0;
@@ -240,5 +276,21 @@ impl Config {
     /// How long shutdown waits for open requests.
     pub fn shutdown_timeout(&self) -> Duration {
         Duration::from_secs(self.shutdown_timeout_seconds)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_database_password_never_shows_in_debug_output() {
+        let url: DatabaseUrl = "postgres://ark:s3cret@db.example:5432/ark?sslmode=require".parse().unwrap();
+        assert_eq!(format!("{url:?}"), r#""postgres://ark:***@db.example:5432/ark?sslmode=require""#);
+        let config = Config::for_database("postgres://u:p%40ss@h/db");
+        let printed = format!("{config:?}");
+        assert!(!printed.contains("p%40ss") && printed.contains("u:***@h/db"), "{printed}");
+        let no_password: DatabaseUrl = "postgres://postgres@127.0.0.1:5432/postgres".parse().unwrap();
+        assert_eq!(format!("{no_password:?}"), r#""postgres://postgres@127.0.0.1:5432/postgres""#);
     }
 }

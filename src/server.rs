@@ -1,5 +1,5 @@
 //! The process around the application: the embedded PostgreSQL when no `DATABASE_URL` is given, binding,
-//! SIGTERM/ctrl-c handling, and stopping the embedded server again on the way out.
+//! SIGTERM/SIGHUP/ctrl-c handling, and stopping the embedded server again on the way out.
 
 use std::net::SocketAddr;
 
@@ -20,7 +20,17 @@ pub enum RunError {
     /// The application could not start.
     #[error(transparent)]
     Start(#[from] StartError),
-    /// Binding or serving failed.
+    /// An address could not be bound (in use, or not this machine's).
+    #[error("cannot listen on {address} ({flag}): {error}")]
+    Bind {
+        /// The address.
+        address: SocketAddr,
+        /// The flag that sets it.
+        flag: &'static str,
+        /// Why.
+        error: std::io::Error,
+    },
+    /// Serving failed.
     #[error("serving HTTP: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -47,7 +57,7 @@ pub async fn run(config: Config) -> Result<(), RunError> {
 
 async fn serve_on(config: Config, embedded: Option<&EmbeddedPostgres>) -> Result<(), RunError> {
     let database_url = match (&config.database_url, embedded) {
-        (Some(url), _) => url.clone(),
+        (Some(url), _) => url.expose().to_owned(),
         (None, Some(server)) => {
             tracing::info!(database.url = %server.url(), "embedded PostgreSQL is up");
             server.url()
@@ -57,8 +67,9 @@ async fn serve_on(config: Config, embedded: Option<&EmbeddedPostgres>) -> Result
     let http_address = SocketAddr::new(config.host, config.port);
     let mcp_address = SocketAddr::new(config.host, config.mcp_port);
     let state = app::build_state(config, &database_url).await?;
-    let http = listen(http_address)?;
-    let mcp = listen(mcp_address)?;
+    let http = listen(http_address).map_err(|error| RunError::Bind { address: http_address, flag: "--port", error })?;
+    let mcp =
+        listen(mcp_address).map_err(|error| RunError::Bind { address: mcp_address, flag: "--mcp-port", error })?;
     tracing::info!(http.addr = %http.local_addr()?, mcp.addr = %mcp.local_addr()?, "listening");
     app::serve(Listeners { http, mcp: Some(mcp) }, state, shutdown_signal()).await?;
     tracing::info!("stopped");
@@ -77,23 +88,25 @@ fn listen(address: SocketAddr) -> std::io::Result<TcpListener> {
     socket.listen(LISTEN_BACKLOG)
 }
 
-/// Resolves on SIGTERM (Kubernetes) or ctrl-c.
+/// Resolves on SIGTERM (Kubernetes), SIGHUP or ctrl-c.
 pub async fn shutdown_signal() {
     let ctrl_c = async {
         if tokio::signal::ctrl_c().await.is_err() {
             std::future::pending::<()>().await;
         }
     };
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+    let signal = |kind: tokio::signal::unix::SignalKind| async move {
+        match tokio::signal::unix::signal(kind) {
             Ok(mut signal) => {
                 signal.recv().await;
             }
             Err(_) => std::future::pending::<()>().await,
         }
     };
+    // SIGHUP too: a closed terminal must not leave the embedded PostgreSQL running without its broker.
     tokio::select! {
         () = ctrl_c => tracing::info!("ctrl-c: shutting down"),
-        () = terminate => tracing::info!("SIGTERM: shutting down"),
+        () = signal(tokio::signal::unix::SignalKind::terminate()) => tracing::info!("SIGTERM: shutting down"),
+        () = signal(tokio::signal::unix::SignalKind::hangup()) => tracing::info!("SIGHUP: shutting down"),
     }
 }

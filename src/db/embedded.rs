@@ -18,8 +18,21 @@ use tokio::process::Command;
 #[derive(Debug, thiserror::Error)]
 pub enum EmbeddedError {
     /// `initdb`/`pg_ctl` are neither on PATH nor under `/usr/lib/postgresql/*/bin`.
-    #[error("PostgreSQL server binaries (initdb, pg_ctl) not found on PATH or in /usr/lib/postgresql/*/bin")]
+    #[error(
+        "PostgreSQL server binaries (initdb, pg_ctl) not found on PATH or in /usr/lib/postgresql/*/bin: install the \
+         PostgreSQL server package (Debian: postgresql) or set DATABASE_URL to a server you run"
+    )]
     BinariesNotFound,
+    /// Another live broker runs the embedded server of this data directory.
+    #[error(
+        "another ark-broker (pid {pid}) runs the embedded PostgreSQL in {dir}: stop it, or give this one its own --data-dir"
+    )]
+    InUse {
+        /// The other broker's process id.
+        pid: i32,
+        /// The directory.
+        dir: String,
+    },
     /// Running as root but there is no `postgres` user to run the server as.
     #[error("running as root needs a `postgres` system user to run PostgreSQL as")]
     NoPostgresUser,
@@ -27,12 +40,14 @@ pub enum EmbeddedError {
     #[error("{0}: {1}")]
     Io(String, std::io::Error),
     /// `initdb` or `pg_ctl` exited with an error.
-    #[error("{command} failed: {output}")]
+    #[error("{command} failed: {output}{hint}")]
     Command {
         /// Which program.
         command: String,
         /// What it printed.
         output: String,
+        /// What to do about it.
+        hint: String,
     },
 }
 
@@ -74,6 +89,7 @@ impl EmbeddedPostgres {
         }
         let data_dir = dir.join("data");
         let server = EmbeddedPostgres { data_dir, bin_dir, port: free_port()?, run_as_postgres };
+        server.stop_leftover(&dir).await?;
         if !server.data_dir.join("PG_VERSION").exists() {
             let mut args: Vec<OsString> = vec![
                 "-D".into(),
@@ -116,7 +132,31 @@ impl EmbeddedPostgres {
             "start".into(),
         ];
         server.run(&dir, "pg_ctl", args).await?;
+        let owner = dir.join(OWNER_FILE);
+        std::fs::write(&owner, std::process::id().to_string())
+            .map_err(|e| EmbeddedError::Io(format!("write {}", owner.display()), e))?;
         Ok(server)
+    }
+
+    /// Stops a server that a broker killed before it could stop it left running in this data directory
+    /// (it would hold the directory, and `pg_ctl start` would fail). A server whose broker still runs is
+    /// left alone, and this start fails saying so.
+    async fn stop_leftover(&self, dir: &Path) -> Result<(), EmbeddedError> {
+        if !self.data_dir.join("postmaster.pid").exists() {
+            return Ok(());
+        }
+        let owner = std::fs::read_to_string(dir.join(OWNER_FILE)).ok().and_then(|pid| pid.trim().parse::<i32>().ok());
+        if let Some(pid) = owner.filter(|pid| *pid != std::process::id() as i32 && process_is_alive(*pid)) {
+            return Err(EmbeddedError::InUse { pid, dir: dir.display().to_string() });
+        }
+        let status = self.command("pg_ctl").arg("status").arg("-D").arg(&self.data_dir).current_dir(dir).output().await;
+        if status.is_ok_and(|status| status.status.success()) {
+            tracing::warn!(dir = %dir.display(), "stopping the PostgreSQL a killed broker left running");
+            let args: Vec<OsString> =
+                vec!["-D".into(), self.data_dir.clone().into(), "-m".into(), "fast".into(), "-w".into(), "stop".into()];
+            self.run(dir, "pg_ctl", args).await?;
+        }
+        Ok(())
     }
 
     /// The URL of the server's `postgres` database.
@@ -134,7 +174,9 @@ impl EmbeddedPostgres {
         let dir = self.data_dir.parent().unwrap_or(&self.data_dir).to_path_buf();
         let args: Vec<OsString> =
             vec!["-D".into(), self.data_dir.clone().into(), "-m".into(), "fast".into(), "-w".into(), "stop".into()];
-        self.run(&dir, "pg_ctl", args).await
+        self.run(&dir, "pg_ctl", args).await?;
+        let _ = std::fs::remove_file(dir.join(OWNER_FILE));
+        Ok(())
     }
 
     /// Restarts the server the way a crash would (`-m immediate`: connections are cut, nothing is flushed,
@@ -189,8 +231,33 @@ impl EmbeddedPostgres {
         }
         let mut text = String::from_utf8_lossy(&output.stderr).into_owned();
         text.push_str(&String::from_utf8_lossy(&output.stdout));
-        Err(EmbeddedError::Command { command: program.to_owned(), output: text.trim().to_owned() })
+        let hint = if text.contains("Permission denied") && self.run_as_postgres {
+            format!(
+                "; the postgres user cannot reach {}: give the broker a --data-dir it can reach (e.g. under /var/tmp)",
+                cwd.display()
+            )
+        } else if program == "pg_ctl" {
+            format!("; the server's log is {}", cwd.join("postgres.log").display())
+        } else {
+            String::new()
+        };
+        Err(EmbeddedError::Command { command: program.to_owned(), output: text.trim().to_owned(), hint })
     }
+}
+
+/// The file in the embedded server's directory naming the broker process that runs it.
+const OWNER_FILE: &str = "ark-broker.pid";
+
+/// Whether a process with this id runs (it may belong to another user). A killed process whose parent has
+/// not reaped it yet (a zombie, common in containers without an init) does not count.
+fn process_is_alive(pid: i32) -> bool {
+    if let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // `pid (comm) state …`: the state follows the last `)`.
+        return stat.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X']));
+    }
+    // SAFETY: kill with signal 0 only checks that the process exists and may be signalled.
+    let result = unsafe { libc::kill(pid, 0) };
+    result == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
 fn find_bin_dir() -> Option<PathBuf> {

@@ -7,6 +7,7 @@ mod aborted;
 mod bench_smoke;
 mod commit_order;
 mod deploy;
+mod embedded;
 mod events;
 mod events_replicas;
 mod exact_ingest;

@@ -31,8 +31,18 @@ impl Replica {
 
     /// Like [`Replica::start`], with extra flags.
     pub async fn start_with(database_url: &str, args: &[&str]) -> Self {
+        Self::spawn(&[&["--database-url", database_url], args].concat()).await
+    }
+
+    /// Starts a broker on its embedded PostgreSQL in `data_dir` (no `DATABASE_URL`), as a newcomer runs it.
+    pub async fn start_embedded(data_dir: &std::path::Path) -> Self {
+        Self::spawn(&["--data-dir", data_dir.to_str().expect("a UTF-8 path")]).await
+    }
+
+    async fn spawn(args: &[&str]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_ark-broker"))
-            .args(["--database-url", database_url, "--host", "127.0.0.1", "--port", "0", "--mcp-port", "0"])
+            .env_remove("DATABASE_URL")
+            .args(["--host", "127.0.0.1", "--port", "0", "--mcp-port", "0"])
             .args(["--log-format", "json"])
             .args(args)
             .env("LOG_LEVEL", "info")
@@ -78,8 +88,13 @@ impl Replica {
 
     /// Sends SIGTERM.
     pub fn terminate(&self) {
+        self.signal(libc::SIGTERM);
+    }
+
+    /// Sends `signal`.
+    pub fn signal(&self, signal: i32) {
         // SAFETY: kill with a valid pid and signal number has no memory-safety preconditions.
-        unsafe { libc::kill(self.pid() as i32, libc::SIGTERM) };
+        unsafe { libc::kill(self.pid() as i32, signal) };
     }
 
     /// Freezes the process (SIGSTOP), as a long pause, a frozen VM or a partition would.
