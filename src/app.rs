@@ -21,7 +21,7 @@ pub use crate::state::{AppState, StartError, build_state};
 use crate::{
     error::{self, ApiError},
     events,
-    http::health,
+    http::{health, nul},
     messages, queries, questions, sessions, streams, traces, ui,
 };
 
@@ -48,6 +48,7 @@ pub fn app(state: AppState) -> Router {
         .merge(questions::router())
         .merge(queries::router())
         .merge(ui::router())
+        .route_layer(middleware::from_fn(nul::refuse_nul))
         .fallback(|| async { ApiError::NotFound("Not found".into()) })
         .layer(DefaultBodyLimit::max(state.config.max_body_bytes))
         .layer(middleware::from_fn(error::render_error_body))

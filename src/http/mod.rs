@@ -1,8 +1,9 @@
 //! Cross-cutting HTTP pieces: extractors that answer in our error body, query-parameter rules shared by
-//! every list route, SSE framing, and the health routes.
+//! every list route, SSE framing, the health routes, and the refusal of NUL bytes in parameters.
 
 pub mod extract;
 pub mod health;
+pub mod nul;
 pub mod params;
 pub mod reply;
 pub mod sse;

@@ -249,6 +249,7 @@ impl Answer {
 pub fn ark_url(field: &str, value: &str) -> Result<(), ApiError> {
     let invalid =
         || ApiError::Validation(format!("{field}: must be ark://agents|users|teams|channels/<name>, got '{value}'"));
+    no_nul(field, value)?;
     let rest = value.strip_prefix("ark://").ok_or_else(invalid)?;
     let (kind, name) = rest.split_once('/').ok_or_else(invalid)?;
     let name_ok =

@@ -16,6 +16,7 @@ mod mcp;
 mod mcp_blocking;
 mod mcp_replicas;
 mod memory;
+mod nul;
 mod operations;
 mod query_page;
 mod query_status;
