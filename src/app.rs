@@ -6,13 +6,14 @@ use std::{future::Future, time::Duration};
 use axum::{
     Router,
     extract::DefaultBodyLimit,
-    http::{Method, Request},
+    http::{HeaderValue, Method, Request},
     middleware,
     serve::ListenerExt,
 };
 use tokio::net::TcpListener;
+use tower::util::option_layer;
 use tower_http::{
-    cors::{AllowHeaders, Any, CorsLayer},
+    cors::{AllowHeaders, AllowOrigin, CorsLayer},
     request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer},
     trace::TraceLayer,
 };
@@ -21,7 +22,10 @@ pub use crate::state::{AppState, StartError, build_state};
 use crate::{
     error::{self, ApiError},
     events,
-    http::{health, nul},
+    http::{
+        health, nul,
+        same_origin::{self, TrustedOrigins},
+    },
     messages, queries, questions, sessions, streams, traces, ui,
 };
 
@@ -30,10 +34,16 @@ const WRITER_DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The HTTP API with upstream's cross-cutting behaviour: CORS, `X-Request-ID`, body limits, error bodies.
 pub fn app(state: AppState) -> Router {
-    let cors = CorsLayer::new()
-        .allow_origin(Any)
-        .allow_methods([Method::GET, Method::HEAD, Method::PUT, Method::PATCH, Method::POST, Method::DELETE])
-        .allow_headers(AllowHeaders::mirror_request());
+    // CORS is off unless origins are allowed: Ark's dashboard reaches the broker through ark-api, not the browser.
+    let origins: Vec<HeaderValue> =
+        state.config.cors_allowed_origins.iter().filter_map(|origin| origin.trim().parse().ok()).collect();
+    let cors = (!origins.is_empty()).then(|| {
+        CorsLayer::new()
+            .allow_origin(AllowOrigin::list(origins))
+            .allow_methods([Method::GET, Method::HEAD, Method::PUT, Method::PATCH, Method::POST, Method::DELETE])
+            .allow_headers(AllowHeaders::mirror_request())
+    });
+    let trusted = TrustedOrigins::new(&state.config.cors_allowed_origins);
     let trace = TraceLayer::new_for_http().make_span_with(|request: &Request<_>| {
         let request_id = request.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or_default();
         tracing::debug_span!("http", method = %request.method(), path = %request.uri().path(), request.id = %request_id)
@@ -49,13 +59,16 @@ pub fn app(state: AppState) -> Router {
         .merge(queries::router())
         .merge(ui::router())
         .route_layer(middleware::from_fn(nul::refuse_nul))
+        .route_layer(middleware::from_fn(move |request, next| {
+            same_origin::refuse_cross_site(trusted.clone(), request, next)
+        }))
         .fallback(|| async { ApiError::NotFound("Not found".into()) })
         .layer(DefaultBodyLimit::max(state.config.max_body_bytes))
         .layer(middleware::from_fn(error::render_error_body))
         .layer(trace)
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
-        .layer(cors)
+        .layer(option_layer(cors))
         .with_state(state)
 }
 

@@ -33,6 +33,12 @@ pub struct Config {
     #[arg(long, env = "ARK_BROKER_MCP_ALLOWED_ORIGINS", value_delimiter = ',')]
     pub mcp_allowed_origins: Vec<String>,
 
+    /// Browser origins (comma-separated, e.g. `https://dashboard.example`) allowed to call the REST API
+    /// cross-origin (CORS) and to change state from their pages. Empty (the default): CORS is off, and only the
+    /// broker's own pages may post from a browser.
+    #[arg(long, env = "ARK_BROKER_CORS_ALLOWED_ORIGINS", value_delimiter = ',')]
+    pub cors_allowed_origins: Vec<String>,
+
     /// Milliseconds between `notifications/progress` while a blocking `ask_question` waits.
     #[arg(long, env = "ARK_BROKER_MCP_PROGRESS_INTERVAL_MS", default_value_t = 10_000,
           value_parser = clap::value_parser!(u64).range(50..=300_000))]

@@ -29,6 +29,12 @@ pub enum ApiError {
     /// The request could not be read, e.g. malformed JSON (400 `REQUEST_ERROR`).
     #[error("{0}")]
     BadRequest(String),
+    /// A state-changing request from another site's page (403 `FORBIDDEN`).
+    #[error("{0}")]
+    Forbidden(String),
+    /// A JSON route got a body that is not declared JSON (415 `UNSUPPORTED_MEDIA_TYPE`).
+    #[error("{0}")]
+    UnsupportedMediaType(String),
     /// The thing asked for does not exist (404 `NOT_FOUND`).
     #[error("{0}")]
     NotFound(String),
@@ -84,6 +90,8 @@ impl ApiError {
             ApiError::Validation(_) => (StatusCode::BAD_REQUEST, "VALIDATION_ERROR"),
             ApiError::Pagination(_) => (StatusCode::BAD_REQUEST, "PAGINATION_ERROR"),
             ApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, "REQUEST_ERROR"),
+            ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "FORBIDDEN"),
+            ApiError::UnsupportedMediaType(_) => (StatusCode::UNSUPPORTED_MEDIA_TYPE, "UNSUPPORTED_MEDIA_TYPE"),
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "NOT_FOUND"),
             ApiError::Conflict { .. } => (StatusCode::CONFLICT, "CONFLICT"),
             ApiError::Gone(_) => (StatusCode::GONE, "GONE"),

@@ -4,7 +4,7 @@
 
 use axum::{
     extract::{FromRequest, FromRequestParts, Request, rejection::BytesRejection},
-    http::{StatusCode, request::Parts},
+    http::{StatusCode, header::CONTENT_TYPE, request::Parts},
 };
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
@@ -12,8 +12,9 @@ use serde_json::Value;
 
 use crate::error::ApiError;
 
-/// A JSON body, read whatever its content type (upstream's clients are not all careful about it).
-/// Malformed JSON is a 400 `REQUEST_ERROR`; a body that parses but has the wrong shape is a 400
+/// A JSON body. It must be declared JSON (`application/json` or `application/*+json`), as upstream's
+/// Express parser requires, else 415 — so a page of another site cannot post one as a "simple" `text/plain`
+/// form. Malformed JSON is a 400 `REQUEST_ERROR`; a body that parses but has the wrong shape is a 400
 /// `VALIDATION_ERROR` whose message starts with the field's path.
 pub struct ApiJson<T>(pub T);
 
@@ -26,8 +27,18 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
     }
 }
 
-/// Reads a request body as JSON of any shape.
+/// Reads a request body declared JSON as JSON of any shape.
 pub async fn json_body<S: Send + Sync>(request: Request, state: &S) -> Result<Value, ApiError> {
+    let declared =
+        request.headers().get(CONTENT_TYPE).map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned());
+    let mime =
+        declared.as_deref().and_then(|value| value.split(';').next()).unwrap_or_default().trim().to_ascii_lowercase();
+    if mime != "application/json" && !(mime.starts_with("application/") && mime.ends_with("+json")) {
+        let received = declared.map_or_else(|| "none".to_owned(), |value| format!("'{value}'"));
+        return Err(ApiError::UnsupportedMediaType(format!(
+            "content-type: expected application/json, received {received}"
+        )));
+    }
     let bytes = Bytes::from_request(request, state).await.map_err(body_rejection)?;
     serde_json::from_slice(&bytes).map_err(|e| ApiError::BadRequest(format!("invalid JSON body: {e}")))
 }

@@ -5,6 +5,7 @@ mod support;
 
 mod aborted;
 mod bench_smoke;
+mod browser_safety;
 mod commit_order;
 mod deploy;
 mod embedded;

@@ -30,22 +30,31 @@ async fn request_ids_are_echoed_or_generated_and_appear_in_error_bodies() {
 }
 
 #[tokio::test]
-async fn cors_preflight_is_answered_for_any_origin() {
-    let app = TestApp::spawn().await;
-    let response = app
-        .client
-        .request(reqwest::Method::OPTIONS, app.url("/messages"))
-        .header("origin", "https://dashboard.example")
-        .header("access-control-request-method", "POST")
-        .header("access-control-request-headers", "content-type")
-        .send()
-        .await
-        .unwrap();
+async fn cors_is_off_by_default_and_answers_only_the_allowed_origins() {
+    let preflight = |app: &TestApp, origin: &str| {
+        app.client
+            .request(reqwest::Method::OPTIONS, app.url("/messages"))
+            .header("origin", origin.to_owned())
+            .header("access-control-request-method", "POST")
+            .header("access-control-request-headers", "content-type")
+            .send()
+    };
+    let closed = TestApp::spawn().await;
+    let response = preflight(&closed, "https://dashboard.example").await.unwrap();
+    assert!(response.headers().get("access-control-allow-origin").is_none(), "no CORS unless configured");
+
+    let open =
+        TestApp::spawn_with(|config| config.cors_allowed_origins = vec!["https://dashboard.example".into()]).await;
+    let response = preflight(&open, "https://dashboard.example").await.unwrap();
     assert!(response.status().is_success());
-    assert_eq!(response.headers()["access-control-allow-origin"], "*");
+    assert_eq!(response.headers()["access-control-allow-origin"], "https://dashboard.example");
     assert!(response.headers()["access-control-allow-methods"].to_str().unwrap().contains("POST"));
-    let simple = app.client.get(app.url("/health")).header("origin", "https://x.example").send().await.unwrap();
-    assert_eq!(simple.headers()["access-control-allow-origin"], "*");
+    let other = preflight(&open, "https://evil.example").await.unwrap();
+    assert!(other.headers().get("access-control-allow-origin").is_none());
+    // The allowed origin may also change state from its pages.
+    let body = json!({"conversation_id":"c","query_id":"q","messages":[{"role":"user","content":"hi"}]});
+    let posted = open.client.post(open.url("/messages")).header("origin", "https://dashboard.example").json(&body);
+    assert_eq!(posted.send().await.unwrap().status(), 200);
 }
 
 #[tokio::test]
