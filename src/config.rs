@@ -23,13 +23,19 @@ pub struct Config {
     #[arg(long, env = "MCP_PORT", default_value_t = 8081)]
     pub mcp_port: u16,
 
-    /// Host names the MCP endpoint accepts in `Host` (comma-separated), or `*` for any. Behind a Service,
-    /// list its DNS names to keep DNS-rebinding protection.
-    #[arg(long, env = "ARK_BROKER_MCP_ALLOWED_HOSTS", value_delimiter = ',', default_value = "*")]
+    /// Host names the MCP endpoint accepts in `Host` (comma-separated), or `*` for any (DNS-rebinding
+    /// protection off). The default accepts only loopback names; behind a Service, list its DNS names (the
+    /// chart does).
+    #[arg(
+        long,
+        env = "ARK_BROKER_MCP_ALLOWED_HOSTS",
+        value_delimiter = ',',
+        default_value = "localhost,127.0.0.1,[::1]"
+    )]
     pub mcp_allowed_hosts: Vec<String>,
 
     /// Browser origins the MCP endpoint accepts (comma-separated, with scheme, e.g. `https://app.example:*`);
-    /// empty accepts any (requests without `Origin` always pass).
+    /// empty accepts origins on the allowed hosts (requests without `Origin` always pass).
     #[arg(long, env = "ARK_BROKER_MCP_ALLOWED_ORIGINS", value_delimiter = ',')]
     pub mcp_allowed_origins: Vec<String>,
 

@@ -36,7 +36,7 @@ const RESULT_TICK: Duration = Duration::from_secs(30);
 
 /// The middleware: legacy task traffic is answered here, the rest goes on to rmcp.
 pub async fn layer(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    if request.method() != Method::POST || !super::passes_host_and_origin_checks(&state, request.headers()) {
+    if request.method() != Method::POST {
         return next.run(request).await;
     }
     let (parts, body) = request.into_parts();

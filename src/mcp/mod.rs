@@ -1,6 +1,7 @@
 //! The MCP server on its own port: Streamable HTTP at `/mcp`, stateless (no `Mcp-Session-Id`), so any
 //! replica serves any request. rmcp serves the protocol and the 2026-07-28 task extension; a layer in front
-//! serves the 2025-11-25 task methods; both read the same Postgres-backed tasks.
+//! serves the 2025-11-25 task methods; both read the same Postgres-backed tasks. One Host/Origin check stands
+//! in front of both (DNS-rebinding protection, on by default).
 
 mod legacy;
 mod server;
@@ -11,7 +12,13 @@ mod waiter;
 
 use std::{sync::Arc, time::Duration};
 
-use axum::{Router, http::HeaderMap, middleware};
+use axum::{
+    Router,
+    extract::{Request, State},
+    http::{HeaderMap, StatusCode},
+    middleware::{self, Next},
+    response::{IntoResponse, Response},
+};
 use rmcp::transport::streamable_http_server::{
     StreamableHttpServerConfig, StreamableHttpService, session::never::NeverSessionManager,
 };
@@ -29,37 +36,47 @@ pub fn router(state: AppState) -> Router {
         .with_sse_keep_alive(Some(Duration::from_secs(15)))
         .with_cancellation_token(state.shutdown.child_token())
         .with_max_request_body_bytes(config.max_body_bytes);
-    transport = if config.mcp_allowed_hosts.iter().any(|host| host == "*") {
-        transport.disable_allowed_hosts()
-    } else {
-        transport.with_allowed_hosts(config.mcp_allowed_hosts.clone())
-    };
-    if !config.mcp_allowed_origins.is_empty() {
-        transport = transport.with_allowed_origins(config.mcp_allowed_origins.clone());
-    }
+    // Host and Origin are checked once, in front of both protocol eras ([`refuse_foreign_callers`]).
+    transport = transport.disable_allowed_hosts();
     let handler = BrokerMcp::new(state.clone());
     let service =
         StreamableHttpService::new(move || Ok(handler.clone()), Arc::new(NeverSessionManager::default()), transport);
     Router::new()
         .route_service("/mcp", service)
-        .layer(middleware::from_fn_with_state(state, legacy::layer))
+        .layer(middleware::from_fn_with_state(state.clone(), legacy::layer))
+        .layer(middleware::from_fn_with_state(state, refuse_foreign_callers))
         .fallback(|| async { ApiError::NotFound("Not found".into()) })
 }
 
-/// Whether the request passes the configured Host and Origin checks. The legacy layer answers only requests
-/// that do; the rest reach rmcp, which rejects them with its own 403.
-pub(crate) fn passes_host_and_origin_checks(state: &AppState, headers: &HeaderMap) -> bool {
-    let config = &state.config;
-    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    let host_ok = config.mcp_allowed_hosts.iter().any(|allowed| allowed == "*")
-        || header("host").is_some_and(|host| {
-            let name = host.rsplit_once(':').map_or(host, |(name, _)| name);
-            config.mcp_allowed_hosts.iter().any(|allowed| allowed == host || allowed == name)
-        });
-    let origin_ok = config.mcp_allowed_origins.is_empty()
-        || header("origin")
-            .is_none_or(|origin| config.mcp_allowed_origins.iter().any(|allowed| origin_matches(allowed, origin)));
-    host_ok && origin_ok
+/// DNS-rebinding protection in front of both protocol eras: a request whose `Host` is not an allowed host,
+/// or whose `Origin` (a browser's) is not allowed, gets 403 before anything reads it.
+async fn refuse_foreign_callers(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    match foreign_caller(&state.config.mcp_allowed_hosts, &state.config.mcp_allowed_origins, request.headers()) {
+        Some(what) => (StatusCode::FORBIDDEN, format!("Forbidden: {what} is not allowed")).into_response(),
+        None => next.run(request).await,
+    }
+}
+
+/// What about the request is not allowed (`Host …` or `Origin …`), if anything. Without configured origins, a
+/// browser's `Origin` must be on an allowed host.
+fn foreign_caller(hosts: &[String], origins: &[String], headers: &HeaderMap) -> Option<String> {
+    let header = |name: &str| headers.get(name).map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    let any_host = hosts.iter().any(|allowed| allowed == "*");
+    let host_allowed = |host: &str| {
+        let name = host.rsplit_once(':').filter(|(_, port)| port.parse::<u16>().is_ok()).map_or(host, |(name, _)| name);
+        any_host || hosts.iter().any(|allowed| allowed.eq_ignore_ascii_case(host) || allowed.eq_ignore_ascii_case(name))
+    };
+    let host = header("host").unwrap_or_default();
+    if !host_allowed(&host) {
+        return Some(format!("Host '{host}'"));
+    }
+    let origin = header("origin")?;
+    let allowed = if origins.is_empty() {
+        origin.split_once("://").is_some_and(|(_, authority)| host_allowed(authority))
+    } else {
+        origins.iter().any(|allowed| origin_matches(allowed, &origin))
+    };
+    (!allowed).then(|| format!("Origin '{origin}'"))
 }
 
 /// rmcp's origin rule: exact, `scheme://host:*` for any port, or (deprecated) no port for any port.
@@ -80,7 +97,36 @@ fn origin_matches(allowed: &str, origin: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::origin_matches;
+    use axum::http::HeaderMap;
+
+    use super::{foreign_caller, origin_matches};
+
+    fn refused(hosts: &[&str], origins: &[&str], headers: &[(&'static str, &str)]) -> Option<String> {
+        let hosts: Vec<String> = hosts.iter().map(|h| h.to_string()).collect();
+        let origins: Vec<String> = origins.iter().map(|o| o.to_string()).collect();
+        let mut map = HeaderMap::new();
+        for (name, value) in headers {
+            map.insert(*name, value.parse().unwrap());
+        }
+        foreign_caller(&hosts, &origins, &map)
+    }
+
+    #[test]
+    fn only_allowed_hosts_and_their_origins_pass_by_default() {
+        let loopback = ["localhost", "127.0.0.1", "[::1]"];
+        assert_eq!(refused(&loopback, &[], &[("host", "127.0.0.1:8081")]), None);
+        assert_eq!(refused(&loopback, &[], &[("host", "[::1]:8081")]), None);
+        assert!(refused(&loopback, &[], &[("host", "evil.example:8081")]).is_some(), "DNS rebinding");
+        assert_eq!(refused(&loopback, &[], &[("host", "localhost:8081"), ("origin", "http://localhost:6274")]), None);
+        assert!(refused(&loopback, &[], &[("host", "localhost:8081"), ("origin", "https://evil.example")]).is_some());
+        assert_eq!(refused(&["*"], &[], &[("host", "anything")]), None);
+        let configured = refused(
+            &loopback,
+            &["https://app.example:*"],
+            &[("host", "localhost"), ("origin", "https://app.example:443")],
+        );
+        assert_eq!(configured, None);
+    }
 
     #[test]
     fn origins_match_like_rmcp() {

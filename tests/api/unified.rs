@@ -180,9 +180,14 @@ async fn questions_of_one_query_expiring_together_move_its_phase_back_once() {
     let mut reader = SseReader::open(&app.client, &app.url("/stream/exp?format=unified&from-beginning=true")).await;
     for content in ["first?", "second?"] {
         let question = json!({"sender":"ark://agents/a","recipient":"ark://users/dave","content":content,
-                              "query":{"namespace":"ns","name":"exp"},"ttlSeconds":1});
+                              "query":{"namespace":"ns","name":"exp"},"ttlSeconds":3600});
         assert_eq!(app.post_json("/questions", &question).await.status(), 201);
     }
+    // Both fall due at once, so one reaper pass expires them in one transaction.
+    sqlx::query("update questions set expires_at = now() - interval '1 second' where query_name = 'exp'")
+        .execute(&app.pool())
+        .await
+        .unwrap();
     let frames = unified_frames(&mut reader, 6).await;
     assert_eq!(
         events_of(&frames),
