@@ -25,6 +25,7 @@ use crate::{
     http::{
         health, nul,
         same_origin::{self, TrustedOrigins},
+        unreachable,
     },
     messages, queries, questions, sessions, streams, traces, ui,
 };
@@ -58,6 +59,7 @@ pub fn app(state: AppState) -> Router {
         .merge(questions::router())
         .merge(queries::router())
         .merge(ui::router())
+        .route_layer(middleware::from_fn_with_state(state.clone(), unreachable::fail_fast))
         .route_layer(middleware::from_fn(nul::refuse_nul))
         .route_layer(middleware::from_fn(move |request, next| {
             same_origin::refuse_cross_site(trusted.clone(), request, next)

@@ -130,6 +130,10 @@ impl IntoResponse for ApiError {
             other => other.to_string(),
         };
         let mut response = status.into_response();
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            // Another replica, or this one a moment later, may well succeed.
+            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
         response.extensions_mut().insert(ErrorDetails { code, message, extra });
         response
     }

@@ -96,6 +96,8 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
     let pool = db::connect(database_url, config.database_pool_max, config.db_timeouts()).await?;
     let listen_pool = PgPoolOptions::new()
         .max_connections(1)
+        // A failed connect surfaces within a second, so the replica soon knows when Postgres is unreachable.
+        .acquire_timeout(Duration::from_secs(1))
         .connect_lazy_with(db::connect_options(database_url, &listener::application_name())?);
     let hub = Hub::default();
     let status = ListenerStatus::default();

@@ -75,6 +75,8 @@ pub struct EmbeddedPostgres {
     bin_dir: PathBuf,
     port: u16,
     run_as_postgres: bool,
+    /// The server's command-line settings (`pg_ctl -o`), kept to start it again.
+    settings: String,
 }
 
 impl EmbeddedPostgres {
@@ -88,7 +90,19 @@ impl EmbeddedPostgres {
             chown_to_postgres(&dir)?;
         }
         let data_dir = dir.join("data");
-        let server = EmbeddedPostgres { data_dir, bin_dir, port: free_port()?, run_as_postgres };
+        let port = free_port()?;
+        let mut settings = format!(
+            "-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories= -c max_connections={}",
+            options.max_connections
+        );
+        if !options.durable {
+            settings.push_str(" -c fsync=off -c synchronous_commit=off -c full_page_writes=off");
+        }
+        for setting in &options.extra_settings {
+            settings.push_str(" -c ");
+            settings.push_str(setting);
+        }
+        let server = EmbeddedPostgres { data_dir, bin_dir, port, run_as_postgres, settings };
         server.stop_leftover(&dir).await?;
         if !server.data_dir.join("PG_VERSION").exists() {
             let mut args: Vec<OsString> = vec![
@@ -107,35 +121,38 @@ impl EmbeddedPostgres {
             }
             server.run(&dir, "initdb", args).await?;
         }
-        let mut settings = format!(
-            "-p {} -c listen_addresses=127.0.0.1 -c unix_socket_directories= -c max_connections={}",
-            server.port, options.max_connections
-        );
-        if !options.durable {
-            settings.push_str(" -c fsync=off -c synchronous_commit=off -c full_page_writes=off");
-        }
-        for setting in &options.extra_settings {
-            settings.push_str(" -c ");
-            settings.push_str(setting);
-        }
-        let log = dir.join("postgres.log");
+        server.start_server().await?;
+        let owner = dir.join(OWNER_FILE);
+        std::fs::write(&owner, std::process::id().to_string())
+            .map_err(|e| EmbeddedError::Io(format!("write {}", owner.display()), e))?;
+        Ok(server)
+    }
+
+    /// Starts the (initialised, stopped) server with its settings and waits until it accepts connections.
+    pub async fn start_server(&self) -> Result<(), EmbeddedError> {
+        let dir = self.data_dir.parent().unwrap_or(&self.data_dir).to_path_buf();
         let args: Vec<OsString> = vec![
             "-D".into(),
-            server.data_dir.clone().into(),
+            self.data_dir.clone().into(),
             "-l".into(),
-            log.into(),
+            dir.join("postgres.log").into(),
             "-o".into(),
-            settings.into(),
+            self.settings.clone().into(),
             "-w".into(),
             "-t".into(),
             "60".into(),
             "start".into(),
         ];
-        server.run(&dir, "pg_ctl", args).await?;
-        let owner = dir.join(OWNER_FILE);
-        std::fs::write(&owner, std::process::id().to_string())
-            .map_err(|e| EmbeddedError::Io(format!("write {}", owner.display()), e))?;
-        Ok(server)
+        self.run(&dir, "pg_ctl", args).await
+    }
+
+    /// Stops the server and keeps this handle, so [`EmbeddedPostgres::start_server`] can start it again (a
+    /// database outage, for tests).
+    pub async fn stop_server(&self) -> Result<(), EmbeddedError> {
+        let dir = self.data_dir.parent().unwrap_or(&self.data_dir).to_path_buf();
+        let args: Vec<OsString> =
+            vec!["-D".into(), self.data_dir.clone().into(), "-m".into(), "fast".into(), "-w".into(), "stop".into()];
+        self.run(&dir, "pg_ctl", args).await
     }
 
     /// Stops a server that a broker killed before it could stop it left running in this data directory
@@ -171,11 +188,8 @@ impl EmbeddedPostgres {
 
     /// Stops the server (fast shutdown: open connections are closed, data is kept).
     pub async fn stop(self) -> Result<(), EmbeddedError> {
-        let dir = self.data_dir.parent().unwrap_or(&self.data_dir).to_path_buf();
-        let args: Vec<OsString> =
-            vec!["-D".into(), self.data_dir.clone().into(), "-m".into(), "fast".into(), "-w".into(), "stop".into()];
-        self.run(&dir, "pg_ctl", args).await?;
-        let _ = std::fs::remove_file(dir.join(OWNER_FILE));
+        self.stop_server().await?;
+        let _ = std::fs::remove_file(self.data_dir.parent().unwrap_or(&self.data_dir).join(OWNER_FILE));
         Ok(())
     }
 

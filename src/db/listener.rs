@@ -5,7 +5,14 @@
 //! Notifications are hints and can be lost (they are not replayed after a reconnect), so after every
 //! (re)connect the tails are told to resync, and a poll tick reaches them every interval.
 
-use std::{collections::HashMap, sync::Arc, time::Duration};
+use std::{
+    collections::HashMap,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
 
 use futures::{StreamExt, stream};
 use sqlx::{PgPool, postgres::PgListener};
@@ -23,18 +30,21 @@ pub fn application_name() -> String {
     format!("ark-broker-listener {}", std::process::id())
 }
 
-const MAX_BACKOFF: Duration = Duration::from_secs(5);
+/// The longest pause between attempts to connect again; also how long an unreachable Postgres that came
+/// back may go unnoticed.
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
 /// Where each feed's notifications go.
 pub type Tails = HashMap<Feed, mpsc::UnboundedSender<TailEvent>>;
 
-/// Whether this replica's LISTEN connection is up; `/readyz` and start-up read it.
+/// Whether this replica's LISTEN connection is up (`/readyz` and start-up read it), and whether Postgres is
+/// known to be unreachable (requests then fail at once instead of waiting for the pool).
 #[derive(Debug, Clone)]
-pub struct ListenerStatus(Arc<watch::Sender<bool>>);
+pub struct ListenerStatus(Arc<watch::Sender<bool>>, Arc<AtomicBool>);
 
 impl Default for ListenerStatus {
     fn default() -> Self {
-        ListenerStatus(Arc::new(watch::channel(false).0))
+        ListenerStatus(Arc::new(watch::channel(false).0), Arc::new(AtomicBool::new(false)))
     }
 }
 
@@ -42,6 +52,12 @@ impl ListenerStatus {
     /// Whether the connection is up now.
     pub fn is_up(&self) -> bool {
         *self.0.borrow()
+    }
+
+    /// Whether this replica knows Postgres cannot be reached right now: the LISTEN connection was lost and
+    /// connecting again failed for want of a connection (not for a Postgres error). Cleared once it is back.
+    pub fn database_unreachable(&self) -> bool {
+        self.1.load(Ordering::Relaxed)
     }
 
     /// Waits until the connection is up.
@@ -69,6 +85,7 @@ pub async fn run(
         let listener = match connect(&listen_pool).await {
             Ok(listener) => listener,
             Err(error) => {
+                status.1.store(super::is_unreachable(&error), Ordering::Relaxed);
                 tracing::warn!(%error, retry_ms = backoff.as_millis() as u64, "LISTEN connection failed");
                 tokio::select! {
                     _ = cancel.cancelled() => break,
@@ -79,6 +96,7 @@ pub async fn run(
             }
         };
         backoff = Duration::from_millis(50);
+        status.1.store(false, Ordering::Relaxed);
         status.set(true);
         tracing::info!(channel = CHANNEL, "listening for notifications");
         // Notifications sent while we were away are gone: every reader re-reads what it may have missed.

@@ -40,12 +40,21 @@ pub enum StoreError {
 
 impl From<sqlx::Error> for StoreError {
     fn from(error: sqlx::Error) -> Self {
-        match error {
-            sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Tls(_) => {
-                StoreError::Unavailable(error)
-            }
-            other => StoreError::Database(other),
+        if is_unreachable(&error) { StoreError::Unavailable(error) } else { StoreError::Database(error) }
+    }
+}
+
+/// Whether an error means Postgres cannot be reached or is going away (not that it refused the statement):
+/// no connection, a lost one, or the server shutting down, starting up or cutting sessions
+/// (SQLSTATE classes 08 and 57, but not 57014, a statement cancelled by its timeout).
+pub fn is_unreachable(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Tls(_) => true,
+        sqlx::Error::Protocol(_) => true,
+        sqlx::Error::Database(error) => {
+            error.code().is_some_and(|code| code.starts_with("08") || (code.starts_with("57") && code != "57014"))
         }
+        _ => false,
     }
 }
 

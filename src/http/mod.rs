@@ -1,6 +1,6 @@
 //! Cross-cutting HTTP pieces: extractors that answer in our error body, query-parameter rules shared by
 //! every list route, SSE framing, the health routes, the refusal of NUL bytes in parameters, and of
-//! state-changing requests from other sites.
+//! state-changing requests from other sites, and fast 503s while Postgres cannot be reached.
 
 pub mod extract;
 pub mod health;
@@ -9,3 +9,4 @@ pub mod params;
 pub mod reply;
 pub mod same_origin;
 pub mod sse;
+pub mod unreachable;

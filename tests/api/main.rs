@@ -19,6 +19,7 @@ mod mcp_replicas;
 mod memory;
 mod nul;
 mod operations;
+mod outage;
 mod query_page;
 mod query_status;
 mod questions;

@@ -71,6 +71,16 @@ impl OwnServer {
 }
 
 impl OwnServer {
+    /// Stops the server (an outage) until [`OwnServer::start_again`].
+    pub async fn stop(&self) {
+        self.server.stop_server().await.expect("stop the test's PostgreSQL");
+    }
+
+    /// Starts the stopped server again.
+    pub async fn start_again(&self) {
+        self.server.start_server().await.expect("start the test's PostgreSQL again");
+    }
+
     /// Restarts the server as after a crash (`pg_ctl restart -m immediate`).
     pub async fn crash_restart(&self) {
         self.server.crash_restart().await.expect("restart the test's PostgreSQL");

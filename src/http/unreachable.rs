@@ -1,0 +1,21 @@
+//! While this replica knows Postgres cannot be reached (its LISTEN connection is down and connecting again
+//! fails), requests that need the database get 503 with `Retry-After` at once instead of each waiting the
+//! pool's timeout. Probes and the page's assets are served as usual.
+
+use axum::{
+    extract::{Request, State},
+    middleware::Next,
+    response::{IntoResponse, Response},
+};
+
+use crate::{error::ApiError, state::AppState};
+
+/// The middleware.
+pub async fn fail_fast(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let path = request.uri().path();
+    let needs_database = !(path == "/health" || path == "/readyz" || path.starts_with("/ui/assets/"));
+    if needs_database && state.listener.database_unreachable() {
+        return ApiError::Unavailable("the database cannot be reached".into()).into_response();
+    }
+    next.run(request).await
+}
