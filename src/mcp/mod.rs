@@ -12,6 +12,8 @@ mod waiter;
 
 use std::{sync::Arc, time::Duration};
 
+use tokio_util::sync::CancellationToken;
+
 use axum::{
     Router,
     extract::{Request, State},
@@ -34,7 +36,7 @@ pub fn router(state: AppState) -> Router {
         .with_legacy_session_mode(false)
         .with_json_response(true)
         .with_sse_keep_alive(Some(Duration::from_secs(15)))
-        .with_cancellation_token(state.shutdown.child_token())
+        .with_cancellation_token(transport_stop(&state.shutdown))
         .with_max_request_body_bytes(config.max_body_bytes);
     // Host and Origin are checked once, in front of both protocol eras ([`refuse_foreign_callers`]).
     transport = transport.disable_allowed_hosts();
@@ -46,6 +48,22 @@ pub fn router(state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(state.clone(), legacy::layer))
         .layer(middleware::from_fn_with_state(state, refuse_foreign_callers))
         .fallback(|| async { ApiError::NotFound("Not found".into()) })
+}
+
+/// How long after shutdown begins rmcp's transport is stopped: long enough for a blocking `ask_question` to
+/// answer its caller with a JSON-RPC error (stopping the transport first would cut it with an HTTP 500).
+const TRANSPORT_STOP_DELAY: Duration = Duration::from_millis(500);
+
+/// A token cancelled [`TRANSPORT_STOP_DELAY`] after `shutdown`.
+fn transport_stop(shutdown: &CancellationToken) -> CancellationToken {
+    let stop = CancellationToken::new();
+    let (shutdown, cancel) = (shutdown.clone(), stop.clone());
+    tokio::spawn(async move {
+        shutdown.cancelled().await;
+        tokio::time::sleep(TRANSPORT_STOP_DELAY).await;
+        cancel.cancel();
+    });
+    stop
 }
 
 /// DNS-rebinding protection in front of both protocol eras: a request whose `Host` is not an allowed host,

@@ -92,8 +92,11 @@ impl BrokerMcp {
                 }
                 _ = self.state.shutdown.cancelled() => {
                     return Err(McpError::internal_error(
-                        format!("the broker is shutting down; question {} stays pending", question.id),
-                        None,
+                        format!(
+                            "the broker is shutting down: retry (question {} stays pending and can be answered)",
+                            question.id
+                        ),
+                        Some(serde_json::json!({"questionId": question.id, "retry": true})),
                     ));
                 }
             };

@@ -8,6 +8,7 @@ mod bench_smoke;
 mod browser_safety;
 mod commit_order;
 mod deploy;
+mod drain;
 mod embedded;
 mod events;
 mod events_replicas;

@@ -1,0 +1,43 @@
+//! SIGTERM while an agent waits: a blocking `ask_question` ends with a JSON-RPC error telling the caller to
+//! retry (not an HTTP 500), its question stays pending for another replica, and the process exits cleanly.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::{Replica, fresh_database, mcp::Mcp, within};
+
+#[tokio::test]
+async fn sigterm_ends_a_blocking_ask_with_a_retryable_error_and_keeps_the_question() {
+    let url = fresh_database().await;
+    let (mut a, b) = tokio::join!(Replica::start(&url), Replica::start(&url));
+    let client = reqwest::Client::new();
+    let mcp = Mcp::new(&a.mcp_url);
+    let call = tokio::spawn(async move {
+        let params = json!({"name": "ask_question", "arguments": {"recipient": "ark://users/dave", "content": "Still there?"},
+                            "_meta": {"progressToken": "p"}});
+        mcp.legacy("tools/call", params).await
+    });
+    let id = within("the question to be stored", async {
+        loop {
+            let list: Value =
+                client.get(b.url("/questions?status=pending")).send().await.unwrap().json().await.unwrap();
+            if let Some(id) = list["items"][0]["id"].as_str() {
+                return id.to_owned();
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+
+    a.terminate();
+    let reply = within("the blocking call to end", call).await.unwrap();
+    assert_eq!(reply.status, 200, "a JSON-RPC answer, not an HTTP error: {:?}", reply.message);
+    let error = &reply.message["error"];
+    assert!(error["message"].as_str().unwrap().contains("retry"), "{error}");
+    assert_eq!(error["data"], json!({"questionId": id, "retry": true}));
+    assert!(a.wait().await, "the replica exits cleanly");
+
+    let question: Value = client.get(b.url(&format!("/questions/{id}"))).send().await.unwrap().json().await.unwrap();
+    assert_eq!(question["status"], "pending", "the question outlives the call");
+}
