@@ -65,6 +65,9 @@ pub enum ApiError {
     /// The body is larger than the configured limit (413 `REQUEST_ERROR`).
     #[error("{0}")]
     PayloadTooLarge(String),
+    /// This replica is draining (503 `SERVICE_UNAVAILABLE`, the message says what to do); another one serves.
+    #[error("{0}")]
+    Draining(String),
     /// Postgres cannot be reached right now (503 `SERVICE_UNAVAILABLE`); the client may retry.
     #[error("{0}")]
     Unavailable(String),
@@ -98,7 +101,9 @@ impl ApiError {
             ApiError::KeyReused(_) => (StatusCode::UNPROCESSABLE_ENTITY, "IDEMPOTENCY_KEY_REUSED"),
             ApiError::PartlyStored { cause, .. } => cause.status_and_code(),
             ApiError::PayloadTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "REQUEST_ERROR"),
-            ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "SERVICE_UNAVAILABLE"),
+            ApiError::Unavailable(_) | ApiError::Draining(_) => {
+                (StatusCode::SERVICE_UNAVAILABLE, "SERVICE_UNAVAILABLE")
+            }
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL_ERROR"),
         }
     }
@@ -144,7 +149,9 @@ impl From<StoreError> for ApiError {
         match error {
             StoreError::Unavailable(e) => ApiError::Unavailable(e.to_string()),
             StoreError::Database(e) => ApiError::Internal(e.to_string()),
-            StoreError::ShuttingDown => ApiError::Unavailable("broker is shutting down".into()),
+            StoreError::ShuttingDown => {
+                ApiError::Draining("the broker is shutting down; retry on another replica".into())
+            }
             StoreError::Contended(what) => ApiError::Unavailable(format!("too many concurrent writers of one {what}")),
         }
     }

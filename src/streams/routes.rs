@@ -141,6 +141,14 @@ impl<'a> Ingest<'a> {
                     self.body_ended = true;
                     return Err(not_stored());
                 }
+                () = self.state.shutdown.cancelled() => {
+                    // Draining: what was read is stored and the reply says how much; the writer sends the rest
+                    // to another replica. A line cut off mid-way is not stored.
+                    self.body_ended = true;
+                    return Err(ApiError::Draining(
+                        "the broker is shutting down: send the lines after chunks_stored to another replica".into(),
+                    ));
+                }
             };
             let Some(piece) = piece else { break };
             let piece = piece.map_err(|e| ApiError::BadRequest(format!("reading the request body failed: {e}")))?;

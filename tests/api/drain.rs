@@ -1,5 +1,6 @@
 //! SIGTERM while an agent waits: a blocking `ask_question` ends with a JSON-RPC error telling the caller to
-//! retry (not an HTTP 500), its question stays pending for another replica, and the process exits cleanly.
+//! retry (not an HTTP 500), its question stays pending for another replica; an open chunk POST stops being
+//! read and is answered with how many of its lines are stored; the process exits cleanly.
 
 use std::time::Duration;
 
@@ -40,4 +41,43 @@ async fn sigterm_ends_a_blocking_ask_with_a_retryable_error_and_keeps_the_questi
 
     let question: Value = client.get(b.url(&format!("/questions/{id}"))).send().await.unwrap().json().await.unwrap();
     assert_eq!(question["status"], "pending", "the question outlives the call");
+}
+
+#[tokio::test]
+async fn sigterm_ends_an_open_chunk_post_with_what_it_stored() {
+    let url = fresh_database().await;
+    let (mut a, b) = tokio::join!(Replica::start(&url), Replica::start(&url));
+    let client = reqwest::Client::new();
+    let (lines, rx) = tokio::sync::mpsc::channel::<Result<bytes::Bytes, std::convert::Infallible>>(8);
+    let body = reqwest::Body::wrap_stream(tokio_stream(rx));
+    let post = tokio::spawn({
+        let request = client.post(a.url("/stream/draining")).header("content-type", "application/x-ndjson").body(body);
+        async move { request.send().await.unwrap() }
+    });
+    let mut reader = crate::support::SseReader::open(&client, &b.url("/stream/draining?from-beginning=true")).await;
+    for n in 0..3 {
+        lines.send(Ok(bytes::Bytes::from(format!("{{\"n\":{n}}}\n")))).await.unwrap();
+    }
+    assert_eq!(reader.take_data(3).await.len(), 3, "the three lines are stored");
+    lines.send(Ok(bytes::Bytes::from_static(b"{\"n\":3, \"cut\":"))).await.unwrap();
+
+    a.terminate();
+    let reply = within("the chunk POST to be answered", post).await.unwrap();
+    assert_eq!(reply.status(), 503);
+    assert_eq!(reply.headers()["retry-after"], "1");
+    let body: Value = reply.json().await.unwrap();
+    assert_eq!(body["chunks_stored"], 3, "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("shutting down"), "{body}");
+    assert!(a.wait().await, "the replica exits cleanly with the POST still open");
+    drop(lines);
+}
+
+fn tokio_stream<T: Send + 'static>(
+    mut rx: tokio::sync::mpsc::Receiver<T>,
+) -> impl futures::Stream<Item = T> + Send + 'static {
+    async_stream::stream! {
+        while let Some(item) = rx.recv().await {
+            yield item;
+        }
+    }
 }
