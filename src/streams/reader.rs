@@ -52,22 +52,32 @@ enum Render {
 }
 
 impl Render {
-    /// The frames `row` stands for, and whether the stream ends after them (`[DONE]` is among the frames).
-    /// A `superseded` abort frame (rows follow it) does not end a unified stream.
-    fn frames(&mut self, stream_id: &str, row: &ChunkRow, superseded: bool) -> (Vec<String>, bool) {
+    /// Adds the frames `row` stands for to `frames`; true when the stream ends after them (`[DONE]` is among
+    /// them). A `superseded` abort frame (rows follow it) does not end a unified stream. The chunk's text is
+    /// copied once, into its frame, as before the unified format.
+    fn frames(&mut self, stream_id: &str, row: &ChunkRow, superseded: bool, frames: &mut Vec<Event>) -> bool {
         match self {
-            Render::OpenAi if !row.is_openai_visible() => (Vec::new(), false),
-            Render::OpenAi if row.is_done => (vec![DONE.to_owned()], true),
-            Render::OpenAi if is_error_chunk(&row.chunk) => (vec![row.chunk.clone(), DONE.to_owned()], true),
-            Render::OpenAi => (vec![row.chunk.clone()], false),
+            Render::OpenAi if !row.is_openai_visible() => false,
+            Render::OpenAi if row.is_done => {
+                frames.push(sse::data(DONE));
+                true
+            }
+            Render::OpenAi => {
+                frames.push(sse::data(&row.chunk));
+                let ends = is_error_chunk(&row.chunk);
+                if ends {
+                    frames.push(sse::data(DONE));
+                }
+                ends
+            }
             Render::Unified(unifier) => {
                 let events = unifier.push(row);
                 let ends = row.is_done || (!superseded && events.iter().any(|e| e.ends_stream()));
-                let mut frames: Vec<String> = events.iter().map(|e| e.frame(stream_id)).collect();
+                frames.extend(events.iter().map(|e| sse::data(e.frame(stream_id))));
                 if ends {
-                    frames.push(DONE.to_owned());
+                    frames.push(sse::data(DONE));
                 }
-                (frames, ends)
+                ends
             }
         }
     }
@@ -100,6 +110,8 @@ pub async fn stream_response(state: &AppState, stream_id: String, options: ReadO
     let events = async_stream::stream! {
         // Armed until the first live chunk (one stored after we started); replayed chunks do not disarm it.
         let mut deadline = options.wait_for_query.map(|wait| Instant::now() + wait);
+        // Reused for every row, so sending a chunk allocates nothing but its frame.
+        let mut frames: Vec<Event> = Vec::new();
         loop {
             let row = match deadline {
                 Some(at) => tokio::select! {
@@ -113,6 +125,13 @@ pub async fn stream_response(state: &AppState, stream_id: String, options: ReadO
                 None => rows.next().await,
             };
             let Some(row) = row else { return };
+            if row.position <= sent_after {
+                // Not sent (only a unified reader reads these): its translation still needs them.
+                if let Render::Unified(unifier) = &mut render {
+                    unifier.push(&row);
+                }
+                continue;
+            }
             // An abort frame ends the stream only while nothing this reader sees comes after it. In the OpenAI
             // format a later chunk means the writer came back, and the frame is skipped; in the unified format
             // it stays as an `error` event, followed by what came later (the broker's question events, or
@@ -126,15 +145,12 @@ pub async fn stream_response(state: &AppState, stream_id: String, options: ReadO
                 }
                 superseded = true;
             }
-            let (frames, ends) = render.frames(&stream_id, &row, superseded);
-            if row.position <= sent_after {
-                continue;
-            }
+            let ends = render.frames(&stream_id, &row, superseded, &mut frames);
             if row.position > start && (options.format == Format::Unified || row.is_openai_visible()) {
                 deadline = None;
             }
-            for frame in frames {
-                yield sse::data(frame);
+            for frame in frames.drain(..) {
+                yield frame;
             }
             if ends {
                 return;
@@ -183,10 +199,7 @@ fn is_error_chunk(chunk: &str) -> bool {
     if !chunk.contains("\"error\"") {
         return false;
     }
-    serde_json::from_str::<serde_json::Value>(chunk)
-        .ok()
-        .and_then(|value| value.get("error").map(|error| error.is_object() && error.get("message").is_some()))
-        .unwrap_or(false)
+    serde_json::from_str::<serde_json::Value>(chunk).is_ok_and(|value| unified::is_error(&value))
 }
 
 #[cfg(test)]

@@ -79,7 +79,7 @@ impl Unifier {
             self.flush(None, at, &mut out);
             return out;
         }
-        let Ok(value) = serde_json::from_str::<Value>(&row.chunk) else {
+        let Ok(mut value) = serde_json::from_str::<Value>(&row.chunk) else {
             return out;
         };
         match row.event() {
@@ -88,16 +88,12 @@ impl Unifier {
                 self.flush(None, at, &mut out);
                 out.push(error_event(&value, at));
             }
-            Some(EventType::ToolCallStart) => {
-                let data = value.get("data").cloned().unwrap_or(Value::Null);
-                let id = data.get("tool_call_id").and_then(Value::as_str).unwrap_or_default();
-                if self.started.insert(id.to_owned()) {
-                    out.push(UnifiedEvent { event: EventType::ToolCallStart.as_str(), at, data });
-                }
-            }
             Some(kind) => {
-                let data = value.get("data").cloned().unwrap_or(Value::Null);
-                out.push(UnifiedEvent { event: kind.as_str(), at, data });
+                let data = value.get_mut("data").map(Value::take).unwrap_or(Value::Null);
+                let id = data.get("tool_call_id").and_then(Value::as_str).unwrap_or_default();
+                if kind != EventType::ToolCallStart || self.started.insert(id.to_owned()) {
+                    out.push(UnifiedEvent { event: kind.as_str(), at, data });
+                }
             }
             None => self.translate(&value, at, &mut out),
         }
@@ -106,7 +102,7 @@ impl Unifier {
 
     /// Translates an OpenAI chunk.
     fn translate(&mut self, chunk: &Value, at: DateTime<Utc>, out: &mut Vec<UnifiedEvent>) {
-        if chunk.get("error").is_some_and(|e| e.is_object() && e.get("message").is_some()) {
+        if is_error(chunk) {
             self.flush(None, at, out);
             out.push(error_event(chunk, at));
             return;
@@ -223,6 +219,11 @@ pub async fn replay(store: &ChunkStore, stream_id: &str) -> StoreResult<Vec<Unif
             return Ok(events);
         }
     }
+}
+
+/// Whether a chunk is an error frame `{"error":{"message",…},…}`, after which upstream ends the stream.
+pub fn is_error(chunk: &Value) -> bool {
+    chunk.get("error").is_some_and(|error| error.is_object() && error.get("message").is_some())
 }
 
 /// The `error` event for an error chunk `{"error":{"message","type","code"},…}`.
