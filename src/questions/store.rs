@@ -2,10 +2,10 @@
 //! `resourceVersion`, updates the row conditionally (never read-then-write), and logs a `question_events`
 //! row with the question as it now is, all in one transaction with one NOTIFY.
 
+use std::time::Duration;
+
 use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
-
-use std::time::Duration;
 
 use super::{
     announce,
@@ -361,19 +361,32 @@ async fn record(tx: &mut FeedTx, kind: &str, row: QuestionRow) -> StoreResult<Op
     {
         // The Query waits while the question is pending and resumes when it closes (outbox, see migration 0006).
         let action = if kind == "question_created" { "wait" } else { "resume" };
-        sqlx::query!(
-            "insert into query_status_patches (question_id, query_namespace, query_name, action) values ($1, $2, $3, $4)",
-            question.id,
-            namespace,
-            query.name,
-            action,
-        )
-        .execute(tx.conn())
-        .await?;
+        queue_status_patch(tx.conn(), &question.id, namespace, &query.name, action).await?;
     }
     if !announce::announce(tx, kind, &question).await? {
         return Ok(None);
     }
     tx.wrote();
     Ok(Some(question))
+}
+
+/// Queues a patch of the asking Query's status (`wait` or `resume`) in the caller's transaction; one replica
+/// makes it later (the outbox of migration 0006).
+pub(super) async fn queue_status_patch(
+    conn: &mut PgConnection,
+    question_id: &str,
+    namespace: &str,
+    name: &str,
+    action: &str,
+) -> StoreResult<()> {
+    sqlx::query!(
+        "insert into query_status_patches (question_id, query_namespace, query_name, action) values ($1, $2, $3, $4)",
+        question_id,
+        namespace,
+        name,
+        action,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
 }

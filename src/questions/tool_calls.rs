@@ -7,6 +7,7 @@ use uuid::Uuid;
 use super::{
     QuestionStore,
     model::{QueryRef, Question, QuestionRow},
+    store,
 };
 use crate::db::StoreResult;
 
@@ -60,15 +61,7 @@ impl QuestionStore {
         .fetch_one(&mut *tx)
         .await?;
         if row.status == "pending" {
-            sqlx::query!(
-                "insert into query_status_patches (question_id, query_namespace, query_name, action)
-                 values ($1, $2, $3, 'wait')",
-                row.id,
-                namespace,
-                name,
-            )
-            .execute(&mut *tx)
-            .await?;
+            store::queue_status_patch(&mut tx, &row.id, namespace, name, "wait").await?;
         }
         tx.commit().await?;
         Ok(Mapping::Recorded(Box::new(row.into())))
