@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::{ChunkStore, typed::EventType};
+use super::{ChunkStore, store, typed::EventType};
 use crate::db::{
     StoreResult,
     feed::{Feed, FeedTx},
@@ -21,13 +21,7 @@ pub const ABORT_FRAME: &str =
 /// stream's writers keep increasing transaction ids (see [`crate::db::feed`]). A transaction may claim the
 /// same stream again (several questions of one Query expiring together); its positions stay contiguous.
 pub async fn claim_positions(tx: &mut FeedTx, stream_id: &str, count: i64) -> StoreResult<Option<i64>> {
-    sqlx::query!(
-        "insert into streams (stream_id) select $1 where not exists (select 1 from streams where stream_id = $1)
-         on conflict do nothing",
-        stream_id,
-    )
-    .execute(tx.conn())
-    .await?;
+    store::create_streams(tx.conn(), &[stream_id]).await?;
     Ok(sqlx::query_scalar!(
         r#"update streams s set last_position = s.last_position + $2, last_tx = pg_current_xact_id()
            where s.stream_id = (select stream_id from streams where stream_id = $1 for update skip locked)

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use sqlx::PgPool;
+use sqlx::{PgConnection, PgPool};
 
 use super::model::{ChunkRow, Completion, Line};
 use crate::db::{
@@ -47,17 +47,7 @@ impl ChunkStore {
     /// Registers streams that may not exist yet; existing ones are left alone without waiting for a writer
     /// that holds them.
     pub async fn create_streams(&self, stream_ids: &[&str]) -> StoreResult<()> {
-        sqlx::query!(
-            "insert into streams (stream_id)
-             select id from unnest($1::text[]) as new(id)
-             where not exists (select 1 from streams s where s.stream_id = new.id)
-             order by id
-             on conflict do nothing",
-            stream_ids as &[&str],
-        )
-        .execute(&self.pool)
-        .await?;
-        Ok(())
+        create_streams(&mut *self.pool.acquire().await?, stream_ids).await
     }
 
     /// Appends several streams' chunks in one transaction with one NOTIFY (a group commit). Returns the
@@ -310,6 +300,21 @@ impl ChunkStore {
         tx.commit().await?;
         Ok(())
     }
+}
+
+/// [`ChunkStore::create_streams`] on the caller's connection (or in its transaction).
+pub(super) async fn create_streams(conn: &mut PgConnection, stream_ids: &[&str]) -> StoreResult<()> {
+    sqlx::query!(
+        "insert into streams (stream_id)
+         select id from unnest($1::text[]) as new(id)
+         where not exists (select 1 from streams s where s.stream_id = new.id)
+         order by id
+         on conflict do nothing",
+        stream_ids as &[&str],
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
 }
 
 impl FeedSource for ChunkStore {
