@@ -5,8 +5,27 @@
 use super::{
     model::{BlockedOn, Checkpoint, QueryName, ResumeState, WaitingFor},
     pending::pending_tool_calls,
+    store::{ResumeRow, StreamPhase},
 };
 use crate::{db::StoreResult, http::reply::iso_timestamp, state::AppState};
+
+/// The phase of Query `namespace/name` alone (what the Query page shows), without reading its stream:
+/// `unknown` when neither a question nor a stream knows it.
+pub async fn phase(state: &AppState, namespace: &str, name: &str) -> StoreResult<String> {
+    let resume = state.query_state.resume_row(namespace, name).await?;
+    let stream = state.query_state.stream_phase(name).await?;
+    Ok(phase_of(resume.as_ref(), stream.as_ref()))
+}
+
+/// The phase from the resume row, else the stream's.
+fn phase_of(resume: Option<&ResumeRow>, stream: Option<&StreamPhase>) -> String {
+    match (resume, stream) {
+        (Some(resume), _) => resume.phase.clone(),
+        (None, Some(stream)) => stream.phase.clone(),
+        // Only messages, or nothing yet: a Query that did not stream, whose phase only Kubernetes knows.
+        (None, None) => "unknown".to_owned(),
+    }
+}
 
 /// The resume state of Query `namespace/name`, or `None` when the broker knows nothing of it (no question
 /// named it, it has no stream and no messages).
@@ -21,12 +40,7 @@ pub async fn load(state: &AppState, namespace: String, name: String) -> StoreRes
         Some(stream) if !stream.completed => pending_tool_calls(&state.chunks, &name).await?,
         _ => Vec::new(),
     };
-    let phase = match (&resume, &stream) {
-        (Some(resume), _) => resume.phase.clone(),
-        (None, Some(stream)) => stream.phase.clone(),
-        // Only messages: a Query that did not stream, and whose phase only Kubernetes knows.
-        (None, None) => "unknown".to_owned(),
-    };
+    let phase = phase_of(resume.as_ref(), stream.as_ref());
     let blocked_on = resume.as_ref().and_then(|row| {
         Some(BlockedOn {
             kind: "question",

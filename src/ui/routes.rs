@@ -78,11 +78,8 @@ pub async fn query_page(
 ) -> Result<Response, ApiError> {
     validate::key("namespace", &namespace)?;
     validate::key("name", &name)?;
-    let phase = match resume::load(&state, namespace.clone(), name.clone()).await? {
-        Some(resume) => resume.phase,
-        // Not started yet (or not streamed): the page waits for it.
-        None => "unknown".to_owned(),
-    };
+    // Not started yet (or not streamed): `unknown`, and the page waits for it.
+    let phase = resume::phase(&state, &namespace, &name).await?;
     let events = unified::replay(&state.chunks, &name).await?;
     let items = query_page::timeline(&events);
     Ok(query_page::render(&namespace, &name, &phase, &items, params.flash().as_ref()).into_response())
