@@ -103,7 +103,7 @@ impl EmbeddedPostgres {
             settings.push_str(setting);
         }
         let server = EmbeddedPostgres { data_dir, bin_dir, port, run_as_postgres, settings };
-        server.stop_leftover(&dir).await?;
+        server.stop_leftover().await?;
         if !server.data_dir.join("PG_VERSION").exists() {
             let mut args: Vec<OsString> = vec![
                 "-D".into(),
@@ -130,7 +130,7 @@ impl EmbeddedPostgres {
 
     /// Starts the (initialised, stopped) server with its settings and waits until it accepts connections.
     pub async fn start_server(&self) -> Result<(), EmbeddedError> {
-        let dir = self.data_dir.parent().unwrap_or(&self.data_dir).to_path_buf();
+        let dir = self.dir();
         let args: Vec<OsString> = vec![
             "-D".into(),
             self.data_dir.clone().into(),
@@ -143,22 +143,23 @@ impl EmbeddedPostgres {
             "60".into(),
             "start".into(),
         ];
-        self.run(&dir, "pg_ctl", args).await
+        self.run(dir, "pg_ctl", args).await
     }
 
     /// Stops the server and keeps this handle, so [`EmbeddedPostgres::start_server`] can start it again (a
     /// database outage, for tests).
     pub async fn stop_server(&self) -> Result<(), EmbeddedError> {
-        let dir = self.data_dir.parent().unwrap_or(&self.data_dir).to_path_buf();
+        let dir = self.dir();
         let args: Vec<OsString> =
             vec!["-D".into(), self.data_dir.clone().into(), "-m".into(), "fast".into(), "-w".into(), "stop".into()];
-        self.run(&dir, "pg_ctl", args).await
+        self.run(dir, "pg_ctl", args).await
     }
 
     /// Stops a server that a broker killed before it could stop it left running in this data directory
     /// (it would hold the directory, and `pg_ctl start` would fail). A server whose broker still runs is
     /// left alone, and this start fails saying so.
-    async fn stop_leftover(&self, dir: &Path) -> Result<(), EmbeddedError> {
+    async fn stop_leftover(&self) -> Result<(), EmbeddedError> {
+        let dir = self.dir();
         if !self.data_dir.join("postmaster.pid").exists() {
             return Ok(());
         }
@@ -169,11 +170,14 @@ impl EmbeddedPostgres {
         let status = self.command("pg_ctl").arg("status").arg("-D").arg(&self.data_dir).current_dir(dir).output().await;
         if status.is_ok_and(|status| status.status.success()) {
             tracing::warn!(dir = %dir.display(), "stopping the PostgreSQL a killed broker left running");
-            let args: Vec<OsString> =
-                vec!["-D".into(), self.data_dir.clone().into(), "-m".into(), "fast".into(), "-w".into(), "stop".into()];
-            self.run(dir, "pg_ctl", args).await?;
+            self.stop_server().await?;
         }
         Ok(())
+    }
+
+    /// The directory the server lives in (its data directory's parent, holding its log and owner file).
+    fn dir(&self) -> &Path {
+        self.data_dir.parent().unwrap_or(&self.data_dir)
     }
 
     /// The URL of the server's `postgres` database.
@@ -189,14 +193,14 @@ impl EmbeddedPostgres {
     /// Stops the server (fast shutdown: open connections are closed, data is kept).
     pub async fn stop(self) -> Result<(), EmbeddedError> {
         self.stop_server().await?;
-        let _ = std::fs::remove_file(self.data_dir.parent().unwrap_or(&self.data_dir).join(OWNER_FILE));
+        let _ = std::fs::remove_file(self.dir().join(OWNER_FILE));
         Ok(())
     }
 
     /// Restarts the server the way a crash would (`-m immediate`: connections are cut, nothing is flushed,
     /// the WAL is replayed on start), with the settings it was started with.
     pub async fn crash_restart(&self) -> Result<(), EmbeddedError> {
-        let dir = self.data_dir.parent().unwrap_or(&self.data_dir).to_path_buf();
+        let dir = self.dir();
         // Without `-l` the restarted server would write to pg_ctl's stdout, which `run` reads to its end.
         let args: Vec<OsString> = vec![
             "-D".into(),
@@ -210,7 +214,7 @@ impl EmbeddedPostgres {
             "60".into(),
             "restart".into(),
         ];
-        self.run(&dir, "pg_ctl", args).await
+        self.run(dir, "pg_ctl", args).await
     }
 
     /// The blocking form of [`EmbeddedPostgres::stop`], for process-exit hooks where no runtime is left.
