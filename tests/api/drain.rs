@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{Replica, fresh_database, mcp::Mcp, within};
+use crate::support::{Replica, fresh_database, mcp::Mcp, open_body, within};
 
 #[tokio::test]
 async fn sigterm_ends_a_blocking_ask_with_a_retryable_error_and_keeps_the_question() {
@@ -48,8 +48,7 @@ async fn sigterm_ends_an_open_chunk_post_with_what_it_stored() {
     let url = fresh_database().await;
     let (mut a, b) = tokio::join!(Replica::start(&url), Replica::start(&url));
     let client = reqwest::Client::new();
-    let (lines, rx) = tokio::sync::mpsc::channel::<Result<bytes::Bytes, std::convert::Infallible>>(8);
-    let body = reqwest::Body::wrap_stream(tokio_stream(rx));
+    let (lines, body) = open_body();
     let post = tokio::spawn({
         let request = client.post(a.url("/stream/draining")).header("content-type", "application/x-ndjson").body(body);
         async move { request.send().await.unwrap() }
@@ -70,14 +69,4 @@ async fn sigterm_ends_an_open_chunk_post_with_what_it_stored() {
     assert!(body["error"]["message"].as_str().unwrap().contains("shutting down"), "{body}");
     assert!(a.wait().await, "the replica exits cleanly with the POST still open");
     drop(lines);
-}
-
-fn tokio_stream<T: Send + 'static>(
-    mut rx: tokio::sync::mpsc::Receiver<T>,
-) -> impl futures::Stream<Item = T> + Send + 'static {
-    async_stream::stream! {
-        while let Some(item) = rx.recv().await {
-            yield item;
-        }
-    }
 }

@@ -5,7 +5,7 @@ use std::{collections::HashSet, time::Duration};
 
 use serde_json::{Value, json};
 
-use crate::support::{Replica, SseReader, fresh_database, within};
+use crate::support::{Replica, SseReader, fresh_database, open_body, within};
 
 async fn three_replicas() -> (String, [Replica; 3]) {
     let url = fresh_database().await;
@@ -120,11 +120,7 @@ async fn a_reader_reconnecting_after_a_sigkill_gets_every_acknowledged_chunk_exa
         acknowledged.push(format!("{{\"n\":{n}}}"));
     }
     // A long POST is open on A (as the Go executor keeps one) when A dies.
-    let (tx, rx) = tokio::sync::mpsc::channel::<Result<bytes::Bytes, std::convert::Infallible>>(4);
-    let body = reqwest::Body::wrap_stream(async_stream::stream! {
-        let mut rx = rx;
-        while let Some(item) = rx.recv().await { yield item; }
-    });
+    let (tx, body) = open_body();
     let open_post = tokio::spawn(client.post(a.url("/stream/q")).body(body).send());
     let mut watcher = SseReader::open(&client, &b.url("/stream/q")).await;
     tx.send(Ok(bytes::Bytes::from_static(b"{\"unacked\":1}\n"))).await.unwrap();

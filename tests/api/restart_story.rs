@@ -10,19 +10,14 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use crate::support::{Replica, SseReader, fresh_database, mcp::Mcp, within};
+use crate::support::{Replica, SseReader, fresh_database, mcp::Mcp, open_body, within};
 
 /// The controller's long-lived chunk POST (Ark's Go executor keeps one open for the whole query).
 fn open_chunk_post(
     client: &reqwest::Client,
     url: String,
 ) -> (mpsc::Sender<Result<Bytes, Infallible>>, tokio::task::JoinHandle<()>) {
-    let (lines, mut rx) = mpsc::channel::<Result<Bytes, Infallible>>(16);
-    let body = reqwest::Body::wrap_stream(async_stream::stream! {
-        while let Some(line) = rx.recv().await {
-            yield line;
-        }
-    });
+    let (lines, body) = open_body();
     let request = client.post(url).header("content-type", "application/x-ndjson").body(body);
     (lines, tokio::spawn(async move { drop(request.send().await) }))
 }

@@ -1,28 +1,9 @@
 //! Chunk streams, black-box: NDJSON ingest, completion, SSE readers, the raw feed.
 
-use std::convert::Infallible;
-
 use bytes::Bytes;
 use serde_json::json;
-use tokio::sync::mpsc;
 
-use crate::support::{SseReader, TestApp, json_of, within};
-
-/// A chunked request body the test writes line by line while the request is open.
-fn open_body() -> (mpsc::Sender<Result<Bytes, Infallible>>, reqwest::Body) {
-    let (tx, rx) = mpsc::channel(16);
-    (tx, reqwest::Body::wrap_stream(tokio_stream_from(rx)))
-}
-
-fn tokio_stream_from(
-    mut rx: mpsc::Receiver<Result<Bytes, Infallible>>,
-) -> impl futures::Stream<Item = Result<Bytes, Infallible>> + Send + 'static {
-    async_stream::stream! {
-        while let Some(item) = rx.recv().await {
-            yield item;
-        }
-    }
-}
+use crate::support::{SseReader, TestApp, json_of, open_body, within};
 
 #[tokio::test]
 async fn posted_chunks_replay_from_the_beginning_then_done_ends_the_response() {

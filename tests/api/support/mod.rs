@@ -17,6 +17,18 @@ pub use test_app::TestApp;
 
 use std::time::Duration;
 
+/// A chunked request body the test writes line by line while the request is open (as Ark's Go executor
+/// keeps one chunk POST open for a whole query). Dropping the sender ends the body cleanly.
+pub fn open_body() -> (tokio::sync::mpsc::Sender<Result<bytes::Bytes, std::convert::Infallible>>, reqwest::Body) {
+    let (tx, mut rx) = tokio::sync::mpsc::channel(16);
+    let body = async_stream::stream! {
+        while let Some(item) = rx.recv().await {
+            yield item;
+        }
+    };
+    (tx, reqwest::Body::wrap_stream(body))
+}
+
 /// A response's status and JSON body.
 pub async fn json_of(response: reqwest::Response) -> (u16, serde_json::Value) {
     let status = response.status().as_u16();
