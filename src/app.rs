@@ -20,6 +20,7 @@ use tower_http::{
 
 pub use crate::state::{AppState, StartError, build_state};
 use crate::{
+    auth,
     error::{self, ApiError},
     events,
     http::{
@@ -65,6 +66,7 @@ pub fn app(state: AppState) -> Router {
             same_origin::refuse_cross_site(trusted.clone(), request, next)
         }))
         .fallback(|| async { ApiError::NotFound("Not found".into()) })
+        .layer(middleware::from_fn_with_state(state.clone(), auth::require_credentials))
         .layer(DefaultBodyLimit::max(state.config.max_body_bytes))
         .layer(middleware::from_fn(error::render_error_body))
         .layer(trace)

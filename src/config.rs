@@ -45,6 +45,34 @@ pub struct Config {
     #[arg(long, env = "ARK_BROKER_CORS_ALLOWED_ORIGINS", value_delimiter = ',')]
     pub cors_allowed_origins: Vec<String>,
 
+    /// Who may call: `none` (anyone who reaches the broker), `token` (a bearer token from
+    /// `--auth-tokens-file`), or `kubernetes` (a bearer token the Kubernetes API accepts in a TokenReview).
+    /// With `token` or `kubernetes`, every route but `/health` and `/readyz` needs a credential, and MCP tasks
+    /// and pending-question lists are each caller's own.
+    #[arg(long, env = "ARK_BROKER_AUTH", value_enum, default_value_t = AuthMode::None)]
+    pub auth: AuthMode,
+
+    /// The tokens of `--auth token`: one `<token> <principal>` per line, `#` comments; re-read when it changes.
+    #[arg(long, env = "ARK_BROKER_AUTH_TOKENS_FILE")]
+    pub auth_tokens_file: Option<PathBuf>,
+
+    /// Audiences a token must be valid for under `--auth kubernetes` (comma-separated; empty: the API
+    /// server's own).
+    #[arg(long, env = "ARK_BROKER_AUTH_AUDIENCES", value_delimiter = ',')]
+    pub auth_audiences: Vec<String>,
+
+    /// Seconds a TokenReview's verdict is reused for the same token.
+    #[arg(long, env = "ARK_BROKER_AUTH_CACHE_SECONDS", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(0..=3600))]
+    pub auth_cache_seconds: u64,
+
+    /// A header set by an authenticating proxy in front of the page (e.g. oauth2-proxy's
+    /// `X-Auth-Request-User`) naming the person; it becomes `answeredBy`. With auth on, a request carrying it
+    /// and no token may do what the page does (read, answer, cancel). Set it only when the proxy overwrites the
+    /// header on every request that can reach the broker.
+    #[arg(long, env = "ARK_BROKER_TRUSTED_USER_HEADER", value_parser = header_name)]
+    pub trusted_user_header: Option<String>,
+
     /// Milliseconds between `notifications/progress` while a blocking `ask_question` waits.
     #[arg(long, env = "ARK_BROKER_MCP_PROGRESS_INTERVAL_MS", default_value_t = 10_000,
           value_parser = clap::value_parser!(u64).range(50..=300_000))]
@@ -192,6 +220,17 @@ pub struct Config {
     pub flush_max_rows: u64,
 }
 
+/// How callers authenticate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AuthMode {
+    /// Not at all.
+    None,
+    /// A bearer token from the tokens file.
+    Token,
+    /// A bearer token checked with a Kubernetes TokenReview.
+    Kubernetes,
+}
+
 /// Whether the broker patches Query status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum StatusPatching {
@@ -246,6 +285,13 @@ impl fmt::Debug for DatabaseUrl {
             _ => write!(f, "{url:?}"),
         }
     }
+}
+
+/// A flag that names an HTTP header must name a valid one.
+fn header_name(raw: &str) -> Result<String, String> {
+    axum::http::HeaderName::from_bytes(raw.trim().as_bytes())
+        .map(|name| name.as_str().to_owned())
+        .map_err(|_| format!("'{raw}' is not an HTTP header name"))
 }
 
 impl Config {

@@ -29,6 +29,14 @@ pub enum ApiError {
     /// The request could not be read, e.g. malformed JSON (400 `REQUEST_ERROR`).
     #[error("{0}")]
     BadRequest(String),
+    /// No valid credential while authentication is on (401 `UNAUTHORIZED`, with `WWW-Authenticate: Bearer`).
+    #[error("{message}")]
+    Unauthorized {
+        /// What is missing.
+        message: String,
+        /// Whether a bearer token was sent but is not valid (`error="invalid_token"`, RFC 6750).
+        invalid_token: bool,
+    },
     /// A state-changing request from another site's page (403 `FORBIDDEN`).
     #[error("{0}")]
     Forbidden(String),
@@ -68,6 +76,10 @@ pub enum ApiError {
     /// This replica is draining (503 `SERVICE_UNAVAILABLE`, the message says what to do); another one serves.
     #[error("{0}")]
     Draining(String),
+    /// A credential cannot be checked right now, e.g. the Kubernetes API refuses the broker's TokenReview (503
+    /// `SERVICE_UNAVAILABLE`; the message says so, the cause is logged).
+    #[error("{0}")]
+    Unverifiable(String),
     /// Postgres cannot be reached right now (503 `SERVICE_UNAVAILABLE`); the client may retry.
     #[error("{0}")]
     Unavailable(String),
@@ -93,6 +105,7 @@ impl ApiError {
             ApiError::Validation(_) => (StatusCode::BAD_REQUEST, "VALIDATION_ERROR"),
             ApiError::Pagination(_) => (StatusCode::BAD_REQUEST, "PAGINATION_ERROR"),
             ApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, "REQUEST_ERROR"),
+            ApiError::Unauthorized { .. } => (StatusCode::UNAUTHORIZED, "UNAUTHORIZED"),
             ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "FORBIDDEN"),
             ApiError::UnsupportedMediaType(_) => (StatusCode::UNSUPPORTED_MEDIA_TYPE, "UNSUPPORTED_MEDIA_TYPE"),
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "NOT_FOUND"),
@@ -101,7 +114,7 @@ impl ApiError {
             ApiError::KeyReused(_) => (StatusCode::UNPROCESSABLE_ENTITY, "IDEMPOTENCY_KEY_REUSED"),
             ApiError::PartlyStored { cause, .. } => cause.status_and_code(),
             ApiError::PayloadTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "REQUEST_ERROR"),
-            ApiError::Unavailable(_) | ApiError::Draining(_) => {
+            ApiError::Unavailable(_) | ApiError::Draining(_) | ApiError::Unverifiable(_) => {
                 (StatusCode::SERVICE_UNAVAILABLE, "SERVICE_UNAVAILABLE")
             }
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL_ERROR"),
@@ -135,6 +148,14 @@ impl IntoResponse for ApiError {
             other => other.to_string(),
         };
         let mut response = status.into_response();
+        if let ApiError::Unauthorized { invalid_token, .. } = &error {
+            let challenge = if *invalid_token {
+                r#"Bearer realm="ark-broker", error="invalid_token""#
+            } else {
+                r#"Bearer realm="ark-broker""#
+            };
+            response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(challenge));
+        }
         if status == StatusCode::SERVICE_UNAVAILABLE {
             // Another replica, or this one a moment later, may well succeed.
             response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
@@ -165,7 +186,11 @@ pub struct Verbatim;
 /// Writes the documented error body on every error response, with the request's `X-Request-ID`.
 pub async fn render_error_body(request: Request, next: Next) -> Response {
     let request_id = request.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
-    let response = next.run(request).await;
+    with_body(next.run(request).await, &request_id)
+}
+
+/// An error response with the documented body (left alone when it is not an error or already has its body).
+pub fn with_body(response: Response, request_id: &str) -> Response {
     let status = response.status();
     if !(status.is_client_error() || status.is_server_error()) || response.extensions().get::<Verbatim>().is_some() {
         return response;

@@ -2,6 +2,7 @@
 //!
 //! # Layout
 //! - [`config`], [`telemetry`]: settings (flags with env fallbacks) and logging.
+//! - [`auth`]: who is calling (`--auth none|token|kubernetes`, a trusted proxy's user header), and the 401 layer.
 //! - [`server`]: the process: embedded PostgreSQL, binding, signals.
 //! - [`app`]: the router and `serve` with its shutdown sequence; [`state`]: what handlers share, and start-up.
 //! - [`error`]: the API error type and the one place it becomes the documented error body.
@@ -19,16 +20,19 @@
 //!   [`questions`] (questions agents ask people, with the resourceVersion watch), [`queries`] (a Query's
 //!   resume state and its tool_call_id ↔ task_id mapping).
 //! - [`mcp`]: the MCP server (`ask_question`, `list_pending_questions`, tasks in both protocol eras).
-//! - [`query_status`]: the asking Query's phase and `waitingFor` while a question waits (Kubernetes).
+//! - [`query_status`]: the asking Query's phase and `waitingFor` while a question waits (Kubernetes);
+//!   [`kubernetes`]: the API client it and `--auth kubernetes` share.
 //! - [`ui`]: the web page that answers questions.
 
 pub mod app;
+pub mod auth;
 pub mod config;
 pub mod db;
 pub mod error;
 pub mod events;
 pub mod http;
 pub mod idempotency;
+pub mod kubernetes;
 pub mod mcp;
 pub mod messages;
 pub mod queries;

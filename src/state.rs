@@ -9,6 +9,7 @@ use tokio::{sync::Mutex, task::JoinHandle};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
+    auth::{AuthSetupError, Authenticator},
     config::Config,
     db::{
         self,
@@ -40,6 +41,8 @@ pub struct AppState {
     pub config: Arc<Config>,
     /// The request pool.
     pub pool: PgPool,
+    /// Who may call, and who they are.
+    pub auth: Authenticator,
     /// Wake-ups for question readers (waiters, watchers, the Query status worker).
     pub hub: Hub,
     /// This replica's readers of chunk streams.
@@ -84,6 +87,9 @@ pub enum StartError {
     /// A migration failed.
     #[error("cannot migrate the database: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
+    /// Authentication could not be set up.
+    #[error("authentication: {0}")]
+    Auth(#[from] AuthSetupError),
     /// The LISTEN connection did not come up in time.
     #[error("the LISTEN connection did not come up within {0:?}")]
     Listener(Duration),
@@ -92,6 +98,8 @@ pub enum StartError {
 /// Connects to `database_url`, applies migrations and starts the writer and the listener; returns once the
 /// replica is ready to serve.
 pub async fn build_state(config: Config, database_url: &str) -> Result<AppState, StartError> {
+    let shutdown = CancellationToken::new();
+    let (auth, auth_task) = Authenticator::from_config(&config, &shutdown).await?;
     db::migrate(database_url).await?;
     let pool = db::connect(database_url, config.database_pool_max, config.db_timeouts()).await?;
     let listen_pool = PgPoolOptions::new()
@@ -101,7 +109,6 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
         .connect_lazy_with(db::connect_options(database_url, &listener::application_name())?);
     let hub = Hub::default();
     let status = ListenerStatus::default();
-    let shutdown = CancellationToken::new();
     let chunks = ChunkStore::new(pool.clone());
     let messages = MessageStore::new(pool.clone());
     let questions = QuestionStore::new(pool.clone());
@@ -159,6 +166,7 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
         session_tail_task,
         span_tail_task,
     ];
+    background.extend(auth_task);
     if let Some(client) = query_status::client(&config).await {
         background.push(query_status::spawn(client, &config, pool.clone(), hub.clone(), shutdown.clone()));
     }
@@ -174,6 +182,7 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
         spans,
         span_fanout,
         pool,
+        auth,
         hub,
         chunk_fanout,
         message_fanout,

@@ -51,11 +51,12 @@ pub async fn layer(State(state): State<AppState>, request: Request, next: Next) 
     };
     let id = message["id"].clone();
     let params = &message["params"];
-    let legacy = Legacy { tasks: Tasks::new(state.clone()), state: state.clone() };
+    let caller = Caller::from_request(&parts, &state);
+    let legacy = Legacy { tasks: Tasks::new(state.clone()), state: state.clone(), caller };
     let outcome = match message["method"].as_str().unwrap_or_default() {
         "initialize" => return patch(next.run(rebuilt(parts, bytes)).await, add_task_capabilities).await,
         "tools/list" => return patch(next.run(rebuilt(parts, bytes)).await, add_task_support).await,
-        "tools/call" if params.get("task").is_some_and(Value::is_object) => legacy.create(params, &parts).await,
+        "tools/call" if params.get("task").is_some_and(Value::is_object) => legacy.create(params).await,
         "tasks/get" => legacy.get(params).await,
         "tasks/list" => legacy.list(params).await,
         "tasks/cancel" => legacy.cancel(params).await,
@@ -75,15 +76,15 @@ fn is_legacy(headers: &HeaderMap, message: &Value) -> bool {
 struct Legacy {
     state: AppState,
     tasks: Tasks,
+    caller: Caller,
 }
 
 impl Legacy {
-    async fn create(&self, params: &Value, parts: &Parts) -> Result<Value, McpError> {
+    async fn create(&self, params: &Value) -> Result<Value, McpError> {
         if params["name"] != ASK_QUESTION {
             return Err(McpError::new(ErrorCode::METHOD_NOT_FOUND, "This tool does not support task execution", None));
         }
-        let caller = Caller::from_headers(&parts.headers, &self.state.config);
-        let question = tools::ask_arguments(params["arguments"].as_object(), &caller)?;
+        let question = tools::ask_arguments(params["arguments"].as_object(), &self.caller)?;
         let ttl = params.pointer("/task/ttl").and_then(Value::as_u64);
         let question = self.tasks.create(question, ttl).await?;
         let immediate = format!(
@@ -97,12 +98,12 @@ impl Legacy {
     }
 
     async fn get(&self, params: &Value) -> Result<Value, McpError> {
-        let question = self.tasks.find(task_id(params)?).await?;
+        let question = self.tasks.find(task_id(params)?, &self.caller).await?;
         Ok(tasks::legacy_task(&question, self.tasks.task_poll_interval_ms()))
     }
 
     async fn list(&self, params: &Value) -> Result<Value, McpError> {
-        let (page, next) = self.tasks.list(params["cursor"].as_str(), LIST_PAGE).await?;
+        let (page, next) = self.tasks.list(params["cursor"].as_str(), LIST_PAGE, &self.caller).await?;
         let tasks: Vec<Value> =
             page.iter().map(|q| tasks::legacy_task(q, self.tasks.task_poll_interval_ms())).collect();
         let mut result = json!({"tasks": tasks});
@@ -113,7 +114,7 @@ impl Legacy {
     }
 
     async fn cancel(&self, params: &Value) -> Result<Value, McpError> {
-        let question = self.tasks.find(task_id(params)?).await?;
+        let question = self.tasks.find(task_id(params)?, &self.caller).await?;
         match self.state.questions.cancel(&question.id).await.map_err(internal)? {
             Change::Made(cancelled) => {
                 let mut task = tasks::legacy_task(&cancelled, self.tasks.task_poll_interval_ms());
@@ -135,7 +136,7 @@ impl Legacy {
     /// `_meta`. Streams SSE keep-alives while it waits when the client accepts SSE.
     async fn result(&self, id: Value, params: &Value, headers: &HeaderMap) -> Response {
         let question = match task_id(params) {
-            Ok(task) => self.tasks.find(task).await,
+            Ok(task) => self.tasks.find(task, &self.caller).await,
             Err(error) => Err(error),
         };
         let question = match question {

@@ -51,11 +51,7 @@ impl BrokerMcp {
     }
 
     fn caller(&self, context: &RequestContext<RoleServer>) -> Caller {
-        context
-            .extensions
-            .get::<Parts>()
-            .map(|parts| Caller::from_headers(&parts.headers, &self.state.config))
-            .unwrap_or_default()
+        context.extensions.get::<Parts>().map(|parts| Caller::from_request(parts, &self.state)).unwrap_or_default()
     }
 
     async fn ask(
@@ -119,8 +115,12 @@ impl BrokerMcp {
 
     async fn list_pending(&self, context: RequestContext<RoleServer>) -> Result<CallToolResponse, McpError> {
         let caller = self.caller(&context);
-        let filter =
-            QuestionFilter { status: Some(QuestionStatus::Pending), sender: caller.agent, ..Default::default() };
+        let filter = QuestionFilter {
+            status: Some(QuestionStatus::Pending),
+            sender: caller.agent,
+            owner: caller.owner,
+            ..Default::default()
+        };
         let (_, pending) = self.state.questions.list(&filter, 0, 1000).await.map_err(internal)?;
         Ok(CallToolResponse::Complete(tools::pending_list(&pending)))
     }
@@ -163,27 +163,27 @@ impl ServerHandler for BrokerMcp {
     async fn get_task(
         &self,
         request: GetTaskParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, McpError> {
-        let question = self.tasks.find(&request.task_id).await?;
+        let question = self.tasks.find(&request.task_id, &self.caller(&context)).await?;
         Ok(GetTaskResult::new(tasks::modern_detail(&question, self.tasks.task_poll_interval_ms())))
     }
 
     async fn update_task(
         &self,
         request: UpdateTaskParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         // Our tasks never ask the client for input; an update to a known task is acknowledged and ignored.
-        self.tasks.find(&request.task_id).await.map(|_| ())
+        self.tasks.find(&request.task_id, &self.caller(&context)).await.map(|_| ())
     }
 
     async fn cancel_task(
         &self,
         request: CancelTaskParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        let question = self.tasks.find(&request.task_id).await?;
+        let question = self.tasks.find(&request.task_id, &self.caller(&context)).await?;
         // SEP-2663 cancel is an acknowledgement, idempotent even on a terminal task.
         match self.state.questions.cancel(&question.id).await.map_err(internal)? {
             Change::Made(_) | Change::Conflict(_) | Change::NotFound => Ok(()),

@@ -9,7 +9,10 @@ use rmcp::{
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::{store::TaskStore, tools};
+use super::{
+    store::TaskStore,
+    tools::{self, Caller},
+};
 use crate::{
     db::StoreError,
     questions::model::{NewQuestion, Question, QuestionStatus},
@@ -53,21 +56,28 @@ impl Tasks {
         self.state.questions.create(&question).await.map_err(internal)
     }
 
-    /// The question behind `task_id`; -32602 when there is none (or it is past its TTL).
-    pub async fn find(&self, task_id: &str) -> Result<Question, McpError> {
+    /// The question behind `task_id`; -32602 when there is none, it is past its TTL, or (with auth on) the
+    /// caller did not create it — another principal's task is exactly an unknown one.
+    pub async fn find(&self, task_id: &str, caller: &Caller) -> Result<Question, McpError> {
         let not_found =
             || McpError::invalid_params(format!("Failed to retrieve task: Task not found ({task_id})"), None);
         let id = Uuid::parse_str(task_id).map_err(|_| not_found())?;
-        self.store.find(id).await.map_err(internal)?.ok_or_else(not_found)
+        self.store.find(id, caller.owner.as_deref()).await.map_err(internal)?.ok_or_else(not_found)
     }
 
-    /// One page of live tasks after the opaque `cursor`, and the cursor of the next page.
-    pub async fn list(&self, cursor: Option<&str>, page: i64) -> Result<(Vec<Question>, Option<String>), McpError> {
+    /// One page of the caller's live tasks (everyone's with auth off) after the opaque `cursor`, and the cursor
+    /// of the next page.
+    pub async fn list(
+        &self,
+        cursor: Option<&str>,
+        page: i64,
+        caller: &Caller,
+    ) -> Result<(Vec<Question>, Option<String>), McpError> {
         let after = match cursor {
             None => 0,
             Some(cursor) => decode_cursor(cursor).ok_or_else(|| McpError::invalid_params("Invalid cursor", None))?,
         };
-        let mut tasks = self.store.list(after, page + 1).await.map_err(internal)?;
+        let mut tasks = self.store.list(after, page + 1, caller.owner.as_deref()).await.map_err(internal)?;
         let next = if tasks.len() as i64 > page {
             tasks.truncate(page as usize);
             tasks.last().map(|q| encode_cursor(q.sequence))

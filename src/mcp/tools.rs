@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, request::Parts};
 use rmcp::{
     ErrorData as McpError,
     model::{CallToolResult, ContentBlock, JsonObject, Tool},
@@ -11,8 +11,10 @@ use rmcp::{
 use serde_json::{Value, json};
 
 use crate::{
+    auth::Principal,
     config::Config,
     questions::model::{NewQuestion, QueryRef, Question, QuestionStatus},
+    state::AppState,
 };
 
 /// Asks a person and waits for the answer.
@@ -27,11 +29,25 @@ pub struct Caller {
     pub agent: Option<String>,
     /// The Query.
     pub query: Option<QueryRef>,
+    /// With authentication on, the principal whose tasks and questions these are (no one else's are seen);
+    /// `None` with it off.
+    pub owner: Option<String>,
 }
 
 impl Caller {
-    /// Reads the identity headers (an MCPServer or Query override can set them).
-    pub fn from_headers(headers: &HeaderMap, config: &Config) -> Self {
+    /// Reads the request: the principal, and the identity headers (an MCPServer or Query override can set
+    /// them).
+    pub fn from_request(parts: &Parts, state: &AppState) -> Self {
+        // The layer in front lets no unauthenticated request through with auth on; an owner no question has
+        // keeps a missing principal from ever seeing everyone's.
+        let owner = state
+            .auth
+            .is_on()
+            .then(|| parts.extensions.get::<Principal>().map_or_else(String::new, |p| p.name().to_owned()));
+        Caller { owner, ..Self::from_headers(&parts.headers, &state.config) }
+    }
+
+    fn from_headers(headers: &HeaderMap, config: &Config) -> Self {
         let header = |name: &str| {
             headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim).filter(|v| !v.is_empty()).map(str::to_owned)
         };
@@ -41,7 +57,7 @@ impl Caller {
             Some((namespace, name)) => QueryRef { namespace: Some(namespace.to_owned()), name: name.to_owned() },
             None => QueryRef { namespace: header(&config.query_namespace_header), name: query },
         });
-        Caller { agent, query }
+        Caller { agent, query, owner: None }
     }
 }
 
@@ -129,6 +145,7 @@ pub fn ask_arguments(arguments: Option<&JsonObject>, caller: &Caller) -> Result<
         ttl_seconds: None,
         task_id: None,
         task_ttl_ms: None,
+        owner: caller.owner.clone(),
     };
     question.validate().map_err(|error| McpError::invalid_params(error.to_string(), None))?;
     Ok(question)

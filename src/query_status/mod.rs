@@ -23,6 +23,7 @@ use self::{
 use crate::{
     config::{Config, StatusPatching},
     db::hub::{Hub, Topic},
+    kubernetes::KubeSetupError,
 };
 
 /// How long a claimed patch is reserved for the replica that claimed it.
@@ -40,26 +41,16 @@ pub async fn client(config: &Config) -> Option<kube::Client> {
         tracing::info!("Query status patching is off (--kube-status-patching=off)");
         return None;
     }
-    let kube_config = match &config.kube_api_url {
-        Some(url) => match url.parse() {
-            Ok(url) => Ok(kube::Config::new(url)),
-            Err(error) => {
-                tracing::warn!(%error, "invalid --kube-api-url; Query status patching is off");
-                return None;
-            }
-        },
-        None => kube::Config::infer().await.map_err(|e| e.to_string()),
-    };
-    match kube_config.map(kube::Client::try_from) {
-        Ok(Ok(client)) => Some(client),
-        Ok(Err(error)) => {
-            tracing::warn!(%error, "cannot build a Kubernetes client; Query status patching is off");
-            None
-        }
-        Err(_) => {
+    match crate::kubernetes::client(config.kube_api_url.as_deref()).await {
+        Ok(client) => Some(client),
+        Err(KubeSetupError::NotFound) => {
             tracing::info!(
                 "no Kubernetes configuration found (in-cluster or kubeconfig); Query status patching is off"
             );
+            None
+        }
+        Err(error) => {
+            tracing::warn!(%error, "Query status patching is off");
             None
         }
     }

@@ -71,6 +71,7 @@ pub struct QuestionRow {
     pub task_id: Option<Uuid>,
     pub resource_version: i64,
     pub task_ttl_ms: Option<i64>,
+    pub owner: Option<String>,
 }
 
 /// The Query that asked, when known.
@@ -124,6 +125,9 @@ pub struct Question {
     /// Creation order; the page cursor.
     #[serde(skip)]
     pub sequence: i64,
+    /// The principal that asked, when authentication was on.
+    #[serde(skip)]
+    pub owner: Option<String>,
     /// When it was created, for the page's age display.
     #[serde(skip)]
     pub created: DateTime<Utc>,
@@ -153,6 +157,7 @@ impl From<QuestionRow> for Question {
             answered_by: row.answered_by,
             tool_call_id: row.tool_call_id,
             task_id: row.task_id,
+            owner: row.owner,
         }
     }
 }
@@ -185,6 +190,9 @@ pub struct NewQuestion {
     /// The TTL granted to that task, in milliseconds.
     #[serde(skip)]
     pub task_ttl_ms: Option<i64>,
+    /// The authenticated principal asking (its tasks and pending list are its own).
+    #[serde(skip)]
+    pub owner: Option<String>,
 }
 
 impl NewQuestion {

@@ -1,7 +1,7 @@
 //! Handlers of the questions REST API.
 
 use axum::{
-    Json,
+    Extension, Json,
     extract::{Path, State},
     http::{HeaderMap, StatusCode},
     response::{IntoResponse, Response},
@@ -14,6 +14,7 @@ use super::{
     watch,
 };
 use crate::{
+    auth::Principal,
     error::ApiError,
     http::{
         extract::{ApiJson, ApiQuery},
@@ -50,9 +51,13 @@ struct QuestionList {
 /// `POST /questions`: 201 with the stored question.
 pub async fn create(
     State(state): State<AppState>,
-    ApiJson(new): ApiJson<NewQuestion>,
+    principal: Option<Extension<Principal>>,
+    ApiJson(mut new): ApiJson<NewQuestion>,
 ) -> Result<(StatusCode, Json<Question>), ApiError> {
     new.validate()?;
+    if state.auth.is_on() {
+        new.owner = principal.map(|Extension(principal)| principal.name().to_owned());
+    }
     Ok((StatusCode::CREATED, Json(state.questions.create(&new).await?)))
 }
 
@@ -68,6 +73,7 @@ pub async fn list(
         status: given(params.status).as_deref().map(parse_status).transpose()?,
         recipient: given(params.recipient),
         sender: given(params.sender),
+        owner: None,
     };
     if flag("watch", params.watch.as_deref())? {
         let from = match params.resource_version.as_deref() {
@@ -97,13 +103,18 @@ pub async fn get(State(state): State<AppState>, Path(id): Path<String>) -> Resul
     state.questions.get(&id).await?.map(Json).ok_or_else(not_found)
 }
 
-/// `PATCH /questions/{id}` and `POST /questions/{id}/answer`: the first answer wins, later ones get 409.
+/// `PATCH /questions/{id}` and `POST /questions/{id}/answer`: the first answer wins, later ones get 409. Who
+/// answered is the authenticated principal (or the person a trusted proxy names) when there is one.
 pub async fn answer(
     State(state): State<AppState>,
     Path(id): Path<String>,
-    ApiJson(answer): ApiJson<Answer>,
+    principal: Option<Extension<Principal>>,
+    ApiJson(mut answer): ApiJson<Answer>,
 ) -> Result<Json<Question>, ApiError> {
     answer.validate()?;
+    if let Some(Extension(principal)) = principal {
+        answer.answered_by = Some(principal.name().to_owned());
+    }
     let change = state.questions.answer(&id, &answer.response, answer.answered_by.as_deref()).await?;
     into_reply(change)
 }

@@ -78,6 +78,8 @@ pub struct QuestionFilter {
     pub status: Option<QuestionStatus>,
     pub recipient: Option<String>,
     pub sender: Option<String>,
+    /// Only the questions this principal asked.
+    pub owner: Option<String>,
 }
 
 /// Questions in Postgres.
@@ -108,10 +110,10 @@ impl QuestionStore {
             let row = sqlx::query_as!(
                 QuestionRow,
                 r#"insert into questions (id, sender, recipient, channels, content, query_namespace, query_name,
-                                          tool_call_id, task_id, task_ttl_ms, expires_at, resource_version)
+                                          tool_call_id, task_id, task_ttl_ms, expires_at, resource_version, owner)
                    values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::bigint,
                            now() + coalesce(make_interval(secs => $11::bigint), $10::bigint * interval '1 millisecond'),
-                           nextval('question_versions'))
+                           nextval('question_versions'), $12)
                    returning *"#,
                 id,
                 new.sender,
@@ -124,6 +126,7 @@ impl QuestionStore {
                 new.task_id,
                 new.task_ttl_ms,
                 new.ttl_seconds,
+                new.owner,
             )
             .fetch_one(tx.conn())
             .await?;
@@ -231,6 +234,7 @@ impl QuestionStore {
                where ($1::text is null or status = $1)
                  and ($2::text is null or recipient = $2)
                  and ($3::text is null or sender = $3)
+                 and ($6::text is null or owner = $6)
                  and sequence_number > $4
                order by sequence_number
                limit $5"#,
@@ -239,6 +243,7 @@ impl QuestionStore {
             filter.sender,
             after,
             limit,
+            filter.owner,
         )
         .fetch_all(&mut *tx)
         .await?;

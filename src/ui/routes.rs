@@ -1,7 +1,7 @@
 //! Handlers of the web page: render it, take a form answer, serve the embedded assets.
 
 use axum::{
-    Form,
+    Extension, Form,
     extract::{Path, State},
     http::header,
     response::{IntoResponse, Redirect, Response},
@@ -13,6 +13,7 @@ use super::{
     query_page,
 };
 use crate::{
+    auth::Principal,
     error::ApiError,
     http::extract::ApiQuery,
     queries::resume,
@@ -102,9 +103,13 @@ pub struct AnswerForm {
 pub async fn answer(
     State(state): State<AppState>,
     Path(id): Path<String>,
+    principal: Option<Extension<Principal>>,
     Form(form): Form<AnswerForm>,
 ) -> Result<Redirect, ApiError> {
-    let answered_by = Some(form.answered_by.trim()).filter(|by| !by.is_empty()).map(str::to_owned);
+    let answered_by = match principal {
+        Some(Extension(principal)) => Some(principal.name().to_owned()),
+        None => Some(form.answered_by.trim()).filter(|by| !by.is_empty()).map(str::to_owned),
+    };
     let answer = Answer { response: form.response, answered_by };
     let outcome = if answer.validate().is_err() {
         "invalid"

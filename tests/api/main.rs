@@ -4,6 +4,7 @@
 mod support;
 
 mod aborted;
+mod auth;
 mod bench_smoke;
 mod browser_safety;
 mod commit_order;

@@ -4,6 +4,7 @@ pub mod ark_api;
 pub mod browser;
 pub mod cluster;
 pub mod fake_kube;
+pub mod fake_token_review;
 pub mod hold;
 pub mod mcp;
 pub mod replica;

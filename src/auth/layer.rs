@@ -1,0 +1,44 @@
+//! The authentication layer in front of the REST API, the page and MCP: `/health` and `/readyz` pass; every
+//! other request is identified, and without a valid credential answered 401 with `WWW-Authenticate: Bearer`
+//! (the MCP authorization spec's answer too) before anything reads its body.
+
+use axum::{
+    extract::{Request, State},
+    middleware::Next,
+    response::{IntoResponse, Response},
+};
+
+use super::Identified;
+use crate::{error::ApiError, state::AppState};
+
+/// Probes Kubernetes sends without credentials.
+const OPEN_PATHS: &[&str] = &["/health", "/readyz"];
+
+/// The middleware: puts the caller's [`super::Principal`] into the request's extensions.
+pub async fn require_credentials(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
+    if OPEN_PATHS.contains(&request.uri().path()) {
+        return next.run(request).await;
+    }
+    let identified = state.auth.identify(request.method(), request.uri().path(), request.headers()).await;
+    let error = match identified {
+        Identified::Anonymous => return next.run(request).await,
+        Identified::Principal(principal) => {
+            request.extensions_mut().insert(principal);
+            return next.run(request).await;
+        }
+        Identified::Refused { presented } => ApiError::Unauthorized {
+            message: if presented {
+                "the bearer token is not valid".to_owned()
+            } else {
+                "authentication required: send Authorization: Bearer <token>".to_owned()
+            },
+            invalid_token: presented,
+        },
+        Identified::Unverifiable(error) => {
+            tracing::error!(%error, "cannot check a bearer token");
+            ApiError::Unverifiable("the broker cannot check credentials right now; retry".to_owned())
+        }
+    };
+    let request_id = request.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or_default();
+    crate::error::with_body(error.into_response(), request_id)
+}

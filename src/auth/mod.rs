@@ -1,0 +1,218 @@
+//! Who is calling: the `--auth` modes (`none`, `token` with a tokens file, `kubernetes` with TokenReview), the
+//! person named by a trusted proxy's header, and the layer that answers 401 without a valid credential. The
+//! [`Principal`] it finds travels in the request's extensions; tasks and questions are bound to it.
+
+mod layer;
+mod token_review;
+mod tokens;
+
+use std::{fmt, path::PathBuf, sync::Arc, time::Duration};
+
+use axum::http::{HeaderMap, HeaderName, Method, header};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+pub use layer::require_credentials;
+pub use token_review::ReviewError;
+pub use tokens::TokensFileError;
+
+use self::{token_review::TokenReviewer, tokens::TokenFile};
+use crate::config::{AuthMode, Config};
+
+/// Longest person name taken from the trusted user header.
+const MAX_PERSON_NAME: usize = 256;
+
+/// An authenticated caller: a tokens file's principal, a ServiceAccount's user name, or the person a trusted
+/// proxy names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal(Arc<str>);
+
+impl Principal {
+    /// The principal called `name`.
+    pub fn new(name: &str) -> Self {
+        Principal(Arc::from(name))
+    }
+
+    /// Its name, as `answeredBy` and the tasks' owner record it.
+    pub fn name(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Principal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Why authentication could not be set up at start.
+#[derive(Debug, thiserror::Error)]
+pub enum AuthSetupError {
+    /// `--auth token` without a file.
+    #[error("--auth token needs --auth-tokens-file (ARK_BROKER_AUTH_TOKENS_FILE)")]
+    NoTokensFile,
+    /// The tokens file is unusable.
+    #[error(transparent)]
+    TokensFile(#[from] TokensFileError),
+    /// `--auth kubernetes` without a reachable API configuration.
+    #[error("--auth kubernetes needs the Kubernetes API (in-cluster, a kubeconfig, or --kube-api-url): {0}")]
+    NoKubernetes(String),
+}
+
+/// How a credential is checked.
+#[derive(Debug, Clone)]
+enum Verifier {
+    Off,
+    Tokens(TokenFile),
+    Kubernetes(Box<TokenReviewer>),
+}
+
+/// The replica's authentication: how bearer tokens are checked and which header names a person.
+#[derive(Debug, Clone)]
+pub struct Authenticator {
+    verifier: Verifier,
+    trusted_user_header: Option<HeaderName>,
+}
+
+/// What a request's credentials establish.
+#[derive(Debug)]
+pub enum Identified {
+    /// Nobody in particular: authentication is off and no trusted header names a person.
+    Anonymous,
+    /// This principal.
+    Principal(Principal),
+    /// No valid credential (401); `presented` when a bearer token was sent but is not valid.
+    Refused {
+        /// Whether a token was presented.
+        presented: bool,
+    },
+    /// The credential could not be checked right now (503).
+    Unverifiable(ReviewError),
+}
+
+impl Authenticator {
+    /// No authentication: today's behaviour, every caller anonymous.
+    pub fn off() -> Self {
+        Authenticator { verifier: Verifier::Off, trusted_user_header: None }
+    }
+
+    /// The authentication `config` asks for, and the task that reloads a tokens file.
+    pub async fn from_config(
+        config: &Config,
+        shutdown: &CancellationToken,
+    ) -> Result<(Self, Option<JoinHandle<()>>), AuthSetupError> {
+        let (verifier, task) = match config.auth {
+            AuthMode::None => (Verifier::Off, None),
+            AuthMode::Token => {
+                let path: &PathBuf = config.auth_tokens_file.as_ref().ok_or(AuthSetupError::NoTokensFile)?;
+                let file = TokenFile::load(path)?;
+                let task = file.spawn_reload(shutdown.clone());
+                (Verifier::Tokens(file), Some(task))
+            }
+            AuthMode::Kubernetes => {
+                let client = crate::kubernetes::client(config.kube_api_url.as_deref())
+                    .await
+                    .map_err(|e| AuthSetupError::NoKubernetes(e.to_string()))?;
+                let audiences = config.auth_audiences.iter().map(|a| a.trim().to_owned()).filter(|a| !a.is_empty());
+                let ttl = Duration::from_secs(config.auth_cache_seconds);
+                (Verifier::Kubernetes(Box::new(TokenReviewer::new(client, audiences.collect(), ttl))), None)
+            }
+        };
+        let trusted_user_header = config.trusted_user_header.as_deref().and_then(|name| name.parse().ok());
+        Ok((Authenticator { verifier, trusted_user_header }, task))
+    }
+
+    /// Whether callers must authenticate (and tasks are bound to them).
+    pub fn is_on(&self) -> bool {
+        !matches!(self.verifier, Verifier::Off)
+    }
+
+    /// Who sends a request of `method` to `path` with `headers`.
+    pub async fn identify(&self, method: &Method, path: &str, headers: &HeaderMap) -> Identified {
+        let person = self.person(headers);
+        let verifier = match &self.verifier {
+            Verifier::Off => return person.map_or(Identified::Anonymous, Identified::Principal),
+            verifier => verifier,
+        };
+        let Some(token) = bearer_token(headers) else {
+            // A person the proxy vouches for may do what the page does; everything else needs a token.
+            return match person {
+                Some(person) if person_may(method, path) => Identified::Principal(person),
+                _ => Identified::Refused { presented: false },
+            };
+        };
+        let verdict = match verifier {
+            Verifier::Tokens(file) => Ok(file.principal_of(token)),
+            Verifier::Kubernetes(reviewer) => reviewer.principal_of(token).await,
+            Verifier::Off => unreachable!("returned above"),
+        };
+        match verdict {
+            Ok(Some(principal)) => Identified::Principal(principal),
+            Ok(None) => Identified::Refused { presented: true },
+            Err(error) => Identified::Unverifiable(error),
+        }
+    }
+
+    /// The person the trusted header names, if it is configured and set to a usable name.
+    fn person(&self, headers: &HeaderMap) -> Option<Principal> {
+        let value = headers.get(self.trusted_user_header.as_ref()?)?.to_str().ok()?.trim();
+        (!value.is_empty() && value.len() <= MAX_PERSON_NAME && !value.contains('\0')).then(|| Principal::new(value))
+    }
+}
+
+/// The token of an `Authorization: Bearer <token>` header (the scheme in any case, RFC 7235).
+fn bearer_token(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?.trim();
+    let (scheme, token) = value.split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+/// What the page does: read the page, questions, streams and Queries, and answer or cancel questions.
+fn person_may(method: &Method, path: &str) -> bool {
+    let under = |prefix: &str| path == prefix || path.starts_with(&format!("{prefix}/"));
+    let reads = under("/ui") || under("/questions") || under("/stream") || under("/queries");
+    match *method {
+        Method::GET | Method::HEAD => reads,
+        Method::POST => {
+            (path.starts_with("/ui/questions/") || path.starts_with("/questions/")) && path.ends_with("/answer")
+        }
+        Method::PATCH | Method::DELETE => path.starts_with("/questions/") && path.matches('/').count() == 2,
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bearer_tokens_are_read_from_the_authorization_header() {
+        let with = |value: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::AUTHORIZATION, value.parse().unwrap());
+            bearer_token(&headers).map(str::to_owned)
+        };
+        assert_eq!(with("Bearer abc").as_deref(), Some("abc"));
+        assert_eq!(with("bearer  abc ").as_deref(), Some("abc"));
+        assert_eq!(with("Basic abc"), None);
+        assert_eq!(with("Bearer "), None);
+        assert_eq!(bearer_token(&HeaderMap::new()), None);
+    }
+
+    #[test]
+    fn a_person_may_use_the_page_and_answer_but_nothing_else() {
+        assert!(person_may(&Method::GET, "/ui"));
+        assert!(person_may(&Method::GET, "/questions?watch=true".split('?').next().unwrap()));
+        assert!(person_may(&Method::GET, "/stream/q-1"));
+        assert!(person_may(&Method::POST, "/ui/questions/q1/answer"));
+        assert!(person_may(&Method::POST, "/questions/q1/answer"));
+        assert!(person_may(&Method::PATCH, "/questions/q1"));
+        assert!(person_may(&Method::DELETE, "/questions/q1"));
+        assert!(!person_may(&Method::POST, "/questions"), "asking is for agents");
+        assert!(!person_may(&Method::POST, "/stream/q-1"), "writing a stream");
+        assert!(!person_may(&Method::GET, "/messages"));
+        assert!(!person_may(&Method::DELETE, "/stream"));
+        assert!(!person_may(&Method::GET, "/uix"));
+    }
+}
