@@ -57,3 +57,17 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.cluster.local" $svc $ns) "localhost" "127.0.0.1" | join "," }}
 {{- end }}
 {{- end }}
+
+{{/* The Authorization header Ark sends to the broker, from auth.clientAuthorizationSecret (nothing when unset). */}}
+{{- define "ark-broker.authorizationHeader" -}}
+{{- with .Values.auth.clientAuthorizationSecret }}
+{{- if .name }}
+- name: Authorization
+  value:
+    valueFrom:
+      secretKeyRef:
+        name: {{ .name }}
+        key: {{ .key | default "authorization" }}
+{{- end }}
+{{- end }}
+{{- end }}

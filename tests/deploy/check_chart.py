@@ -159,6 +159,10 @@ variants = {
     "cluster-wide RBAC, required anti-affinity, the sleep action": merged(
         PLAIN_DB, {"rbac": {"clusterWide": True}, "podAntiAffinity": {"type": "required"},
                    "shutdown": {"useSleepAction": True}, "memory": {"setAsDefault": False}}),
+    "kubernetes auth with a client Authorization Secret and a trusted user header": merged(
+        SECRET_DB, {"auth": {"mode": "kubernetes", "trustedUserHeader": "X-Auth-Request-User",
+                             "clientAuthorizationSecret": {"name": "ark-broker-client"}}}),
+    "token auth": merged(SECRET_DB, {"auth": {"mode": "token", "tokensSecret": {"name": "ark-broker-tokens"}}}),
 }
 rendered = {}
 for label, values in variants.items():
@@ -377,6 +381,58 @@ def _():
     assert term["topologyKey"] == "kubernetes.io/hostname"
     assert spec["containers"][0]["lifecycle"]["preStop"] == {"sleep": {"seconds": 5}}
     find(objects, "Memory", FULLNAME)  # not "default" when setAsDefault is false
+
+
+@check("variant: kubernetes auth binds the account to system:auth-delegator and Ark sends the client token")
+def _():
+    objects = rendered["kubernetes auth with a client Authorization Secret and a trusted user header"]
+    binding = find(objects, "ClusterRoleBinding")
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                  "name": "system:auth-delegator"}, binding
+    account = find(objects, "ServiceAccount")["metadata"]["name"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account, "namespace": NAMESPACE}]
+    (container,) = find(objects, "Deployment")["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["ARK_BROKER_AUTH"] == "kubernetes" and env["ARK_BROKER_AUTH_AUDIENCES"] == "ark-broker", env
+    assert env["ARK_BROKER_TRUSTED_USER_HEADER"] == "X-Auth-Request-User"
+    header = {"name": "Authorization",
+              "value": {"valueFrom": {"secretKeyRef": {"name": "ark-broker-client", "key": "authorization"}}}}
+    assert find(objects, "Memory", "default")["spec"]["headers"] == [header]
+    assert find(objects, "MCPServer", FULLNAME)["spec"]["headers"] == [header]
+
+
+@check("variant: token auth mounts the tokens Secret as a directory (rotations reach the broker)")
+def _():
+    objects = rendered["token auth"]
+    assert "ClusterRoleBinding" not in kinds(objects)
+    spec = find(objects, "Deployment")["spec"]["template"]["spec"]
+    (container,) = spec["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["ARK_BROKER_AUTH"] == "token" and env["ARK_BROKER_AUTH_TOKENS_FILE"] == "/etc/ark-broker/auth/tokens"
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "auth-tokens")
+    assert mount == {"name": "auth-tokens", "mountPath": "/etc/ark-broker/auth", "readOnly": True}, mount
+    volume = next(v for v in spec["volumes"] if v["name"] == "auth-tokens")
+    assert volume["secret"] == {"secretName": "ark-broker-tokens", "items": [{"key": "tokens", "path": "tokens"}]}
+
+
+@check("token auth without a tokens Secret, and an unknown auth.mode, fail to render with a clear message")
+def _():
+    for values, expected in ((merged(SECRET_DB, {"auth": {"mode": "token"}}), "auth.tokensSecret.name"),
+                             (merged(SECRET_DB, {"auth": {"mode": "oauth"}}), "auth.mode must be")):
+        try:
+            render(values)
+        except Exception as error:  # noqa: BLE001 - the message is what is checked
+            assert expected in str(error), error
+        else:
+            raise AssertionError(f"rendered {values['auth']}")
+
+
+@check("defaults: auth is off and no Authorization header is configured")
+def _():
+    (container,) = find(objects, "Deployment")["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["ARK_BROKER_AUTH"] == "none" and "ARK_BROKER_AUTH_TOKENS_FILE" not in env
+    assert "headers" not in find(objects, "Memory", "default")["spec"]
 
 
 print(f"{passed} passed, {failed} failed")
