@@ -132,20 +132,8 @@ async fn with_token_auth_each_principal_sees_only_its_own_tasks_and_unauthentica
     assert_eq!(pending(bob_b.clone()).await, ["bob's task?"]);
 
     // People behind the proxy: they read and answer (as themselves, whatever the body says), nothing more.
-    let questions: Value = http
-        .get(b.url("/questions?status=pending"))
-        .header(PERSON_HEADER, "dave@example.com")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let id =
-        questions["items"].as_array().unwrap().iter().find(|q| q["content"] == "alice's legacy task?").unwrap()["id"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+    let person = (PERSON_HEADER, "dave@example.com");
+    let id = pending_question_id(&http, &b, person, "alice's legacy task?").await;
     assert_eq!(http.get(b.url("/ui")).header(PERSON_HEADER, "dave@example.com").send().await.unwrap().status(), 200);
     let answered = http
         .post(b.url(&format!("/questions/{id}/answer")))
@@ -161,7 +149,7 @@ async fn with_token_auth_each_principal_sees_only_its_own_tasks_and_unauthentica
         agent_only.json(&json!({"sender": "ark://agents/x", "recipient": "ark://users/y", "content": "?"}));
     assert_unauthorized(agent_only.send().await.unwrap(), false).await;
     // An agent answering with its token is recorded as its principal.
-    let bobs = pending_question_id(&http, &b, "bob-token", "bob's task?").await;
+    let bobs = pending_question_id(&http, &b, ("authorization", "Bearer bob-token"), "bob's task?").await;
     let by_token = http
         .patch(a.url(&format!("/questions/{bobs}")))
         .bearer_auth("alice-token")
@@ -175,10 +163,16 @@ async fn with_token_auth_each_principal_sees_only_its_own_tasks_and_unauthentica
     let _ = std::fs::remove_file(path);
 }
 
-async fn pending_question_id(http: &reqwest::Client, replica: &Replica, token: &str, content: &str) -> String {
+/// The id of the pending question with `content`, listed with the `credential` header.
+async fn pending_question_id(
+    http: &reqwest::Client,
+    replica: &Replica,
+    credential: (&str, &str),
+    content: &str,
+) -> String {
     let list: Value = http
         .get(replica.url("/questions?status=pending"))
-        .bearer_auth(token)
+        .header(credential.0, credential.1)
         .send()
         .await
         .unwrap()
