@@ -15,6 +15,8 @@ use sha2::{Digest, Sha256};
 
 use super::Principal;
 
+/// Longest wait for the API server's verdict; a caller then gets 503 rather than hanging with it.
+const REVIEW_TIMEOUT: Duration = Duration::from_secs(5);
 /// Most verdicts kept; beyond it the expired ones go, and if none has, all of them.
 const CACHE_CAPACITY: usize = 10_000;
 
@@ -91,7 +93,10 @@ impl TokenReviewer {
             },
             ..Default::default()
         };
-        let reviewed = self.reviews.create(&PostParams::default(), &review).await.map_err(|error| match error {
+        let created = tokio::time::timeout(REVIEW_TIMEOUT, self.reviews.create(&PostParams::default(), &review))
+            .await
+            .map_err(|_| ReviewError::Failed(format!("no answer within {REVIEW_TIMEOUT:?}")))?;
+        let reviewed = created.map_err(|error| match error {
             kube::Error::Api(status) if matches!(status.code, 401 | 403) => ReviewError::Refused { code: status.code },
             other => ReviewError::Failed(other.to_string()),
         })?;
