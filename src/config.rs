@@ -342,6 +342,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_readme_documents_every_flag_with_its_environment_variable() {
+        use clap::CommandFactory;
+        let readme = include_str!("../README.md");
+        for arg in Config::command().get_arguments() {
+            let (Some(long), Some(env)) = (arg.get_long(), arg.get_env()) else { continue };
+            let row = format!("| `--{long}` | `{}` |", env.to_string_lossy());
+            assert!(readme.contains(&row), "the README's configuration table lacks `{row}`");
+        }
+    }
+
+    #[test]
     fn the_database_password_never_shows_in_debug_output() {
         let url: DatabaseUrl = "postgres://ark:s3cret@db.example:5432/ark?sslmode=require".parse().unwrap();
         assert_eq!(format!("{url:?}"), r#""postgres://ark:***@db.example:5432/ark?sslmode=require""#);
