@@ -4,6 +4,7 @@
 //! - [`config`], [`telemetry`]: settings (flags with env fallbacks) and logging.
 //! - [`server`]: the process: embedded PostgreSQL, binding, signals.
 //! - [`app`]: the router and `serve` with its shutdown sequence; [`state`]: what handlers share, and start-up.
+//! - [`connections`]: the accept loop: the cap on open connections, header and idle timeouts, draining.
 //! - [`error`]: the API error type and the one place it becomes the documented error body.
 //! - [`http`]: extractors, paging and flag rules, SSE framing, health routes.
 //! - [`db`]: pool and migrations, the embedded server, how feeds are written without a cluster-wide lock
@@ -24,6 +25,7 @@
 
 pub mod app;
 pub mod config;
+pub mod connections;
 pub mod db;
 pub mod error;
 pub mod events;
