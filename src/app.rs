@@ -4,7 +4,7 @@
 use std::{future::Future, time::Duration};
 
 use axum::{
-    Router,
+    Extension, Router,
     extract::DefaultBodyLimit,
     http::{HeaderValue, Method, Request},
     middleware,
@@ -23,6 +23,7 @@ use crate::{
     error::{self, ApiError},
     events,
     http::{
+        extract::BodyDeadline,
         health, nul,
         same_origin::{self, TrustedOrigins},
         unreachable,
@@ -66,6 +67,7 @@ pub fn app(state: AppState) -> Router {
         }))
         .fallback(|| async { ApiError::NotFound("Not found".into()) })
         .layer(DefaultBodyLimit::max(state.config.max_body_bytes))
+        .layer(Extension(BodyDeadline(Duration::from_secs(state.config.body_read_timeout_seconds))))
         .layer(middleware::from_fn(error::render_error_body))
         .layer(trace)
         .layer(PropagateRequestIdLayer::x_request_id())
