@@ -7,6 +7,7 @@ mod aborted;
 mod bench_smoke;
 mod browser_safety;
 mod commit_order;
+mod connections;
 mod deploy;
 mod drain;
 mod embedded;
