@@ -164,7 +164,7 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
     if let Some(client) = query_status::client(&config).await {
         background.push(query_status::spawn(client, &config, pool.clone(), hub.clone(), shutdown.clone()));
     }
-    let config_budget = usize::try_from(config.ndjson_buffer_budget_bytes).unwrap_or(usize::MAX);
+    let ndjson_budget = NdjsonBudget::new(usize::try_from(config.ndjson_buffer_budget_bytes).unwrap_or(usize::MAX));
     Ok(AppState {
         config: Arc::new(config),
         messages,
@@ -184,7 +184,7 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
         chunks,
         writer,
         shutdown,
-        ndjson_budget: NdjsonBudget::new(config_budget),
+        ndjson_budget,
         background: Arc::new(Mutex::new(background)),
     })
 }

@@ -77,6 +77,11 @@ impl Activity {
         InFlight(self.clone())
     }
 
+    /// Whether a request is in flight.
+    pub fn busy(&self) -> bool {
+        self.clock.lock().expect("the clock lock is never poisoned").in_flight > 0
+    }
+
     /// Bytes arrived: on a connection without a request in flight, they start the next request's headers.
     fn received(&self) {
         let mut clock = self.clock.lock().expect("the clock lock is never poisoned");

@@ -149,6 +149,11 @@ async fn serve_connection(stream: TcpStream, admission: Admission, draining: Can
                 return;
             }
             () = draining.cancelled(), if !told_to_drain => {
+                // Nothing in flight (idle, or headers still on their way): nothing to finish, close now
+                // rather than wait up to the header timeout for a request the replica would not serve.
+                if !activity.busy() {
+                    return;
+                }
                 told_to_drain = true;
                 connection.as_mut().graceful_shutdown();
             }

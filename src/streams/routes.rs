@@ -47,7 +47,7 @@ pub async fn ingest(
     body: Body,
 ) -> Result<Response, ApiError> {
     validate::key("query", &id)?;
-    let budget = state.ndjson_budget.admit()?;
+    let share = state.ndjson_budget.admit()?;
     if let Some(key) = &key {
         match state.chunks.claim_key(key, &id).await? {
             KeyState::Finished(reply) => return Ok(reply.into_response()),
@@ -55,7 +55,7 @@ pub async fn ingest(
             KeyState::New | KeyState::Unfinished { .. } => {}
         }
     }
-    let mut ingest = Ingest::new(&state, &id, key.clone(), budget);
+    let mut ingest = Ingest::new(&state, &id, key.clone(), share);
     let fed = ingest.feed(body).await;
     // Even after a failure: what was handed over before it may still be stored, and the reply counts it.
     let settled = ingest.settle().await;
