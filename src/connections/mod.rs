@@ -111,6 +111,7 @@ pub async fn serve(
             Admission { router: probes.clone(), timeouts, keep_alive: false, slot }
         } else {
             warnings.refused();
+            drop(stream);
             continue;
         };
         connections.spawn(serve_connection(stream, admission, draining.clone()));
