@@ -210,8 +210,8 @@ pub struct Config {
           value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub max_connections: u64,
 
-    /// Seconds a JSON request body may take to arrive in full; slower bodies get 408. Chunk POSTs (NDJSON)
-    /// have no such deadline.
+    /// Seconds a whole request body (JSON, an OTLP export, an MCP message) may take to arrive; slower bodies
+    /// get 408. Chunk POSTs (NDJSON, streamed) have no such deadline.
     #[arg(long, env = "ARK_BROKER_BODY_READ_TIMEOUT_SECONDS", default_value_t = 30,
           value_parser = clap::value_parser!(u64).range(1..=3_600))]
     pub body_read_timeout_seconds: u64,
