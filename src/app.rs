@@ -4,11 +4,10 @@
 use std::{future::Future, time::Duration};
 
 use axum::{
-    Router,
+    Extension, Router,
     extract::DefaultBodyLimit,
     http::{HeaderValue, Method, Request},
     middleware,
-    serve::ListenerExt,
 };
 use tokio::net::TcpListener;
 use tower::util::option_layer;
@@ -20,10 +19,11 @@ use tower_http::{
 
 pub use crate::state::{AppState, StartError, build_state};
 use crate::{
-    auth,
+    auth, connections,
     error::{self, ApiError},
     events,
     http::{
+        extract::BodyDeadline,
         health, nul,
         same_origin::{self, TrustedOrigins},
         unreachable,
@@ -68,6 +68,7 @@ pub fn app(state: AppState) -> Router {
         .fallback(|| async { ApiError::NotFound("Not found".into()) })
         .layer(middleware::from_fn_with_state(state.clone(), auth::require_credentials))
         .layer(DefaultBodyLimit::max(state.config.max_body_bytes))
+        .layer(Extension(BodyDeadline(Duration::from_secs(state.config.body_read_timeout_seconds))))
         .layer(middleware::from_fn(error::render_error_body))
         .layer(trace)
         .layer(PropagateRequestIdLayer::x_request_id())
@@ -93,7 +94,7 @@ impl From<TcpListener> for Listeners {
 
 /// Serves `state` until `shutdown` resolves; then readiness fails, SSE responses and waiting MCP calls end
 /// (their questions stay), open requests get `shutdown_timeout` to finish, buffered chunks are committed,
-/// and it returns.
+/// and it returns. Connections are held to the limits of [`connections`].
 pub async fn serve(
     listeners: impl Into<Listeners>,
     state: AppState,
@@ -101,18 +102,13 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let listeners = listeners.into();
     let draining = state.shutdown.clone();
+    let limits = connections::Limits::new(&state.config);
     let mut servers = tokio::task::JoinSet::new();
-    servers.spawn(
-        axum::serve(listeners.http.tap_io(no_delay), app(state.clone()))
-            .with_graceful_shutdown(draining.clone().cancelled_owned())
-            .into_future(),
-    );
+    let (router, probes) = (app(state.clone()), connections::probes(state.clone()));
+    servers.spawn(connections::serve(listeners.http, router, probes, limits.clone(), draining.clone()));
     if let Some(mcp) = listeners.mcp {
-        servers.spawn(
-            axum::serve(mcp.tap_io(no_delay), crate::mcp::router(state.clone()))
-                .with_graceful_shutdown(draining.clone().cancelled_owned())
-                .into_future(),
-        );
+        let router = crate::mcp::router(state.clone());
+        servers.spawn(connections::serve(mcp, router, connections::refuse_all(), limits, draining.clone()));
     }
     let first = tokio::select! {
         Some(result) = servers.join_next() => flatten(result),
@@ -134,14 +130,6 @@ pub async fn serve(
     servers.abort_all();
     finish_background(state).await;
     first.and(rest)
-}
-
-/// Small writes (an SSE event, a short reply) go out at once: with Nagle's algorithm a reply could wait for
-/// the peer's delayed ACK, which measured as ~40 ms of extra latency on an answered question's wake.
-fn no_delay(socket: &mut tokio::net::TcpStream) {
-    if let Err(error) = socket.set_nodelay(true) {
-        tracing::debug!(%error, "setting TCP_NODELAY failed");
-    }
 }
 
 fn flatten(result: Result<std::io::Result<()>, tokio::task::JoinError>) -> std::io::Result<()> {

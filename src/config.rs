@@ -218,6 +218,37 @@ pub struct Config {
     #[arg(long, env = "ARK_BROKER_FLUSH_MAX_ROWS", default_value_t = 1000,
           value_parser = clap::value_parser!(u64).range(1..=50_000))]
     pub flush_max_rows: u64,
+
+    // Connections and memory (issue 12): what one client, or many, may hold of a replica.
+    /// Seconds a client has to send a request's headers: from accepting the connection, or from the first
+    /// byte of the next request on a kept-alive one. Slower connections are closed.
+    #[arg(long, env = "ARK_BROKER_HEADER_READ_TIMEOUT_SECONDS", default_value_t = 15,
+          value_parser = clap::value_parser!(u64).range(1..=3_600))]
+    pub header_read_timeout_seconds: u64,
+
+    /// Seconds a kept-alive connection may sit with no request in flight and no bytes received before it is
+    /// closed. Requests in flight (an SSE reader, an open chunk POST) are never cut by it.
+    #[arg(long, env = "ARK_BROKER_IDLE_TIMEOUT_SECONDS", default_value_t = 75,
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub idle_timeout_seconds: u64,
+
+    /// Most open connections per replica, HTTP and MCP ports together. Beyond it a few more are let in to
+    /// answer `/health` and `/readyz` (everything else gets 503); the rest are closed at once.
+    #[arg(long, env = "ARK_BROKER_MAX_CONNECTIONS", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_connections: u64,
+
+    /// Seconds a whole request body (JSON, an OTLP export, an MCP message) may take to arrive; slower bodies
+    /// get 408. Chunk POSTs (NDJSON, streamed) have no such deadline.
+    #[arg(long, env = "ARK_BROKER_BODY_READ_TIMEOUT_SECONDS", default_value_t = 30,
+          value_parser = clap::value_parser!(u64).range(1..=3_600))]
+    pub body_read_timeout_seconds: u64,
+
+    /// Bytes of partly received NDJSON lines all open chunk POSTs of a replica may hold; once reached, new
+    /// chunk POSTs get 503 with `Retry-After` until lines complete or requests end.
+    #[arg(long, env = "ARK_BROKER_NDJSON_BUFFER_BUDGET_BYTES", default_value_t = 128 * 1024 * 1024,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub ndjson_buffer_budget_bytes: u64,
 }
 
 /// How callers authenticate.

@@ -83,6 +83,13 @@ pub enum ApiError {
     /// Postgres cannot be reached right now (503 `SERVICE_UNAVAILABLE`); the client may retry.
     #[error("{0}")]
     Unavailable(String),
+    /// This replica is at one of its limits (open connections, buffered NDJSON; 503 `SERVICE_UNAVAILABLE`,
+    /// the message says which); this one a moment later, or another one, serves.
+    #[error("{0}")]
+    AtCapacity(String),
+    /// The request body did not arrive in time (408 `REQUEST_TIMEOUT`); the connection is closed after it.
+    #[error("{0}")]
+    RequestTimeout(String),
     /// Anything else (500 `INTERNAL_ERROR`); the details are logged, never sent.
     #[error("internal error: {0}")]
     Internal(String),
@@ -114,9 +121,10 @@ impl ApiError {
             ApiError::KeyReused(_) => (StatusCode::UNPROCESSABLE_ENTITY, "IDEMPOTENCY_KEY_REUSED"),
             ApiError::PartlyStored { cause, .. } => cause.status_and_code(),
             ApiError::PayloadTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "REQUEST_ERROR"),
-            ApiError::Unavailable(_) | ApiError::Draining(_) | ApiError::Unverifiable(_) => {
+            ApiError::Unavailable(_) | ApiError::Draining(_) | ApiError::Unverifiable(_) | ApiError::AtCapacity(_) => {
                 (StatusCode::SERVICE_UNAVAILABLE, "SERVICE_UNAVAILABLE")
             }
+            ApiError::RequestTimeout(_) => (StatusCode::REQUEST_TIMEOUT, "REQUEST_TIMEOUT"),
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL_ERROR"),
         }
     }
@@ -159,6 +167,10 @@ impl IntoResponse for ApiError {
         if status == StatusCode::SERVICE_UNAVAILABLE {
             // Another replica, or this one a moment later, may well succeed.
             response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        if status == StatusCode::REQUEST_TIMEOUT {
+            // The rest of the body may still be on its way: the connection cannot carry another request.
+            response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
         response.extensions_mut().insert(ErrorDetails { code, message, extra });
         response

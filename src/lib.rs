@@ -5,6 +5,7 @@
 //! - [`auth`]: who is calling (`--auth none|token|kubernetes`, a trusted proxy's user header), and the 401 layer.
 //! - [`server`]: the process: embedded PostgreSQL, binding, signals.
 //! - [`app`]: the router and `serve` with its shutdown sequence; [`state`]: what handlers share, and start-up.
+//! - [`connections`]: the accept loop: the cap on open connections, header and idle timeouts, draining.
 //! - [`error`]: the API error type and the one place it becomes the documented error body.
 //! - [`http`]: extractors, paging and flag rules, SSE framing, health routes.
 //! - [`db`]: pool and migrations, the embedded server, how feeds are written without a cluster-wide lock
@@ -27,6 +28,7 @@
 pub mod app;
 pub mod auth;
 pub mod config;
+pub mod connections;
 pub mod db;
 pub mod error;
 pub mod events;

@@ -66,6 +66,7 @@ async fn serve_on(config: Config, embedded: Option<&EmbeddedPostgres>) -> Result
     };
     let http_address = SocketAddr::new(config.host, config.port);
     let mcp_address = SocketAddr::new(config.host, config.mcp_port);
+    crate::connections::raise_open_files_limit(&config);
     let state = app::build_state(config, &database_url).await?;
     let http = listen(http_address).map_err(|error| RunError::Bind { address: http_address, flag: "--port", error })?;
     let mcp =

@@ -27,7 +27,7 @@ use crate::{
     questions::{store::QuestionStore, tail as question_tail},
     retention::Reaper,
     sessions::{model::SessionChange, store::SessionStore},
-    streams::{abort, model::ChunkRow, store::ChunkStore, writer::ChunkWriter},
+    streams::{abort, budget::NdjsonBudget, model::ChunkRow, store::ChunkStore, writer::ChunkWriter},
     traces::{model::SpanRecord, store::SpanStore},
 };
 
@@ -75,6 +75,8 @@ pub struct AppState {
     pub writer: ChunkWriter,
     /// Cancelled when the replica starts shutting down: readiness fails and SSE responses end.
     pub shutdown: CancellationToken,
+    /// The bytes all open chunk POSTs may hold in partly received NDJSON lines.
+    pub ndjson_budget: NdjsonBudget,
     background: Arc<Mutex<Vec<JoinHandle<()>>>>,
 }
 
@@ -170,6 +172,7 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
     if let Some(client) = query_status::client(&config).await {
         background.push(query_status::spawn(client, &config, pool.clone(), hub.clone(), shutdown.clone()));
     }
+    let ndjson_budget = NdjsonBudget::new(usize::try_from(config.ndjson_buffer_budget_bytes).unwrap_or(usize::MAX));
     Ok(AppState {
         config: Arc::new(config),
         messages,
@@ -190,6 +193,7 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
         chunks,
         writer,
         shutdown,
+        ndjson_budget,
         background: Arc::new(Mutex::new(background)),
     })
 }

@@ -1,6 +1,9 @@
 //! Extractors whose rejections are [`ApiError`]s, so a bad body or query string gets the documented error
 //! body instead of axum's plain text; and [`from_value`], which names the field a body got wrong the way
-//! upstream's zod messages do (`messages: expected array, received string`).
+//! upstream's zod messages do (`messages: expected array, received string`). Whole bodies are read within
+//! the [`BodyDeadline`], so a client trickling one cannot hold a request open.
+
+use std::time::Duration;
 
 use axum::{
     extract::{FromRequest, FromRequestParts, Request, rejection::BytesRejection},
@@ -39,8 +42,26 @@ pub async fn json_body<S: Send + Sync>(request: Request, state: &S) -> Result<Va
             "content-type: expected application/json, received {received}"
         )));
     }
-    let bytes = Bytes::from_request(request, state).await.map_err(body_rejection)?;
+    let bytes = whole_body(request, state).await?;
     serde_json::from_slice(&bytes).map_err(|e| ApiError::BadRequest(format!("invalid JSON body: {e}")))
+}
+
+/// How long a whole request body may take to arrive (`--body-read-timeout-seconds`), a request extension set
+/// by [`crate::app::app`] as `DefaultBodyLimit` sets the size limit. Streamed bodies (chunk POSTs) have none.
+#[derive(Debug, Clone, Copy)]
+pub struct BodyDeadline(pub Duration);
+
+/// Reads a whole request body, within the size limit (else 413) and the [`BodyDeadline`] (else 408).
+pub async fn whole_body<S: Send + Sync>(request: Request, state: &S) -> Result<Bytes, ApiError> {
+    let deadline = request.extensions().get::<BodyDeadline>().copied();
+    let read = Bytes::from_request(request, state);
+    let read = match deadline {
+        Some(BodyDeadline(limit)) => tokio::time::timeout(limit, read).await.map_err(|_| {
+            ApiError::RequestTimeout(format!("the request body did not arrive within {} s", limit.as_secs()))
+        })?,
+        None => read.await,
+    };
+    read.map_err(body_rejection)
 }
 
 /// Reads a request body as a `T`; every body of this API is a JSON object.

@@ -40,9 +40,15 @@ pub async fn layer(State(state): State<AppState>, request: Request, next: Next) 
         return next.run(request).await;
     }
     let (parts, body) = request.into_parts();
-    let bytes = match to_bytes(body, state.config.max_body_bytes).await {
-        Ok(bytes) => bytes,
-        Err(_) => return (StatusCode::PAYLOAD_TOO_LARGE, "request body too large").into_response(),
+    // Every MCP request body is read here first, so the body deadline of the REST API applies here too.
+    let deadline = Duration::from_secs(state.config.body_read_timeout_seconds);
+    let bytes = match tokio::time::timeout(deadline, to_bytes(body, state.config.max_body_bytes)).await {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(_)) => return (StatusCode::PAYLOAD_TOO_LARGE, "request body too large").into_response(),
+        Err(_) => {
+            let headers = [(header::CONNECTION, "close")];
+            return (StatusCode::REQUEST_TIMEOUT, headers, "request body not received in time").into_response();
+        }
     };
     let rebuilt = |parts: Parts, bytes: Bytes| Request::from_parts(parts, Body::from(bytes));
     let message: Value = match serde_json::from_slice(&bytes) {

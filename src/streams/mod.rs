@@ -1,9 +1,11 @@
 //! LLM chunk streams, upstream's `/stream` routes, durable in Postgres: NDJSON ingest group-committed per
 //! replica, SSE readers on any replica, completion markers, and the raw global feed; the unified execution
-//! stream's typed events in order with the chunks, and streams aborted when their writer disconnected.
+//! stream's typed events in order with the chunks, streams aborted when their writer disconnected, and the
+//! replica's budget for partly received NDJSON lines.
 
 pub mod abort;
 pub mod broker_writes;
+pub mod budget;
 pub mod model;
 mod ndjson;
 mod reader;

@@ -35,7 +35,8 @@ impl NdjsonLines {
             } else if self.partial.is_empty() {
                 self.accept(head, &mut chunks);
             } else if self.partial.len() + head.len() > self.max_line {
-                self.partial.clear();
+                // A new Vec, not `clear`: the memory goes back now, not when the next line completes.
+                self.partial = Vec::new();
                 self.invalid += 1;
             } else {
                 let mut line = std::mem::take(&mut self.partial);
@@ -63,6 +64,12 @@ impl NdjsonLines {
         let line = std::mem::take(&mut self.partial);
         self.accept(&line, &mut chunks);
         chunks
+    }
+
+    /// Bytes buffered for the line not yet complete (what it occupies, not just its length), which the
+    /// replica's [`super::budget::NdjsonBudget`] accounts.
+    pub fn buffered(&self) -> usize {
+        self.partial.capacity()
     }
 
     /// How many non-blank lines were not JSON, too long, or typed events a writer may not post, so far.
@@ -188,8 +195,23 @@ mod tests {
         let mut lines = NdjsonLines::new(16);
         assert!(lines.push(b"{\"x\":\"aaaaaaaaaaaaaaaa").is_empty());
         assert!(lines.push(&[b'a'; 4096]).is_empty());
-        assert!(lines.partial.is_empty(), "nothing of the long line is kept");
+        assert_eq!(lines.buffered(), 0, "nothing of the long line is kept");
         assert_eq!(texts(lines.push(b"\"}\n{\"y\":1}\n")), vec![r#"{"y":1}"#]);
+        assert_eq!(lines.invalid(), 1);
+    }
+
+    #[test]
+    fn buffered_bytes_follow_the_line_not_yet_complete() {
+        let mut lines = NdjsonLines::new(64);
+        assert!(lines.push(b"{\"a\":\"0123456789").is_empty());
+        assert!(lines.buffered() >= 15);
+        assert_eq!(texts(lines.push(b"\"}\n")), vec![r#"{"a":"0123456789"}"#]);
+        assert_eq!(lines.buffered(), 0, "a completed line gives its memory back");
+        lines.push(&[b'x'; 40]);
+        assert!(lines.push(&[b'x'; 10]).is_empty());
+        assert!(lines.buffered() >= 50);
+        assert!(lines.push(b"xxxxxxxxxxxxxxxxxxxx\n").is_empty());
+        assert_eq!(lines.buffered(), 0, "so does a line found too long at its newline");
         assert_eq!(lines.invalid(), 1);
     }
 

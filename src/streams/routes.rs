@@ -13,6 +13,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{
+    budget::BudgetShare,
     model::{BrokerItem, Completion, Line},
     ndjson::NdjsonLines,
     reader::{self, Format, ReadOptions},
@@ -37,6 +38,8 @@ const MAX_PENDING_ACKS: usize = 64;
 /// request is still open. Answers once every received chunk is committed, saying how many lines were
 /// stored; they are always the request's first lines. With an `Idempotency-Key`, a retry stores only the
 /// lines beyond those an earlier attempt stored, and once one attempt has answered, retries get its reply.
+/// While the replica's budget for partly received lines is used up, it answers 503 before reading anything
+/// ([`super::budget`]).
 pub async fn ingest(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -44,6 +47,7 @@ pub async fn ingest(
     body: Body,
 ) -> Result<Response, ApiError> {
     validate::key("query", &id)?;
+    let share = state.ndjson_budget.admit()?;
     if let Some(key) = &key {
         match state.chunks.claim_key(key, &id).await? {
             KeyState::Finished(reply) => return Ok(reply.into_response()),
@@ -51,7 +55,7 @@ pub async fn ingest(
             KeyState::New | KeyState::Unfinished { .. } => {}
         }
     }
-    let mut ingest = Ingest::new(&state, &id, key.clone());
+    let mut ingest = Ingest::new(&state, &id, key.clone(), share);
     let fed = ingest.feed(body).await;
     // Even after a failure: what was handed over before it may still be stored, and the reply counts it.
     let settled = ingest.settle().await;
@@ -84,6 +88,8 @@ struct Ingest<'a> {
     stream_id: Arc<str>,
     request: Arc<Request>,
     lines: NdjsonLines,
+    /// What `lines` holds of the replica's budget; given back when the request ends, however it ends.
+    budget: BudgetShare,
     /// Hand-overs not yet known to be stored, oldest first, with their line counts.
     pending: VecDeque<(Ack, usize)>,
     /// Lines handed over.
@@ -115,12 +121,13 @@ impl Drop for Ingest<'_> {
 }
 
 impl<'a> Ingest<'a> {
-    fn new(state: &'a AppState, stream_id: &str, key: Option<IdempotencyKey>) -> Self {
+    fn new(state: &'a AppState, stream_id: &str, key: Option<IdempotencyKey>, budget: BudgetShare) -> Self {
         Ingest {
             state,
             stream_id: Arc::from(stream_id),
             request: Arc::new(Request::new(key)),
             lines: NdjsonLines::new(state.config.max_chunk_bytes),
+            budget,
             pending: VecDeque::new(),
             received: 0,
             stored: 0,
@@ -153,10 +160,12 @@ impl<'a> Ingest<'a> {
             let Some(piece) = piece else { break };
             let piece = piece.map_err(|e| ApiError::BadRequest(format!("reading the request body failed: {e}")))?;
             let chunks = self.lines.push(&piece);
+            self.budget.set(self.lines.buffered());
             self.submit(chunks).await?;
         }
         self.body_ended = true;
         let rest = self.lines.finish();
+        self.budget.set(self.lines.buffered());
         self.submit(rest).await
     }
 

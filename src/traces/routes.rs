@@ -4,9 +4,8 @@ use std::sync::Arc;
 
 use axum::{
     Json,
-    body::Bytes,
-    extract::{Path, State, rejection::BytesRejection},
-    http::{HeaderMap, StatusCode, header},
+    extract::{Path, Request, State},
+    http::{StatusCode, header},
     response::{IntoResponse, Response},
 };
 use futures::{StreamExt, stream::BoxStream};
@@ -20,7 +19,7 @@ use crate::{
     db::watch::{Start, follow_all, follow_key},
     error::ApiError,
     http::{
-        extract::{ApiQuery, body_rejection},
+        extract::{ApiQuery, whole_body},
         params::{FeedParams, Page, PageRequest, flag},
         reply::StatusMessage,
         sse,
@@ -29,16 +28,13 @@ use crate::{
 };
 
 /// `POST /v1/traces`: an OTLP export, protobuf or JSON (gzip-encoded or not); 200 `{}`.
-pub async fn export(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, ApiError> {
-    let body = body.map_err(body_rejection)?;
-    let protobuf = headers
+pub async fn export(State(state): State<AppState>, request: Request) -> Result<Response, ApiError> {
+    let protobuf = request
+        .headers()
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.contains("application/x-protobuf"));
+    let body = whole_body(request, &()).await?;
     let decoded = if protobuf { otlp::from_protobuf(&body) } else { otlp::from_json(&body) };
     let spans = match decoded.and_then(|spans| spans.into_iter().map(NewSpan::new).collect::<Result<Vec<_>, _>>()) {
         Ok(spans) => spans,

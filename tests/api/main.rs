@@ -8,6 +8,7 @@ mod auth;
 mod bench_smoke;
 mod browser_safety;
 mod commit_order;
+mod connections;
 mod deploy;
 mod drain;
 mod embedded;
