@@ -27,8 +27,15 @@ pub enum Flash {
     Invalid(String),
 }
 
-/// The whole page.
-pub fn render(view: View, version: i64, pending: &[Question], closed: &[Question], flash: Option<&Flash>) -> Markup {
+/// The whole page; `person` is who answers when a trusted proxy or a token names them.
+pub fn render(
+    view: View,
+    version: i64,
+    pending: &[Question],
+    closed: &[Question],
+    flash: Option<&Flash>,
+    person: Option<&str>,
+) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
@@ -52,9 +59,9 @@ pub fn render(view: View, version: i64, pending: &[Question], closed: &[Question
                         View::Pending => {
                             p #empty .empty hidden[!pending.is_empty()] { "No pending questions. New ones appear here as agents ask them." }
                             ul #pending .questions {
-                                @for question in pending { (pending_card(question)) }
+                                @for question in pending { (pending_card(question, person)) }
                             }
-                            template #question-template { (pending_card_skeleton()) }
+                            template #question-template { (pending_card_skeleton(person)) }
                         }
                         View::Closed => {
                             @if closed.is_empty() { p .empty { "Nothing answered, cancelled or expired yet." } }
@@ -114,37 +121,45 @@ fn meta(question: &Question) -> Markup {
     }
 }
 
-fn pending_card(question: &Question) -> Markup {
+fn pending_card(question: &Question, person: Option<&str>) -> Markup {
     html! {
         li .question #{"question-" (question.id)} data-id=(question.id) {
             (meta(question))
             p .content { (question.content) }
-            (answer_form(&question.id))
+            (answer_form(&question.id, None, person))
         }
     }
 }
 
 /// The empty card JavaScript fills in for questions that arrive while the page is open.
-fn pending_card_skeleton() -> Markup {
+fn pending_card_skeleton(person: Option<&str>) -> Markup {
     html! {
         li .question {
             p .meta {
                 span .sender {} " → " span .recipient {} " · " time .age {} span .query-part hidden { " · Query " a .query {} }
             }
             p .content {}
-            (answer_form(""))
+            (answer_form("", None, person))
         }
     }
 }
 
-fn answer_form(id: &str) -> Markup {
+/// A pending question's answer form (on both pages). `back` is the page a no-JS answer returns to (the
+/// questions page when absent); with a `person`, the broker records them as the answerer, so the form says so
+/// instead of asking for a name.
+pub fn answer_form(id: &str, back: Option<&str>, person: Option<&str>) -> Markup {
     html! {
         form .answer method="post" action={"/ui/questions/" (id) "/answer"} {
+            @if let Some(back) = back { input type="hidden" name="back" value=(back); }
             label { span .label { "Answer" } textarea name="response" rows="2" required {} }
             div .row {
-                label { span .label { "Your name" } input name="answeredBy" autocomplete="name" placeholder="optional"; }
+                @match person {
+                    Some(person) => p .answering-as { "Answering as " strong { (person) } },
+                    None => label { span .label { "Your name" } input name="answeredBy" autocomplete="name" placeholder="optional"; },
+                }
                 button type="submit" { "Send answer" }
             }
+            p .form-error role="alert" hidden {}
         }
     }
 }

@@ -6,7 +6,7 @@
 use maud::{DOCTYPE, Markup, html};
 use serde_json::Value;
 
-use super::page::{Flash, flash_message, head, path_segment};
+use super::page::{Flash, answer_form, flash_message, head, path_segment};
 use crate::streams::unified::UnifiedEvent;
 
 /// One entry of the timeline.
@@ -104,8 +104,15 @@ fn shown(value: Option<&Value>) -> String {
     }
 }
 
-/// The whole page.
-pub fn render(namespace: &str, name: &str, phase: &str, items: &[Item], flash: Option<&Flash>) -> Markup {
+/// The whole page; `person` is who answers when a trusted proxy or a token names them.
+pub fn render(
+    namespace: &str,
+    name: &str,
+    phase: &str,
+    items: &[Item],
+    flash: Option<&Flash>,
+    person: Option<&str>,
+) -> Markup {
     let back = format!("/ui/queries/{}/{}", path_segment(namespace), path_segment(name));
     let stream_url = format!("/stream/{}?format=unified&from-beginning=true", path_segment(name));
     html! {
@@ -122,16 +129,16 @@ pub fn render(namespace: &str, name: &str, phase: &str, items: &[Item], flash: O
                     @if let Some(flash) = flash { (flash_message(flash)) }
                     p #empty .empty hidden[!items.is_empty()] { "Nothing streamed yet. The Query's output appears here as it runs." }
                     ol #timeline .timeline {
-                        @for item in items { (render_item(item, &back)) }
+                        @for item in items { (render_item(item, &back, person)) }
                     }
                 }
-                template #answer-template { (answer_form("", &back)) }
+                template #answer-template { (answer_form("", Some(&back), person)) }
             }
         }
     }
 }
 
-fn render_item(item: &Item, back: &str) -> Markup {
+fn render_item(item: &Item, back: &str, person: Option<&str>) -> Markup {
     match item {
         Item::Text(text) => html! { li .text { (text) } },
         Item::Tool { id, name, arguments, result } => html! {
@@ -156,7 +163,7 @@ fn render_item(item: &Item, back: &str) -> Markup {
                 p .meta { span .badge { "question" } " to " span .recipient { (recipient) } }
                 p .content { (content) }
                 @match outcome {
-                    None => (answer_form(id, back)),
+                    None => (answer_form(id, Some(back), person)),
                     Some(outcome) => p .outcome {
                         span .status .(outcome.status) { (outcome.status) }
                         @if let Some(response) = &outcome.response { " " span .response { (response) } }
@@ -170,20 +177,6 @@ fn render_item(item: &Item, back: &str) -> Markup {
         },
         Item::Completed => html! { li .completed { "Query completed" } },
         Item::Error(message) => html! { li .error { (message) } },
-    }
-}
-
-fn answer_form(id: &str, back: &str) -> Markup {
-    html! {
-        form .answer method="post" action={"/ui/questions/" (id) "/answer"} {
-            input type="hidden" name="back" value=(back);
-            label { span .label { "Answer" } textarea name="response" rows="2" required {} }
-            div .row {
-                label { span .label { "Your name" } input name="answeredBy" autocomplete="name" placeholder="optional"; }
-                button type="submit" { "Send answer" }
-            }
-            p .form-error role="alert" hidden {}
-        }
     }
 }
 

@@ -56,7 +56,11 @@ impl PageParams {
 }
 
 /// `GET /ui`.
-pub async fn page(State(state): State<AppState>, ApiQuery(params): ApiQuery<PageParams>) -> Result<Response, ApiError> {
+pub async fn page(
+    State(state): State<AppState>,
+    principal: Option<Extension<Principal>>,
+    ApiQuery(params): ApiQuery<PageParams>,
+) -> Result<Response, ApiError> {
     let view = match params.view.as_deref() {
         Some("closed") => View::Closed,
         _ => View::Pending,
@@ -68,13 +72,15 @@ pub async fn page(State(state): State<AppState>, ApiQuery(params): ApiQuery<Page
         View::Closed => state.questions.recently_closed(VIEW_LIMIT).await?,
         View::Pending => Vec::new(),
     };
-    Ok(page::render(view, version, &pending, &closed, flash.as_ref()).into_response())
+    let person = principal.as_ref().map(|Extension(principal)| principal.name());
+    Ok(page::render(view, version, &pending, &closed, flash.as_ref(), person).into_response())
 }
 
 /// `GET /ui/queries/{namespace}/{name}`: the Query's timeline as stored; the script keeps it live.
 pub async fn query_page(
     State(state): State<AppState>,
     Path((namespace, name)): Path<(String, String)>,
+    principal: Option<Extension<Principal>>,
     ApiQuery(params): ApiQuery<PageParams>,
 ) -> Result<Response, ApiError> {
     validate::key("namespace", &namespace)?;
@@ -83,7 +89,8 @@ pub async fn query_page(
     let phase = resume::phase(&state, &namespace, &name).await?;
     let events = unified::replay(&state.chunks, &name).await?;
     let items = query_page::timeline(&events);
-    Ok(query_page::render(&namespace, &name, &phase, &items, params.flash().as_ref()).into_response())
+    let person = principal.as_ref().map(|Extension(principal)| principal.name());
+    Ok(query_page::render(&namespace, &name, &phase, &items, params.flash().as_ref(), person).into_response())
 }
 
 /// The answer form's fields.

@@ -134,7 +134,11 @@ async fn with_token_auth_each_principal_sees_only_its_own_tasks_and_unauthentica
     // People behind the proxy: they read and answer (as themselves, whatever the body says), nothing more.
     let person = (PERSON_HEADER, "dave@example.com");
     let id = pending_question_id(&http, &b, person, "alice's legacy task?").await;
-    assert_eq!(http.get(b.url("/ui")).header(PERSON_HEADER, "dave@example.com").send().await.unwrap().status(), 200);
+    let page = http.get(b.url("/ui")).header(PERSON_HEADER, "dave@example.com").send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    let page = page.text().await.unwrap();
+    assert!(page.contains("Answering as <strong>dave@example.com</strong>"), "the page names who answers");
+    assert!(!page.contains(r#"name="answeredBy""#), "and asks for no name");
     let answered = http
         .post(b.url(&format!("/questions/{id}/answer")))
         .header(PERSON_HEADER, "dave@example.com")
