@@ -245,7 +245,8 @@ pub struct Config {
     pub body_read_timeout_seconds: u64,
 
     /// Bytes of partly received NDJSON lines all open chunk POSTs of a replica may hold; once reached, new
-    /// chunk POSTs get 503 with `Retry-After` until lines complete or requests end.
+    /// chunk POSTs get 503 with `Retry-After` until lines complete or requests end, and an open one whose
+    /// partial line grows past 64 KiB is ended with 503 and `chunks_stored`.
     #[arg(long, env = "ARK_BROKER_NDJSON_BUFFER_BUDGET_BYTES", default_value_t = 128 * 1024 * 1024,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub ndjson_buffer_budget_bytes: u64,

@@ -160,12 +160,19 @@ impl<'a> Ingest<'a> {
             let Some(piece) = piece else { break };
             let piece = piece.map_err(|e| ApiError::BadRequest(format!("reading the request body failed: {e}")))?;
             let chunks = self.lines.push(&piece);
-            self.budget.set(self.lines.buffered());
+            // The complete lines are handed over either way; a refused hold then ends the request.
+            let held = self.budget.hold(self.lines.buffered());
             self.submit(chunks).await?;
+            if let Err(refused) = held {
+                // The broker ends the request, not the writer: the stream keeps its writer.
+                self.body_ended = true;
+                return Err(refused);
+            }
         }
         self.body_ended = true;
         let rest = self.lines.finish();
-        self.budget.set(self.lines.buffered());
+        // Finishing only gives bytes back.
+        let _ = self.budget.hold(self.lines.buffered());
         self.submit(rest).await
     }
 

@@ -237,6 +237,15 @@ async fn new_chunk_posts_get_503_while_partial_lines_use_up_the_budget_and_get_i
     // alone stays under the budget, two always reach it.
     let app = TestApp::spawn_with(|config| config.ndjson_buffer_budget_bytes = 120_000).await;
     let half_line = |tag: char| format!("{{\"{tag}\":\"{}", "a".repeat(60_000 - 6));
+    // C: a chunk POST with one line stored, open before the budget fills.
+    let (c_lines, c_body) = open_body();
+    let c = tokio::spawn(
+        app.client.post(app.url("/stream/budget-e")).header("content-type", "application/x-ndjson").body(c_body).send(),
+    );
+    c_lines.send(Ok(Bytes::from_static(b"{\"c\":1}\n"))).await.unwrap();
+    let mut reader = SseReader::open(&app.client, &app.url("/stream/budget-e?from-beginning=true")).await;
+    let first = within("C's first line, read back", reader.next_data()).await;
+    assert_eq!(first.as_deref(), Some(r#"{"c":1}"#));
     // A: a chunk POST that will finish its line; B: one cut off mid-line (a raw connection, dropped).
     let (a_lines, a_body) = open_body();
     let a = tokio::spawn(
@@ -258,6 +267,13 @@ async fn new_chunk_posts_get_503_while_partial_lines_use_up_the_budget_and_get_i
     let (_, body) = json_of(refused).await;
     assert_eq!(body["error"]["code"], "SERVICE_UNAVAILABLE", "{body}");
     assert!(body["error"]["message"].as_str().unwrap().contains("--ndjson-buffer-budget-bytes"), "{body}");
+
+    // C, opened before the budget filled, now grows a partial line past its own allowance: it is ended,
+    // saying how many of its lines are stored.
+    c_lines.send(Ok(Bytes::from(format!("{{\"c\":\"{}", "c".repeat(200_000))))).await.unwrap();
+    let (status, body) = json_of(within("C's reply", c).await.unwrap().unwrap()).await;
+    assert_eq!((status, body["chunks_stored"].as_u64()), (503, Some(1)), "{body}");
+    drop(c_lines);
 
     // The open request goes on past the budget and its line is stored whole.
     a_lines.send(Ok(Bytes::from_static(b"\"}\n"))).await.unwrap();
