@@ -1,6 +1,6 @@
 //! While this replica knows Postgres cannot be reached (its LISTEN connection is down and connecting again
 //! fails), requests that need the database get 503 with `Retry-After` at once instead of each waiting the
-//! pool's timeout. Probes and the page's assets are served as usual.
+//! pool's timeout. Probes and the page's assets are served as usual. In front of the REST API and of MCP.
 
 use axum::{
     extract::{Request, State},
@@ -15,7 +15,10 @@ pub async fn fail_fast(State(state): State<AppState>, request: Request, next: Ne
     let path = request.uri().path();
     let needs_database = !(path == "/health" || path == "/readyz" || path.starts_with("/ui/assets/"));
     if needs_database && state.listener.database_unreachable() {
-        return ApiError::Unavailable("the database cannot be reached".into()).into_response();
+        let request_id = request.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or_default();
+        let refused = ApiError::Unavailable("the database cannot be reached".into()).into_response();
+        // The documented body here already: MCP's router has no error-body layer.
+        return crate::error::with_body(refused, request_id);
     }
     next.run(request).await
 }

@@ -46,6 +46,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route_service("/mcp", service)
         .layer(middleware::from_fn_with_state(state.clone(), legacy::layer))
+        .layer(middleware::from_fn_with_state(state.clone(), crate::http::unreachable::fail_fast))
         .layer(middleware::from_fn_with_state(state.clone(), crate::auth::require_credentials))
         .layer(middleware::from_fn_with_state(state, refuse_foreign_callers))
         .fallback(|| async { ApiError::NotFound("Not found".into()) })

@@ -1,5 +1,6 @@
 //! A database outage seen from real broker processes: once a replica knows Postgres cannot be reached, a
-//! request gets 503 with `Retry-After` at once (not after the pool's timeout), `/health` still answers, and
+//! request gets 503 with `Retry-After` at once (not after the pool's timeout), REST and MCP alike, `/health`
+//! still answers, and
 //! everything works again when Postgres is back.
 
 use std::time::{Duration, Instant};
@@ -36,6 +37,19 @@ async fn with_postgres_stopped_requests_fail_fast_and_recover_when_it_is_back() 
         // Well under the pool's 5 s acquire timeout, which is what every request waited before.
         assert!(took < Duration::from_secs(3), "{path} took {took:?}; the replica logged:\n{}", a.log());
     }
+    // MCP too: a task call fails as fast, with the same 503.
+    let started = Instant::now();
+    let list = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tasks/list", "params": {}});
+    let response = client
+        .post(&a.mcp_url)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25")
+        .json(&list)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!((response.status().as_u16(), started.elapsed() < Duration::from_secs(3)), (503, true));
+    assert_eq!(response.headers()["retry-after"], "1");
     assert_eq!(client.get(a.url("/health")).send().await.unwrap().status(), 200, "the process still answers");
 
     server.start_again().await;
