@@ -88,10 +88,17 @@ impl Tasks {
     }
 }
 
-/// Maps a store failure to -32603 (logged; the details stay here).
+/// Maps a store failure to -32603 (logged; the details stay here), saying what happened: only an unreachable
+/// database is called one.
 pub fn internal(error: StoreError) -> McpError {
     tracing::warn!(%error, "MCP request failed in the store");
-    McpError::internal_error("the broker could not reach its database; retry", None)
+    let message = match error {
+        StoreError::Unavailable(_) => "the broker could not reach its database; retry",
+        StoreError::ShuttingDown => "the broker is shutting down; retry on another replica",
+        StoreError::Contended(_) => "too many concurrent changes of the same question; retry",
+        StoreError::Database(_) => "the broker failed to complete the request",
+    };
+    McpError::internal_error(message, None)
 }
 
 fn encode_cursor(sequence: i64) -> String {
