@@ -64,6 +64,28 @@ pub async fn whole_body<S: Send + Sync>(request: Request, state: &S) -> Result<B
     read.map_err(body_rejection)
 }
 
+/// An HTML form's body (`application/x-www-form-urlencoded`, else 415), read within the [`BodyDeadline`] like
+/// every whole body; a malformed one is a 400 `REQUEST_ERROR`.
+pub struct ApiForm<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiForm<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let declared = request.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
+        let mime = declared.split(';').next().unwrap_or_default().trim();
+        if !mime.eq_ignore_ascii_case("application/x-www-form-urlencoded") {
+            return Err(ApiError::UnsupportedMediaType(format!(
+                "content-type: expected application/x-www-form-urlencoded, received '{declared}'"
+            )));
+        }
+        let bytes = whole_body(request, state).await?;
+        serde_urlencoded::from_bytes(&bytes)
+            .map(ApiForm)
+            .map_err(|e| ApiError::BadRequest(format!("invalid form body: {e}")))
+    }
+}
+
 /// Reads a request body as a `T`; every body of this API is a JSON object.
 pub fn from_body<T: DeserializeOwned>(value: &Value) -> Result<T, ApiError> {
     if !value.is_object() {

@@ -1,7 +1,7 @@
 //! Handlers of the web page: render it, take a form answer, serve the embedded assets.
 
 use axum::{
-    Extension, Form,
+    Extension,
     extract::{Path, State},
     http::header,
     response::{IntoResponse, Redirect, Response},
@@ -15,7 +15,7 @@ use super::{
 use crate::{
     auth::Principal,
     error::ApiError,
-    http::extract::ApiQuery,
+    http::extract::{ApiForm, ApiQuery},
     queries::resume,
     questions::{
         Change,
@@ -111,7 +111,7 @@ pub async fn answer(
     State(state): State<AppState>,
     Path(id): Path<String>,
     principal: Option<Extension<Principal>>,
-    Form(form): Form<AnswerForm>,
+    ApiForm(form): ApiForm<AnswerForm>,
 ) -> Result<Redirect, ApiError> {
     let answered_by = match principal {
         Some(Extension(principal)) => Some(principal.name().to_owned()),

@@ -208,17 +208,20 @@ async fn beyond_the_connection_cap_probes_answer_and_the_rest_gets_a_quick_503()
 }
 
 #[tokio::test]
-async fn a_json_body_that_does_not_arrive_in_time_gets_408_and_the_connection_closes() {
+async fn a_json_or_form_body_that_does_not_arrive_in_time_gets_408_and_the_connection_closes() {
     let app = TestApp::spawn_with(|config| config.body_read_timeout_seconds = 1).await;
     let mcp = app.mcp_url.trim_end_matches("/mcp").to_owned();
+    let json = "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"conversation";
+    let form = "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 100\r\n\r\nresponse=";
     let cases = [
-        (app.base.clone(), "POST /messages HTTP/1.1\r\nHost: broker\r\n"),
-        (mcp.clone(), "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: application/json, text/event-stream\r\n"),
+        (app.base.clone(), "POST /messages HTTP/1.1\r\nHost: broker\r\n", json),
+        (app.base.clone(), "POST /ui/questions/q-1/answer HTTP/1.1\r\nHost: broker\r\n", form),
+        (mcp.clone(), "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: application/json, text/event-stream\r\n", json),
     ];
-    for (base, head) in cases {
+    for (base, head, body) in cases {
         let mut stream = connect(&base).await;
         let start = Instant::now();
-        let request = format!("{head}Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"conversation");
+        let request = format!("{head}{body}");
         stream.write_all(request.as_bytes()).await.unwrap();
         let (response, closed) = read_until_closed(&mut stream, Duration::from_secs(10)).await;
         assert!(response.starts_with("HTTP/1.1 408"), "{response}");
