@@ -134,6 +134,10 @@ impl Authenticator {
             Verifier::Off => return person.map_or(Identified::Anonymous, Identified::Principal),
             verifier => verifier,
         };
+        if headers.get_all(header::AUTHORIZATION).iter().nth(1).is_some() {
+            // Which of several credentials counts is not for the order of headers to decide.
+            return Identified::Refused { presented: true };
+        }
         let Some(token) = bearer_token(headers) else {
             // A person the proxy vouches for may do what the page does; everything else needs a token.
             return match person {

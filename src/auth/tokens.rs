@@ -109,7 +109,11 @@ impl TokenFile {
                 last = now;
                 match read(&file.path) {
                     Ok(table) => {
-                        tracing::info!(path = %file.path.display(), tokens = table.entries.len(), "tokens file reloaded");
+                        if table.entries.is_empty() {
+                            tracing::warn!(path = %file.path.display(), "the tokens file now holds no token: every request will get 401");
+                        } else {
+                            tracing::info!(path = %file.path.display(), tokens = table.entries.len(), "tokens file reloaded");
+                        }
                         *file.table.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = Arc::new(table);
                     }
                     Err(error) => {
@@ -129,6 +133,8 @@ fn read(path: &Path) -> Result<TokenTable, TokensFileError> {
 /// The table of `text`, or the first bad line (1-based) and what is wrong with it.
 fn parse(text: &str) -> Result<TokenTable, (usize, &'static str)> {
     let mut table = TokenTable::default();
+    // An editor's byte-order mark would otherwise become part of the first token.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     for (index, line) in text.lines().enumerate() {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {

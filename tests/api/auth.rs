@@ -66,6 +66,9 @@ async fn with_token_auth_each_principal_sees_only_its_own_tasks_and_unauthentica
         assert_unauthorized(http.get(a.url(path)).send().await.unwrap(), false).await;
     }
     assert_unauthorized(http.get(a.url("/questions")).bearer_auth("carol-token").send().await.unwrap(), true).await;
+    let two = http.get(a.url("/questions")).header("authorization", "Bearer alice-token");
+    let two = two.header("authorization", "Bearer bob-token");
+    assert_unauthorized(two.send().await.unwrap(), true).await;
     let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
     let mcp_post = |token: Option<&str>| {
