@@ -45,7 +45,7 @@ pub fn app(state: AppState) -> Router {
             .allow_methods([Method::GET, Method::HEAD, Method::PUT, Method::PATCH, Method::POST, Method::DELETE])
             .allow_headers(AllowHeaders::mirror_request())
     });
-    let trusted = TrustedOrigins::new(&state.config.cors_allowed_origins);
+    let trusted = TrustedOrigins::new(&state.config.cors_allowed_origins, &state.config.allowed_hosts);
     let trace = TraceLayer::new_for_http().make_span_with(|request: &Request<_>| {
         let request_id = request.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or_default();
         tracing::debug_span!("http", method = %request.method(), path = %request.uri().path(), request.id = %request_id)

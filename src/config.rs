@@ -39,6 +39,12 @@ pub struct Config {
     #[arg(long, env = "ARK_BROKER_MCP_ALLOWED_ORIGINS", value_delimiter = ',')]
     pub mcp_allowed_origins: Vec<String>,
 
+    /// Host names (comma-separated) the broker's pages are served under, e.g. an Ingress's `ark.example`;
+    /// browser requests that change state must come from a page on one of them (DNS-rebinding protection).
+    /// `*` allows any. Requests without `Origin` or `Referer` (curl, SDKs, Ark's components) are not affected.
+    #[arg(long, env = "ARK_BROKER_ALLOWED_HOSTS", value_delimiter = ',', default_value = "localhost,127.0.0.1,[::1]")]
+    pub allowed_hosts: Vec<String>,
+
     /// Browser origins (comma-separated, e.g. `https://dashboard.example`) allowed to call the REST API
     /// cross-origin (CORS) and to change state from their pages. Empty (the default): CORS is off, and only the
     /// broker's own pages may post from a browser.

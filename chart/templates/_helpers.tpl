@@ -58,6 +58,14 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- end }}
 
+{{/* Host names the page is served under (ARK_BROKER_ALLOWED_HOSTS): the Service's DNS names, loopback, and
+allowedHosts (an Ingress's names). */}}
+{{- define "ark-broker.allowedHosts" -}}
+{{- $svc := include "ark-broker.fullname" . }}
+{{- $ns := .Release.Namespace }}
+{{- concat (list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.cluster.local" $svc $ns) "localhost" "127.0.0.1") .Values.allowedHosts | join "," }}
+{{- end }}
+
 {{/* The Authorization header Ark sends to the broker, from auth.clientAuthorizationSecret (nothing when unset). */}}
 {{- define "ark-broker.authorizationHeader" -}}
 {{- with .Values.auth.clientAuthorizationSecret }}

@@ -4,6 +4,7 @@
 
 pub mod extract;
 pub mod health;
+pub mod hosts;
 pub mod nul;
 pub mod params;
 pub mod reply;

@@ -1,7 +1,10 @@
 //! Browser safety for state-changing requests: a POST, PUT, PATCH or DELETE whose `Origin` (or, without one,
 //! whose `Referer`) names another site is refused with 403, so a form on any page a person visits cannot
-//! answer questions or delete data through their browser. Requests without either header (curl, SDKs, Ark's
-//! components) pass, as do the origins allowed by `--cors-allowed-origins`.
+//! answer questions or delete data through their browser. The broker's own origin is the one the browser
+//! addressed (`Host`, or a proxy's `X-Forwarded-Host`), and only under a name of `--allowed-hosts`: a page
+//! whose own name was re-pointed at the broker (DNS rebinding) is same-origin with it in the browser's eyes.
+//! Requests without either header (curl, SDKs, Ark's components) pass, as do the origins allowed by
+//! `--cors-allowed-origins`.
 
 use std::sync::Arc;
 
@@ -12,16 +15,24 @@ use axum::{
     response::{IntoResponse, Response},
 };
 
+use super::hosts::host_allowed;
 use crate::error::ApiError;
 
-/// Origins (`scheme://host[:port]`) other than the broker's own that may change state.
+/// Origins (`scheme://host[:port]`) other than the broker's own that may change state, and the host names the
+/// broker's own pages may be served under.
 #[derive(Debug, Clone, Default)]
-pub struct TrustedOrigins(Arc<Vec<String>>);
+pub struct TrustedOrigins {
+    origins: Arc<Vec<String>>,
+    hosts: Arc<Vec<String>>,
+}
 
 impl TrustedOrigins {
-    /// From the configured list (trailing slashes and case do not matter).
-    pub fn new(origins: &[String]) -> Self {
-        TrustedOrigins(Arc::new(origins.iter().map(|o| o.trim().trim_end_matches('/').to_ascii_lowercase()).collect()))
+    /// From the configured lists (trailing slashes and case do not matter).
+    pub fn new(origins: &[String], hosts: &[String]) -> Self {
+        TrustedOrigins {
+            origins: Arc::new(origins.iter().map(|o| o.trim().trim_end_matches('/').to_ascii_lowercase()).collect()),
+            hosts: Arc::new(hosts.iter().map(|h| h.trim().to_owned()).filter(|h| !h.is_empty()).collect()),
+        }
     }
 }
 
@@ -31,8 +42,11 @@ pub async fn refuse_cross_site(trusted: TrustedOrigins, request: Request, next: 
         return next.run(request).await;
     }
     if let Some(origin) = foreign_origin(request.headers(), &trusted) {
-        return ApiError::Forbidden(format!("cross-site request refused: {origin} is not this broker's origin"))
-            .into_response();
+        return ApiError::Forbidden(format!(
+            "cross-site request refused: {origin} is not this broker's origin (its pages are served under \
+             --allowed-hosts; origins of other sites may be allowed with --cors-allowed-origins)"
+        ))
+        .into_response();
     }
     next.run(request).await
 }
@@ -53,9 +67,10 @@ fn foreign_origin(headers: &HeaderMap, trusted: &TrustedOrigins) -> Option<Strin
         headers.get("x-forwarded-host").map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned()),
     ];
     let authority = origin.split_once("://").map(|(_, authority)| authority);
-    let is_own =
-        authority.is_some_and(|authority| own.iter().flatten().any(|host| host.eq_ignore_ascii_case(authority)));
-    (!is_own && !trusted.0.contains(&origin)).then_some(origin)
+    let is_own = authority.is_some_and(|authority| {
+        host_allowed(&trusted.hosts, authority) && own.iter().flatten().any(|host| host.eq_ignore_ascii_case(authority))
+    });
+    (!is_own && !trusted.origins.contains(&origin)).then_some(origin)
 }
 
 /// `scheme://authority` of a URL.
@@ -79,7 +94,10 @@ mod tests {
 
     #[test]
     fn only_foreign_origins_are_refused() {
-        let trusted = TrustedOrigins::new(&["https://dashboard.example/".into()]);
+        let trusted = TrustedOrigins::new(
+            &["https://dashboard.example/".into()],
+            &["broker.example".into(), "ark.example".into()],
+        );
         let host = ("host", "broker.example:8080");
         assert_eq!(foreign_origin(&headers(&[host]), &trusted), None, "no Origin, no Referer: not a browser form");
         assert_eq!(foreign_origin(&headers(&[host, ("origin", "http://broker.example:8080")]), &trusted), None);
@@ -94,5 +112,10 @@ mod tests {
         let proxied =
             [("host", "10.0.0.7:8080"), ("x-forwarded-host", "ark.example"), ("origin", "https://ark.example")];
         assert_eq!(foreign_origin(&headers(&proxied), &trusted), None, "behind a proxy that sets X-Forwarded-Host");
+        let rebound = [("host", "evil.example:8080"), ("origin", "http://evil.example:8080")];
+        assert!(foreign_origin(&headers(&rebound), &trusted).is_some(), "DNS rebinding: a name not allowed");
+        let forwarded =
+            [("host", "broker.example:8080"), ("x-forwarded-host", "evil.example"), ("origin", "http://evil.example")];
+        assert!(foreign_origin(&headers(&forwarded), &trusted).is_some(), "nor through X-Forwarded-Host");
     }
 }

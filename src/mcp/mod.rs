@@ -27,7 +27,7 @@ use rmcp::transport::streamable_http_server::{
 
 pub use server::BrokerMcp;
 
-use crate::{error::ApiError, state::AppState};
+use crate::{error::ApiError, http::hosts::host_allowed, state::AppState};
 
 /// The MCP router (`/mcp`).
 pub fn router(state: AppState) -> Router {
@@ -81,11 +81,7 @@ async fn refuse_foreign_callers(State(state): State<AppState>, request: Request,
 /// browser's `Origin` must be on an allowed host.
 fn foreign_caller(hosts: &[String], origins: &[String], headers: &HeaderMap) -> Option<String> {
     let header = |name: &str| headers.get(name).map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
-    let any_host = hosts.iter().any(|allowed| allowed == "*");
-    let host_allowed = |host: &str| {
-        let name = host.rsplit_once(':').filter(|(_, port)| port.parse::<u16>().is_ok()).map_or(host, |(name, _)| name);
-        any_host || hosts.iter().any(|allowed| allowed.eq_ignore_ascii_case(host) || allowed.eq_ignore_ascii_case(name))
-    };
+    let host_allowed = |host: &str| host_allowed(hosts, host);
     let host = header("host").unwrap_or_default();
     if !host_allowed(&host) {
         return Some(format!("Host '{host}'"));

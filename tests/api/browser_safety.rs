@@ -53,6 +53,18 @@ async fn cross_site_forms_and_undeclared_json_bodies_change_nothing() {
     assert_eq!(refused.status(), 415);
     let body: Value = refused.json().await.unwrap();
     assert_eq!(body["error"]["code"], "UNSUPPORTED_MEDIA_TYPE");
+    // DNS rebinding: evil.example re-pointed at the broker makes its page same-origin in the browser's eyes
+    // (Host and Origin agree); the name is not one the broker's pages are served under.
+    let port = b.base.rsplit(':').next().unwrap().to_owned();
+    let rebound = client
+        .post(b.url(&format!("/ui/questions/{id}/answer")))
+        .header("host", format!("evil.example:{port}"))
+        .header("origin", format!("http://evil.example:{port}"))
+        .form(&[("response", "yes, through a rebound name")]);
+    let refused = rebound.send().await.unwrap();
+    assert_eq!(refused.status(), 403);
+    let body: Value = refused.json().await.unwrap();
+    assert!(body["error"]["message"].as_str().unwrap().contains("--allowed-hosts"), "{body}");
     assert_eq!(status_of(&client, &a, &id).await, "pending", "nothing was answered or cancelled");
 
     // The page's own form (same origin) still answers.

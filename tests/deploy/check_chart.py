@@ -160,7 +160,8 @@ variants = {
         PLAIN_DB, {"rbac": {"clusterWide": True}, "podAntiAffinity": {"type": "required"},
                    "shutdown": {"useSleepAction": True}, "memory": {"setAsDefault": False}}),
     "kubernetes auth with a client Authorization Secret and a trusted user header": merged(
-        SECRET_DB, {"auth": {"mode": "kubernetes", "trustedUserHeader": "X-Auth-Request-User",
+        SECRET_DB, {"allowedHosts": ["ark.example"],
+                    "auth": {"mode": "kubernetes", "trustedUserHeader": "X-Auth-Request-User",
                              "clientAuthorizationSecret": {"name": "ark-broker-client"}}}),
     "token auth": merged(SECRET_DB, {"auth": {"mode": "token", "tokensSecret": {"name": "ark-broker-tokens"}}}),
 }
@@ -395,6 +396,8 @@ def _():
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["ARK_BROKER_AUTH"] == "kubernetes" and env["ARK_BROKER_AUTH_AUDIENCES"] == "ark-broker", env
     assert env["ARK_BROKER_TRUSTED_USER_HEADER"] == "X-Auth-Request-User"
+    hosts = env["ARK_BROKER_ALLOWED_HOSTS"].split(",")
+    assert hosts[0] == FULLNAME and "localhost" in hosts and hosts[-1] == "ark.example", hosts
     header = {"name": "Authorization",
               "value": {"valueFrom": {"secretKeyRef": {"name": "ark-broker-client", "key": "authorization"}}}}
     assert find(objects, "Memory", "default")["spec"]["headers"] == [header]
