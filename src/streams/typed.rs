@@ -114,9 +114,16 @@ pub fn classify(text: &str) -> LineKind {
         serde_json::from_str::<&str>(event.get()).ok().and_then(EventType::parse).filter(|t| t.writers_may_post());
     let data = probe.data.and_then(|data| serde_json::from_str::<Map<String, Value>>(data.get()).ok());
     match (kind, data) {
-        (Some(kind), Some(data)) if data_is_valid(kind, &data) => LineKind::Typed(kind),
+        (Some(kind), Some(data)) if data_is_valid(kind, &data) && !holds_nul(text) => LineKind::Typed(kind),
         _ => LineKind::Refused,
     }
+}
+
+/// Whether a typed line holds a NUL (`\u0000`) anywhere: the resume views read typed events' fields as text,
+/// which Postgres cannot give for one, so such a line would make the Query's state unreadable.
+fn holds_nul(text: &str) -> bool {
+    text.contains("\\u0000")
+        && serde_json::from_str::<Value>(text).is_ok_and(|value| crate::validate::contains_nul(&value))
 }
 
 /// The fields each type must carry for readers and the resume state to rely on them.
@@ -157,6 +164,8 @@ mod tests {
         assert_eq!(classify(result), LineKind::Typed(EventType::ToolCallResult));
         let phase = r#"{"event":"phase_change","data":{"from":"pending","to":"running","reason":"started"}}"#;
         assert_eq!(classify(phase), LineKind::Typed(EventType::PhaseChange));
+        let escaped = r#"{"event":"text_delta","data":{"content":"a literal \\u0000, not a NUL"}}"#;
+        assert_eq!(classify(escaped), LineKind::Typed(EventType::TextDelta));
     }
 
     #[test]
@@ -172,6 +181,8 @@ mod tests {
             r#"{"event":7,"data":{}}"#,
             r#"{"event":"tool_call_result","data":{"tool_call_id":"x","duration_ms":1e400}}"#,
             r#"{"event":"text_delta","event":"text_delta","data":{"content":"twice"}}"#,
+            r#"{"event":"phase_change","data":{"to":"running\u0000x"}}"#,
+            r#"{"event":"text_delta","data":{"content":"ok"},"note":{"\u0000":1}}"#,
         ] {
             assert_eq!(classify(line), LineKind::Refused, "{line}");
         }

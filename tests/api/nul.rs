@@ -61,3 +61,22 @@ async fn nul_in_any_id_parameter_or_field_is_a_400_naming_it() {
         assert!(reply["error"]["message"].as_str().unwrap().contains(field), "{path}: {reply}");
     }
 }
+
+#[tokio::test]
+async fn a_typed_stream_event_holding_nul_is_refused_and_the_query_stays_readable() {
+    let app = TestApp::spawn().await;
+    let question = json!({"sender": "ark://agents/a", "recipient": "ark://users/b", "content": "x",
+                          "query": {"namespace": "ns", "name": "nul-q"}, "toolCallId": "tc1"});
+    assert_eq!(app.post_json("/questions", &question).await.status(), 201);
+    let lines = concat!(
+        r#"{"event":"phase_change","data":{"to":"running\u0000x"}}"#,
+        "\n",
+        r#"{"event":"phase_change","data":{"from":"pending","to":"running","reason":"started"}}"#,
+        "\n",
+    );
+    let (status, body) = json_of(app.post_raw("/stream/nul-q", lines).await).await;
+    assert_eq!((status, body["invalid_lines"].as_u64(), body["chunks_stored"].as_u64()), (200, Some(1), Some(1)));
+    let (status, state) = json_of(app.get("/queries/ns/nul-q/state").await).await;
+    assert_eq!(status, 200, "{state}");
+    assert_eq!(app.get("/ui/queries/ns/nul-q").await.status(), 200);
+}
