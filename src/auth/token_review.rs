@@ -17,7 +17,7 @@ use super::Principal;
 
 /// Longest wait for the API server's verdict; a caller then gets 503 rather than hanging with it.
 const REVIEW_TIMEOUT: Duration = Duration::from_secs(5);
-/// Most verdicts kept; beyond it the expired ones go, and if none has, all of them.
+/// Most verdicts kept; beyond it the expired and refused ones go, and if that is not enough, all of them.
 const CACHE_CAPACITY: usize = 10_000;
 
 /// Cached verdicts by the token's SHA-256 digest: when each expires, and the principal (`None`: refused).
@@ -70,8 +70,9 @@ impl TokenReviewer {
         let verdict = self.review(token).await?;
         let mut cache = self.cache.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if cache.len() >= CACHE_CAPACITY {
+            // Refused verdicts go first: a flood of made-up tokens must not evict the callers that are valid.
             let now = Instant::now();
-            cache.retain(|_, (expires, _)| *expires > now);
+            cache.retain(|_, (expires, verdict)| *expires > now && verdict.is_some());
             if cache.len() >= CACHE_CAPACITY {
                 cache.clear();
             }
