@@ -79,6 +79,32 @@ pub struct Config {
     #[arg(long, env = "ARK_BROKER_TRUSTED_USER_HEADER", value_parser = header_name)]
     pub trusted_user_header: Option<String>,
 
+    /// Slack bot token (`xoxb-…`, scope `chat:write`): questions naming `slack:<channel>` are posted there.
+    /// Without it, `slack:` channels are refused.
+    #[arg(long, env = "ARK_BROKER_SLACK_BOT_TOKEN", hide_env_values = true)]
+    pub slack_bot_token: Option<Secret>,
+
+    /// Slack signing secret: requests to `/channels/slack/*` must carry its v0 signature.
+    #[arg(long, env = "ARK_BROKER_SLACK_SIGNING_SECRET", hide_env_values = true)]
+    pub slack_signing_secret: Option<Secret>,
+
+    /// Slack Web API base URL (tests point it at a fake).
+    #[arg(long, env = "ARK_BROKER_SLACK_API_URL", default_value = "https://slack.com/api")]
+    pub slack_api_url: String,
+
+    /// GitHub token (a PAT or an App installation token, `issues: write`): questions naming
+    /// `github:<owner>/<repo>#<number>` are commented there. Without it, `github:` channels are refused.
+    #[arg(long, env = "ARK_BROKER_GITHUB_TOKEN", hide_env_values = true)]
+    pub github_token: Option<Secret>,
+
+    /// GitHub webhook secret: deliveries to `/channels/github/webhook` must carry its `X-Hub-Signature-256`.
+    #[arg(long, env = "ARK_BROKER_GITHUB_WEBHOOK_SECRET", hide_env_values = true)]
+    pub github_webhook_secret: Option<Secret>,
+
+    /// GitHub REST API base URL (GitHub Enterprise: `https://<host>/api/v3`; tests point it at a fake).
+    #[arg(long, env = "ARK_BROKER_GITHUB_API_URL", default_value = "https://api.github.com")]
+    pub github_api_url: String,
+
     /// Milliseconds between `notifications/progress` while a blocking `ask_question` waits.
     #[arg(long, env = "ARK_BROKER_MCP_PROGRESS_INTERVAL_MS", default_value_t = 10_000,
           value_parser = clap::value_parser!(u64).range(50..=300_000))]
@@ -309,6 +335,31 @@ impl FromStr for DatabaseUrl {
     }
 }
 
+/// A secret setting (a token, a signing secret): its `Debug` form never shows it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// The secret itself, to use it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl FromStr for Secret {
+    type Err = Infallible;
+
+    fn from_str(secret: &str) -> Result<Self, Infallible> {
+        Ok(Secret(secret.to_owned()))
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("\"***\"")
+    }
+}
+
 impl fmt::Debug for DatabaseUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // `scheme://user:password@host…`: everything between the user's `:` and the last `@` of the authority.
@@ -397,6 +448,10 @@ mod tests {
         let config = Config::for_database("postgres://u:p%40ss@h/db");
         let printed = format!("{config:?}");
         assert!(!printed.contains("p%40ss") && printed.contains("u:***@h/db"), "{printed}");
+        let mut config = Config::for_database("postgres://u@h/db");
+        config.slack_bot_token = Some("xoxb-s3cret".parse().unwrap());
+        config.github_token = Some("ghp_s3cret".parse().unwrap());
+        assert!(!format!("{config:?}").contains("s3cret"), "no token in Debug");
         let no_password: DatabaseUrl = "postgres://postgres@127.0.0.1:5432/postgres".parse().unwrap();
         assert_eq!(format!("{no_password:?}"), r#""postgres://postgres@127.0.0.1:5432/postgres""#);
     }

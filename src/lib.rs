@@ -24,9 +24,11 @@
 //! - [`query_status`]: the asking Query's phase and `waitingFor` while a question waits (Kubernetes);
 //!   [`kubernetes`]: the API client it and `--auth kubernetes` share.
 //! - [`ui`]: the web page that answers questions.
+//! - [`channels`]: questions delivered to Slack and GitHub through an outbox every replica works off.
 
 pub mod app;
 pub mod auth;
+pub mod channels;
 pub mod config;
 pub mod connections;
 pub mod db;

@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     auth::{AuthSetupError, Authenticator},
+    channels::Channels,
     config::Config,
     db::{
         self,
@@ -43,6 +44,8 @@ pub struct AppState {
     pub pool: PgPool,
     /// Who may call, and who they are.
     pub auth: Authenticator,
+    /// The channels questions are delivered to (Slack, GitHub).
+    pub channels: Channels,
     /// Wake-ups for question readers (waiters, watchers, the Query status worker).
     pub hub: Hub,
     /// This replica's readers of chunk streams.
@@ -169,6 +172,8 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
         span_tail_task,
     ];
     background.extend(auth_task);
+    let channels = Channels::from_config(&config);
+    background.extend(channels.spawn(pool.clone(), hub.clone(), shutdown.clone()));
     if let Some(client) = query_status::client(&config).await {
         background.push(query_status::spawn(client, &config, pool.clone(), hub.clone(), shutdown.clone()));
     }
@@ -186,6 +191,7 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
         span_fanout,
         pool,
         auth,
+        channels,
         hub,
         chunk_fanout,
         message_fanout,

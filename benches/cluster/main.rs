@@ -85,6 +85,8 @@ fn output_dir() -> PathBuf {
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    // reqwest's TLS (unused here, but built with every client) takes the process's rustls provider.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     // cargo passes `--bench`; only `--smoke`, `--only <phase>` (repeatable) and `--rates <r,r,…>` (the
     // saturation ramp's chunks/s per stream, every one run, no bisection: to look at chosen steps) mean
     // anything here.

@@ -73,7 +73,8 @@ pub fn definitions() -> Vec<Tool> {
             "properties": {
                 "recipient": {"type": "string", "description": "Who should answer: ark://users/<name>, ark://teams/<name>, ark://agents/<name> or ark://channels/<name>"},
                 "content": {"type": "string", "description": "The question, as the person will read it"},
-                "channels": {"type": "array", "items": {"type": "string"}, "description": "Where else to deliver it, e.g. slack or github"},
+                "channels": {"type": "array", "items": {"type": "string"}, "description": "Where else to deliver it: slack:<channel id or #name>, github:<owner>/<repo>#<issue or PR number>"},
+                "options": {"type": "array", "items": {"type": "string"}, "description": "Short answers offered as buttons, e.g. [\"Yes, proceed\", \"No, cancel\"]"},
                 "sender": {"type": "string", "description": "Who asks (default: the calling agent)"},
                 "queryName": {"type": "string", "description": "The asking Query's name, if the headers do not say"},
                 "queryNamespace": {"type": "string", "description": "The asking Query's namespace"},
@@ -122,15 +123,16 @@ pub fn ask_arguments(arguments: Option<&JsonObject>, caller: &Caller) -> Result<
     let required = |name: &str| {
         text(name)?.ok_or_else(|| McpError::invalid_params(format!("missing required argument: {name}"), None))
     };
-    let channels = match arguments.get("channels") {
-        None | Some(Value::Null) => Vec::new(),
+    let strings = |name: &str| match arguments.get(name) {
+        None | Some(Value::Null) => Ok(Vec::new()),
         Some(Value::Array(items)) => items
             .iter()
             .map(|item| item.as_str().map(str::to_owned))
             .collect::<Option<Vec<_>>>()
-            .ok_or_else(|| McpError::invalid_params("channels must be an array of strings", None))?,
-        Some(_) => return Err(McpError::invalid_params("channels must be an array of strings", None)),
+            .ok_or_else(|| McpError::invalid_params(format!("{name} must be an array of strings"), None)),
+        Some(_) => Err(McpError::invalid_params(format!("{name} must be an array of strings"), None)),
     };
+    let (channels, options) = (strings("channels")?, strings("options")?);
     let query = match text("queryName")? {
         Some(name) => Some(QueryRef { namespace: text("queryNamespace")?, name }),
         None => caller.query.clone(),
@@ -140,6 +142,7 @@ pub fn ask_arguments(arguments: Option<&JsonObject>, caller: &Caller) -> Result<
         recipient: required("recipient")?,
         content: required("content")?,
         channels,
+        options,
         query,
         tool_call_id: text("toolCallId")?,
         ttl_seconds: None,

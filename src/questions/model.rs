@@ -11,6 +11,10 @@ use crate::{error::ApiError, http::reply::iso_timestamp};
 const MAX_TTL_SECONDS: i64 = 365 * 24 * 3600;
 /// Most channels one question can be routed to.
 const MAX_CHANNELS: usize = 16;
+/// Most options a question offers (Slack shows at most 25 elements in an actions block).
+const MAX_OPTIONS: usize = 10;
+/// Longest option (Slack's limit for a button's text).
+const MAX_OPTION_CHARS: usize = 75;
 
 /// Where a question is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -72,6 +76,8 @@ pub struct QuestionRow {
     pub resource_version: i64,
     pub task_ttl_ms: Option<i64>,
     pub owner: Option<String>,
+    pub options: Vec<String>,
+    pub deliveries: serde_json::Value,
 }
 
 /// The Query that asked, when known.
@@ -92,6 +98,12 @@ pub struct Question {
     pub sender: String,
     pub recipient: String,
     pub channels: Vec<String>,
+    /// Short answers offered as buttons.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub options: Vec<String>,
+    /// Where each channel delivery stands: `{channel, status, attempts, url?, error?, deliveredAt?}`.
+    #[serde(skip_serializing_if = "no_deliveries")]
+    pub deliveries: serde_json::Value,
     pub content: String,
     pub status: QuestionStatus,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -152,6 +164,8 @@ impl From<QuestionRow> for Question {
             sender: row.sender,
             recipient: row.recipient,
             channels: row.channels,
+            options: row.options,
+            deliveries: row.deliveries,
             content: row.content,
             response: row.response,
             answered_by: row.answered_by,
@@ -172,9 +186,12 @@ pub struct NewQuestion {
     pub recipient: String,
     /// The question.
     pub content: String,
-    /// Where to deliver it besides the API and the page (e.g. `slack`, `github`).
+    /// Where to deliver it besides the API and the page: `slack:<channel>`, `github:<owner>/<repo>#<number>`.
     #[serde(default)]
     pub channels: Vec<String>,
+    /// Short answers offered as buttons (e.g. `["Yes, proceed", "No, cancel"]`).
+    #[serde(default)]
+    pub options: Vec<String>,
     /// The asking Query.
     #[serde(default)]
     pub query: Option<QueryRef>,
@@ -209,6 +226,17 @@ impl NewQuestion {
         }
         for channel in &self.channels {
             crate::validate::key("channels", channel)?;
+        }
+        if self.options.len() > MAX_OPTIONS {
+            return Err(ApiError::Validation(format!("options: at most {MAX_OPTIONS}")));
+        }
+        for option in &self.options {
+            if option.trim().is_empty() || option.chars().count() > MAX_OPTION_CHARS {
+                return Err(ApiError::Validation(format!(
+                    "options: each must be 1 to {MAX_OPTION_CHARS} characters, got '{option}'"
+                )));
+            }
+            no_nul("options", option)?;
         }
         if let Some(query) = &self.query {
             crate::validate::key("query.name", &query.name)?;
@@ -263,6 +291,10 @@ pub fn ark_url(field: &str, value: &str) -> Result<(), ApiError> {
     let name_ok =
         !name.is_empty() && name.len() <= 253 && !name.contains('/') && !name.chars().any(char::is_whitespace);
     if matches!(kind, "agents" | "users" | "teams" | "channels") && name_ok { Ok(()) } else { Err(invalid()) }
+}
+
+fn no_deliveries(deliveries: &serde_json::Value) -> bool {
+    deliveries.as_array().is_none_or(Vec::is_empty)
 }
 
 fn no_nul(field: &str, value: &str) -> Result<(), ApiError> {

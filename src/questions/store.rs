@@ -110,10 +110,11 @@ impl QuestionStore {
             let row = sqlx::query_as!(
                 QuestionRow,
                 r#"insert into questions (id, sender, recipient, channels, content, query_namespace, query_name,
-                                          tool_call_id, task_id, task_ttl_ms, expires_at, resource_version, owner)
+                                          tool_call_id, task_id, task_ttl_ms, expires_at, resource_version, owner,
+                                          options)
                    values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::bigint,
                            now() + coalesce(make_interval(secs => $11::bigint), $10::bigint * interval '1 millisecond'),
-                           nextval('question_versions'), $12)
+                           nextval('question_versions'), $12, $13)
                    returning *"#,
                 id,
                 new.sender,
@@ -127,9 +128,19 @@ impl QuestionStore {
                 new.task_ttl_ms,
                 new.ttl_seconds,
                 new.owner,
+                &new.options,
             )
             .fetch_one(tx.conn())
             .await?;
+            // The deliveries commit with the question: never a question without them, nor twice.
+            let row = if new.channels.is_empty() {
+                row
+            } else {
+                crate::channels::store::queue(tx.conn(), &row.id, &new.channels).await?;
+                sqlx::query_as!(QuestionRow, "select * from questions where id = $1", row.id)
+                    .fetch_one(tx.conn())
+                    .await?
+            };
             record(tx, "question_created", row).await
         })
     }

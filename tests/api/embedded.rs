@@ -11,8 +11,8 @@ use crate::support::{Replica, within};
 #[tokio::test]
 async fn a_broker_killed_with_its_postgres_running_starts_again_and_sighup_stops_both() {
     let dir = std::env::temp_dir().join(format!("ark-embedded-{}", uuid::Uuid::new_v4()));
-    let client = reqwest::Client::new();
     let mut first = Replica::start_embedded(&dir).await;
+    let client = reqwest::Client::new();
     let stored =
         client.post(first.url("/stream/kept")).header("content-type", "application/x-ndjson").body("{\"n\":1}\n");
     assert_eq!(stored.send().await.unwrap().status(), 200);

@@ -7,6 +7,7 @@ mod aborted;
 mod auth;
 mod bench_smoke;
 mod browser_safety;
+mod channels;
 mod commit_order;
 mod connections;
 mod deploy;

@@ -45,7 +45,7 @@ async fn a_created_question_is_pending_with_an_id_and_a_resource_version() {
     let app = TestApp::spawn().await;
     let body = json!({
         "sender": "ark://agents/reviewer", "recipient": "ark://users/dave", "content": "Merge?",
-        "channels": ["slack"], "query": {"namespace": "team-a", "name": "review-42"}, "toolCallId": "call_1"
+        "channels": [], "query": {"namespace": "team-a", "name": "review-42"}, "toolCallId": "call_1"
     });
     let question = ask(&app, body).await;
     let id = question["id"].as_str().unwrap();
@@ -53,7 +53,7 @@ async fn a_created_question_is_pending_with_an_id_and_a_resource_version() {
     assert_eq!(question["status"], "pending");
     assert_eq!(question["sender"], "ark://agents/reviewer");
     assert_eq!(question["recipient"], "ark://users/dave");
-    assert_eq!(question["channels"], json!(["slack"]));
+    assert_eq!(question["channels"], json!([]));
     assert_eq!(question["query"], json!({"namespace": "team-a", "name": "review-42"}));
     assert_eq!(question["toolCallId"], "call_1");
     assert!(question["resourceVersion"].as_str().unwrap().parse::<i64>().unwrap() > 0);

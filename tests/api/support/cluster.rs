@@ -41,6 +41,7 @@ extern "C" fn stop_embedded() {
 
 /// Creates an empty database and returns its URL.
 pub async fn fresh_database() -> String {
+    super::install_tls_provider();
     let admin = admin_url().await;
     let name = format!("ark_test_{}", uuid::Uuid::new_v4().simple());
     let mut connection = PgConnection::connect(admin).await.expect("connect to the test server");
@@ -59,6 +60,7 @@ pub struct OwnServer {
 impl OwnServer {
     /// Starts a server (durable, so a crash restart replays the WAL) and returns it with a fresh database.
     pub async fn start() -> (Self, String) {
+        super::install_tls_provider();
         let dir = std::env::temp_dir().join(format!("ark-broker-own-{}", uuid::Uuid::new_v4().simple()));
         let options = EmbeddedOptions { durable: true, max_connections: 200, ..Default::default() };
         let server = EmbeddedPostgres::start(&dir, options).await.expect("start a PostgreSQL of the test's own");

@@ -3,6 +3,7 @@
 pub mod ark_api;
 pub mod browser;
 pub mod cluster;
+pub mod fake_channels;
 pub mod fake_kube;
 pub mod fake_token_review;
 pub mod hold;
@@ -17,6 +18,13 @@ pub use sse::SseReader;
 pub use test_app::TestApp;
 
 use std::time::Duration;
+
+/// Installs the process's rustls crypto provider (ring, as the broker does), which reqwest's clients need
+/// since the broker's reqwest has no provider of its own. Every entry point of the support (a database, a
+/// replica, an in-process broker) calls it first, so build a test's `reqwest::Client` after one of those.
+pub fn install_tls_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
 
 /// A chunked request body the test writes line by line while the request is open (as Ark's Go executor
 /// keeps one chunk POST open for a whole query). Dropping the sender ends the body cleanly.

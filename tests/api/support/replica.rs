@@ -40,6 +40,7 @@ impl Replica {
     }
 
     async fn spawn(args: &[&str]) -> Self {
+        super::install_tls_provider();
         let mut child = Command::new(env!("CARGO_BIN_EXE_ark-broker"))
             .env_remove("DATABASE_URL")
             .args(["--host", "127.0.0.1", "--port", "0", "--mcp-port", "0"])

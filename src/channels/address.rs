@@ -1,0 +1,126 @@
+//! Where a question may be delivered: `slack:<channel id or #name>` and `github:<owner>/<repo>#<number>` (an
+//! issue or pull request). Entries of another kind, or of a kind this replica has no credentials for, are
+//! refused when the question is asked, naming the entry.
+
+use std::fmt;
+
+/// A parsed channel entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Channel {
+    /// A Slack conversation: an id (`C0123ABCD`) or a `#name`.
+    Slack {
+        /// As given after `slack:`.
+        channel: String,
+    },
+    /// A GitHub issue or pull request.
+    GitHub {
+        /// The repository's owner.
+        owner: String,
+        /// The repository.
+        repo: String,
+        /// The issue or pull request number.
+        number: u64,
+    },
+}
+
+impl Channel {
+    /// Reads `entry`, or says what is wrong with it.
+    pub fn parse(entry: &str) -> Result<Channel, String> {
+        let (kind, target) = entry.split_once(':').ok_or_else(|| unknown(entry))?;
+        match kind {
+            "slack" if is_slack_channel(target) => Ok(Channel::Slack { channel: target.to_owned() }),
+            "slack" => Err(format!("channels: '{entry}' is not slack:<channel id> or slack:#<name>")),
+            "github" => {
+                github(target).ok_or_else(|| format!("channels: '{entry}' is not github:<owner>/<repo>#<number>"))
+            }
+            _ => Err(unknown(entry)),
+        }
+    }
+
+    /// `slack` or `github`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Channel::Slack { .. } => "slack",
+            Channel::GitHub { .. } => "github",
+        }
+    }
+}
+
+impl fmt::Display for Channel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Channel::Slack { channel } => write!(f, "slack:{channel}"),
+            Channel::GitHub { owner, repo, number } => write!(f, "github:{owner}/{repo}#{number}"),
+        }
+    }
+}
+
+fn unknown(entry: &str) -> String {
+    format!(
+        "channels: '{entry}' is not a channel this broker delivers to (slack:<channel>, github:<owner>/<repo>#<number>)"
+    )
+}
+
+/// A Slack channel id (`C…`, `G…`, `D…`) or `#name` (lower-case letters, digits, `-`, `_`, up to 80).
+fn is_slack_channel(target: &str) -> bool {
+    match target.strip_prefix('#') {
+        Some(name) => {
+            (1..=80).contains(&name.len())
+                && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+        }
+        None => {
+            (9..=20).contains(&target.len())
+                && target.starts_with(['C', 'G', 'D'])
+                && target.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit())
+        }
+    }
+}
+
+/// `<owner>/<repo>#<number>` with GitHub's name rules.
+fn github(target: &str) -> Option<Channel> {
+    let (path, number) = target.rsplit_once('#')?;
+    let (owner, repo) = path.split_once('/')?;
+    let owner_ok = (1..=39).contains(&owner.len())
+        && owner.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        && !owner.starts_with('-');
+    let repo_ok = (1..=100).contains(&repo.len())
+        && repo.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        && repo != "."
+        && repo != "..";
+    let number: u64 = number.parse().ok().filter(|n| *n > 0)?;
+    (owner_ok && repo_ok).then(|| Channel::GitHub { owner: owner.to_owned(), repo: repo.to_owned(), number })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Channel;
+
+    #[test]
+    fn slack_and_github_entries_parse_and_nothing_else_does() {
+        assert_eq!(Channel::parse("slack:#ops"), Ok(Channel::Slack { channel: "#ops".into() }));
+        assert_eq!(Channel::parse("slack:C0123ABCD"), Ok(Channel::Slack { channel: "C0123ABCD".into() }));
+        let pr = Channel::parse("github:mckinsey/agents-at-scale-ark#42").unwrap();
+        assert_eq!(pr, Channel::GitHub { owner: "mckinsey".into(), repo: "agents-at-scale-ark".into(), number: 42 });
+        assert_eq!(pr.to_string(), "github:mckinsey/agents-at-scale-ark#42");
+        for bad in [
+            "slack",
+            "github",
+            "email:a@b",
+            "slack:",
+            "slack:#",
+            "slack:#Ops",
+            "slack:c0123abcd",
+            "slack:#a b",
+            "github:owner/repo",
+            "github:owner#1",
+            "github:owner/repo#0",
+            "github:owner/repo#x",
+            "github:/repo#1",
+            "github:-owner/repo#1",
+            "github:owner/..#1",
+        ] {
+            let error = Channel::parse(bad).unwrap_err();
+            assert!(error.contains(&format!("'{bad}'")), "{bad}: {error}");
+        }
+    }
+}

@@ -1,0 +1,119 @@
+//! GitHub REST API, outbound: a question as a comment on an issue or pull request, saying how to answer
+//! (`/answer <text>`, or `/answer <short id> <text>` when several are pending there) and carrying a hidden
+//! marker with the question's id.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::{Message, SendError, Sent, retry_after};
+use crate::config::Secret;
+
+/// GitHub requires a `User-Agent` on every request.
+const USER_AGENT: &str = concat!("ark-broker/", env!("CARGO_PKG_VERSION"));
+
+/// The GitHub REST API with the broker's token.
+#[derive(Debug, Clone)]
+pub struct GitHub {
+    http: reqwest::Client,
+    base: String,
+    token: Secret,
+}
+
+impl GitHub {
+    /// A client of `base` (e.g. `https://api.github.com`).
+    pub fn new(http: reqwest::Client, base: &str, token: Secret) -> Self {
+        GitHub { http, base: base.trim_end_matches('/').to_owned(), token }
+    }
+
+    /// Comments `message` on issue or pull request `number` of `owner/repo`.
+    pub async fn comment(
+        &self,
+        owner: &str,
+        repo: &str,
+        number: u64,
+        message: &Message<'_>,
+    ) -> Result<Sent, SendError> {
+        let response = self
+            .http
+            .post(format!("{}/repos/{owner}/{repo}/issues/{number}/comments", self.base))
+            .bearer_auth(self.token.expose())
+            .header("accept", "application/vnd.github+json")
+            .header("x-github-api-version", "2022-11-28")
+            .header("user-agent", USER_AGENT)
+            .json(&json!({"body": body(message)}))
+            .send()
+            .await
+            .map_err(|e| SendError::Transient(format!("creating the comment: {e}")))?;
+        let status = response.status().as_u16();
+        let limited = status == 429
+            || (status == 403 && response.headers().get("x-ratelimit-remaining").is_some_and(|v| v == "0"));
+        if limited {
+            return Err(SendError::RateLimited(retry_after(response.headers()).unwrap_or(Duration::from_secs(60))));
+        }
+        if status >= 500 {
+            return Err(SendError::Transient(format!("creating the comment: HTTP {status}")));
+        }
+        if status != 201 {
+            let detail = response.text().await.unwrap_or_default();
+            return Err(SendError::Permanent(format!("creating the comment: HTTP {status} {detail}")));
+        }
+        let comment: Value =
+            response.json().await.map_err(|e| SendError::Transient(format!("reading the comment: {e}")))?;
+        Ok(Sent {
+            url: comment["html_url"].as_str().map(str::to_owned),
+            reference: json!({"commentId": comment["id"]}),
+        })
+    }
+}
+
+/// The short id people type in `/answer Q-7F3A …`: `Q-` and the first four hex digits of the question's id.
+pub fn short_id(question_id: &str) -> String {
+    let hex: String = question_id.trim_start_matches("q-").chars().filter(char::is_ascii_hexdigit).take(4).collect();
+    format!("Q-{}", hex.to_ascii_uppercase())
+}
+
+/// The comment's Markdown.
+fn body(message: &Message<'_>) -> String {
+    let mut text = format!("**Question for {}** from {}", message.recipient, message.sender);
+    if let Some(query) = message.query {
+        text.push_str(&format!(" (Query `{query}`)"));
+    }
+    text.push_str("\n\n");
+    for line in message.content.lines() {
+        text.push_str(&format!("> {line}\n"));
+    }
+    if !message.options.is_empty() {
+        let options: Vec<String> = message.options.iter().map(|o| format!("`{o}`")).collect();
+        text.push_str(&format!("\nOptions: {}\n", options.join(" · ")));
+    }
+    let short = short_id(message.question_id);
+    text.push_str(&format!(
+        "\nAnswer with a comment `/answer <your answer>` (or `/answer {short} <your answer>` when several questions \
+         are pending here).\n<!-- ark-broker:question:{} -->\n",
+        message.question_id
+    ));
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_comment_quotes_the_question_offers_the_options_and_carries_the_marker() {
+        let message = Message {
+            question_id: "q-7f3a91c2-0000-4000-8000-000000000000",
+            sender: "ark://agents/reviewer",
+            recipient: "ark://users/dave",
+            content: "Deploy to prod?\nIt is Friday.",
+            options: &["Yes, proceed".into(), "No".into()],
+            query: Some("team-a/review-42"),
+        };
+        let text = body(&message);
+        assert!(text.contains("> Deploy to prod?\n> It is Friday.\n"), "{text}");
+        assert!(text.contains("Options: `Yes, proceed` · `No`"), "{text}");
+        assert!(text.contains("`/answer Q-7F3A <your answer>`"), "{text}");
+        assert!(text.ends_with("<!-- ark-broker:question:q-7f3a91c2-0000-4000-8000-000000000000 -->\n"), "{text}");
+    }
+}

@@ -1,0 +1,144 @@
+//! SQL for the channel outbox: deliveries written with the question, claimed one replica at a time (leased),
+//! and settled; every change also refreshes the question's `deliveries` as the API shows them.
+
+use sqlx::{PgConnection, PgPool};
+
+use crate::db::StoreResult;
+
+/// A delivery to make, with what the message says.
+#[derive(Debug, Clone)]
+pub struct DeliveryJob {
+    pub id: i64,
+    pub question_id: String,
+    pub channel: String,
+    /// Including this one.
+    pub attempts: i32,
+    pub status: String,
+    pub sender: String,
+    pub recipient: String,
+    pub content: String,
+    pub options: Vec<String>,
+    pub query_namespace: Option<String>,
+    pub query_name: Option<String>,
+}
+
+/// The outbox of channel deliveries.
+#[derive(Debug, Clone)]
+pub struct DeliveryStore {
+    pool: PgPool,
+}
+
+/// Queues one delivery per channel of a question being asked, in the asking transaction.
+pub async fn queue(conn: &mut PgConnection, question_id: &str, channels: &[String]) -> StoreResult<()> {
+    if channels.is_empty() {
+        return Ok(());
+    }
+    sqlx::query!(
+        "insert into channel_deliveries (question_id, channel) select $1, unnest($2::text[]) on conflict do nothing",
+        question_id,
+        channels,
+    )
+    .execute(&mut *conn)
+    .await?;
+    refresh(conn, question_id).await
+}
+
+/// Writes the question's deliveries, as the API shows them, from the outbox.
+async fn refresh(conn: &mut PgConnection, question_id: &str) -> StoreResult<()> {
+    sqlx::query!(
+        r#"update questions set deliveries = coalesce(
+             (select jsonb_agg(jsonb_build_object('channel', d.channel, 'status', d.status, 'attempts', d.attempts)
+                               || jsonb_strip_nulls(jsonb_build_object('url', d.message_url, 'error', d.last_error,
+                                                                       'deliveredAt', d.delivered_at))
+                               order by d.id)
+              from channel_deliveries d where d.question_id = $1), '[]')
+           where id = $1"#,
+        question_id,
+    )
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+impl DeliveryStore {
+    /// A store on `pool`.
+    pub fn new(pool: PgPool) -> Self {
+        DeliveryStore { pool }
+    }
+
+    /// Claims up to `limit` due deliveries for `lease_seconds`: no other replica sends them meanwhile.
+    pub async fn claim_due(&self, limit: i64, lease_seconds: i64) -> StoreResult<Vec<DeliveryJob>> {
+        Ok(sqlx::query_as!(
+            DeliveryJob,
+            r#"with due as (
+                 select id from channel_deliveries
+                 where status = 'pending' and next_attempt_at <= now()
+                 order by next_attempt_at, id limit $1
+                 for update skip locked),
+               claimed as (
+                 update channel_deliveries d
+                 set attempts = d.attempts + 1, next_attempt_at = now() + make_interval(secs => $2::bigint)
+                 from due where d.id = due.id
+                 returning d.id, d.question_id, d.channel, d.attempts)
+               select c.id as "id!", c.question_id as "question_id!", c.channel as "channel!",
+                      c.attempts as "attempts!", q.status, q.sender, q.recipient, q.content, q.options,
+                      q.query_namespace, q.query_name
+               from claimed c join questions q on q.id = c.question_id"#,
+            limit,
+            lease_seconds,
+        )
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// Records a sent message: its link and what finds it again.
+    pub async fn delivered(
+        &self,
+        job: &DeliveryJob,
+        url: Option<&str>,
+        reference: &serde_json::Value,
+    ) -> StoreResult<()> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query!(
+            "update channel_deliveries
+             set status = 'delivered', delivered_at = now(), message_url = $2, message_ref = $3, last_error = null
+             where id = $1",
+            job.id,
+            url,
+            reference,
+        )
+        .execute(&mut *tx)
+        .await?;
+        refresh(&mut tx, &job.question_id).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Tries again after `delay_ms`, recording why this attempt failed.
+    pub async fn retry_later(&self, job: &DeliveryJob, delay_ms: i64, error: &str) -> StoreResult<()> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query!(
+            "update channel_deliveries
+             set next_attempt_at = now() + $2::bigint * interval '1 millisecond', last_error = $3 where id = $1",
+            job.id,
+            delay_ms,
+            error,
+        )
+        .execute(&mut *tx)
+        .await?;
+        refresh(&mut tx, &job.question_id).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Gives a delivery up, recording why.
+    pub async fn failed(&self, job: &DeliveryJob, error: &str) -> StoreResult<()> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query!("update channel_deliveries set status = 'failed', last_error = $2 where id = $1", job.id, error)
+            .execute(&mut *tx)
+            .await?;
+        refresh(&mut tx, &job.question_id).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,119 @@
+//! The delivery worker every replica runs: claims due deliveries from the outbox (each one by one replica,
+//! leased), sends them, and records the outcome; failures are retried with backoff, rate limits after the
+//! wait asked for, and refusals are given up at once.
+
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::{
+    Channel, Channels, Message, SendError, Sent,
+    store::{DeliveryJob, DeliveryStore},
+};
+use crate::db::hub::{Hub, Topic};
+
+/// How long a claimed delivery is reserved for the replica that claimed it.
+const LEASE_SECONDS: i64 = 30;
+/// Deliveries claimed per round trip.
+const CLAIM: i64 = 8;
+/// Attempts before a delivery that keeps failing is given up (about half an hour of backoff).
+const MAX_ATTEMPTS: i32 = 60;
+/// How often due retries are looked for when nothing wakes the worker.
+const TICK: Duration = Duration::from_secs(1);
+
+/// Starts the worker.
+pub fn spawn(channels: Channels, store: DeliveryStore, hub: Hub, shutdown: CancellationToken) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        // A question asked on any replica may have queued deliveries.
+        let mut changes = hub.subscribe(Topic::Questions);
+        let mut tick = tokio::time::interval(TICK);
+        loop {
+            drain(&channels, &store).await;
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                _ = changes.woken() => {}
+                _ = tick.tick() => {}
+            }
+        }
+    })
+}
+
+async fn drain(channels: &Channels, store: &DeliveryStore) {
+    loop {
+        let jobs = match store.claim_due(CLAIM, LEASE_SECONDS).await {
+            Ok(jobs) if !jobs.is_empty() => jobs,
+            Ok(_) => return,
+            Err(error) => {
+                tracing::warn!(%error, "cannot claim channel deliveries");
+                return;
+            }
+        };
+        for job in jobs {
+            let outcome = send(channels, &job).await;
+            if let Err(error) = settle(store, &job, outcome).await {
+                tracing::warn!(%error, delivery.id = job.id, "cannot record a channel delivery; it will be retried");
+            }
+        }
+    }
+}
+
+async fn send(channels: &Channels, job: &DeliveryJob) -> Result<Sent, SendError> {
+    if job.status != "pending" {
+        return Err(SendError::Permanent(format!("not sent: the question was {} first", job.status)));
+    }
+    let query = match (&job.query_namespace, &job.query_name) {
+        (Some(namespace), Some(name)) => Some(format!("{namespace}/{name}")),
+        (None, Some(name)) => Some(name.clone()),
+        _ => None,
+    };
+    let message = Message {
+        question_id: &job.question_id,
+        sender: &job.sender,
+        recipient: &job.recipient,
+        content: &job.content,
+        options: &job.options,
+        query: query.as_deref(),
+    };
+    match Channel::parse(&job.channel).map_err(SendError::Permanent)? {
+        Channel::Slack { channel } => match &channels.slack {
+            Some(slack) => slack.post(&channel, &message).await,
+            None => Err(SendError::Transient("this replica has no Slack token".into())),
+        },
+        Channel::GitHub { owner, repo, number } => match &channels.github {
+            Some(github) => github.comment(&owner, &repo, number, &message).await,
+            None => Err(SendError::Transient("this replica has no GitHub token".into())),
+        },
+    }
+}
+
+async fn settle(
+    store: &DeliveryStore,
+    job: &DeliveryJob,
+    outcome: Result<Sent, SendError>,
+) -> crate::db::StoreResult<()> {
+    let channel = &job.channel;
+    match outcome {
+        Ok(sent) => {
+            tracing::info!(question.id = %job.question_id, %channel, url = sent.url.as_deref().unwrap_or(""), "question delivered");
+            store.delivered(job, sent.url.as_deref(), &sent.reference).await
+        }
+        Err(SendError::Permanent(error)) => {
+            tracing::warn!(question.id = %job.question_id, %channel, %error, "channel delivery refused; given up");
+            store.failed(job, &error).await
+        }
+        Err(_) if job.attempts >= MAX_ATTEMPTS => store.failed(job, "gave up after repeated failures").await,
+        Err(SendError::RateLimited(wait)) => {
+            tracing::info!(question.id = %job.question_id, %channel, wait_ms = wait.as_millis() as u64, "rate limited; waiting");
+            store
+                .retry_later(job, wait.as_millis() as i64, &format!("rate limited; retrying in {} s", wait.as_secs()))
+                .await
+        }
+        Err(SendError::Transient(error)) => {
+            // 0.5 s, 1 s, 2 s, … up to 30 s.
+            let delay_ms = (250i64 << job.attempts.clamp(1, 7)).min(30_000);
+            tracing::warn!(question.id = %job.question_id, %channel, attempts = job.attempts, retry_ms = delay_ms, %error, "channel delivery failed; retrying");
+            store.retry_later(job, delay_ms, &error).await
+        }
+    }
+}

@@ -1,0 +1,176 @@
+//! Questions delivered to Slack and GitHub through the outbox, against strict fakes of both APIs: exactly one
+//! message per channel per question while three replicas race for the deliveries; retries while a channel is
+//! down or rate limited, never a second message; refusals recorded; channel entries checked when asked.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::{
+    Replica, TestApp,
+    fake_channels::{FakeApi, GITHUB_TOKEN, SLACK_TOKEN},
+    fresh_database, json_of,
+    mcp::Mcp,
+    within,
+};
+
+fn ask(content: &str, channels: &[&str]) -> Value {
+    json!({"sender": "ark://agents/reviewer", "recipient": "ark://users/dave", "content": content,
+           "channels": channels, "options": ["Yes, proceed", "No, cancel"],
+           "query": {"namespace": "team-a", "name": "review-42"}})
+}
+
+/// Waits until every delivery of question `id` has left `pending`, and returns them.
+async fn settled(client: &reqwest::Client, url: &str) -> Vec<Value> {
+    within("the deliveries to settle", async {
+        loop {
+            let question: Value = client.get(url).send().await.unwrap().json().await.unwrap();
+            let deliveries = question["deliveries"].as_array().cloned().unwrap_or_default();
+            if !deliveries.is_empty() && deliveries.iter().all(|d| d["status"] != "pending") {
+                return deliveries;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+}
+
+#[tokio::test]
+async fn each_question_reaches_each_channel_exactly_once_while_three_replicas_race() {
+    let (slack, github) = tokio::join!(FakeApi::slack(), FakeApi::github());
+    let url = fresh_database().await;
+    let args = [
+        "--slack-bot-token",
+        SLACK_TOKEN,
+        "--slack-api-url",
+        &slack.url,
+        "--github-token",
+        GITHUB_TOKEN,
+        "--github-api-url",
+        &github.url,
+    ];
+    let (a, b, c) = tokio::join!(
+        Replica::start_with(&url, &args),
+        Replica::start_with(&url, &args),
+        Replica::start_with(&url, &args)
+    );
+    let client = reqwest::Client::new();
+    let mut ids = Vec::new();
+    for n in 0..6 {
+        let replica = [&a, &b, &c][n % 3];
+        let asked = client
+            .post(replica.url("/questions"))
+            .json(&ask(&format!("Deploy {n}?"), &["slack:#ops", "github:acme/app#7"]));
+        let (status, question) = json_of(asked.send().await.unwrap()).await;
+        assert_eq!(status, 201, "{question}");
+        assert_eq!(question["options"], json!(["Yes, proceed", "No, cancel"]));
+        assert_eq!(question["deliveries"][0]["status"], "pending", "queued with the question: {question}");
+        ids.push(question["id"].as_str().unwrap().to_owned());
+    }
+    for id in &ids {
+        let deliveries = settled(&client, &c.url(&format!("/questions/{id}"))).await;
+        assert_eq!(deliveries.len(), 2);
+        for delivery in &deliveries {
+            assert_eq!(delivery["status"], "delivered", "{delivery}");
+            assert!(delivery["url"].as_str().is_some_and(|u| u.starts_with("http")), "{delivery}");
+        }
+    }
+    // Every delivery is settled, so no replica sends any again: the counts are final.
+    assert_eq!(slack.messages().len(), 6, "one Slack message per question");
+    assert_eq!(github.messages().len(), 6, "one GitHub comment per question");
+    let message = slack.messages().into_iter().find(|m| m["text"].as_str().unwrap().contains("Deploy 0?")).unwrap();
+    assert_eq!(message["channel"], "#ops");
+    let buttons = message["blocks"].as_array().unwrap().iter().find(|b| b["type"] == "actions").unwrap()["elements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["text"]["text"].as_str().unwrap().to_owned())
+        .collect::<Vec<_>>();
+    assert_eq!(buttons, ["Yes, proceed", "No, cancel", "Answer…"]);
+    let text = message["blocks"].to_string();
+    assert!(text.contains("ark://agents/reviewer") && text.contains("team-a/review-42"), "who asks, which Query");
+    let comment = github.messages().into_iter().find(|m| m["body"].as_str().unwrap().contains("Deploy 0?")).unwrap();
+    assert_eq!(comment["target"], "acme/app#7");
+    let body = comment["body"].as_str().unwrap();
+    assert!(body.contains(&format!("<!-- ark-broker:question:{} -->", ids[0])), "{body}");
+    assert!(body.contains("/answer Q-") && body.contains("`Yes, proceed`"), "{body}");
+    // The same in SQL, for reports.
+    let pool = sqlx::PgPool::connect(&url).await.unwrap();
+    let delivered: i64 = sqlx::query_scalar(
+        "select count(*) from question_deliveries where status = 'delivered' and query_name = 'review-42'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(delivered, 12);
+}
+
+#[tokio::test]
+async fn a_channel_down_or_rate_limiting_gets_the_question_after_retries_and_never_twice() {
+    let (slack, github) = tokio::join!(FakeApi::slack(), FakeApi::github());
+    let app = TestApp::spawn_with(|config| {
+        config.slack_bot_token = Some(SLACK_TOKEN.parse().unwrap());
+        config.slack_api_url = slack.url.clone();
+        config.github_token = Some(GITHUB_TOKEN.parse().unwrap());
+        config.github_api_url = github.url.clone();
+    })
+    .await;
+    slack.set_down(true);
+    github.rate_limit(1);
+    let (_, question) =
+        json_of(app.post_json("/questions", &ask("Retry?", &["slack:C0123ABCD", "github:acme/app#8"])).await).await;
+    let id = question["id"].as_str().unwrap().to_owned();
+    slack.wait_for(2, true).await;
+    let (_, seen) = json_of(app.get(&format!("/questions/{id}")).await).await;
+    let on_slack =
+        seen["deliveries"].as_array().unwrap().iter().find(|d| d["channel"] == "slack:C0123ABCD").unwrap().clone();
+    assert_eq!(on_slack["status"], "pending", "{on_slack}");
+    assert!(on_slack["error"].as_str().is_some_and(|e| e.contains("503")), "the last error is shown: {on_slack}");
+    slack.set_down(false);
+    let deliveries = settled(&app.client, &app.url(&format!("/questions/{id}"))).await;
+    assert!(deliveries.iter().all(|d| d["status"] == "delivered"), "{deliveries:?}");
+    let on_github = deliveries.iter().find(|d| d["channel"] == "github:acme/app#8").unwrap();
+    assert!(on_github["attempts"].as_i64().unwrap() >= 2, "the 429 was retried: {on_github}");
+    assert_eq!((slack.messages().len(), github.messages().len()), (1, 1), "never twice");
+}
+
+#[tokio::test]
+async fn refused_deliveries_are_given_up_and_channel_entries_are_checked_when_asked() {
+    let slack = FakeApi::slack().await;
+    let app = TestApp::spawn_with(|config| {
+        config.slack_bot_token = Some(SLACK_TOKEN.parse().unwrap());
+        config.slack_api_url = slack.url.clone();
+    })
+    .await;
+    let (_, question) = json_of(app.post_json("/questions", &ask("Where?", &["slack:#missing"])).await).await;
+    let deliveries = settled(&app.client, &app.url(&format!("/questions/{}", question["id"].as_str().unwrap()))).await;
+    assert_eq!(deliveries[0]["status"], "failed");
+    assert!(deliveries[0]["error"].as_str().unwrap().contains("channel_not_found"), "{deliveries:?}");
+
+    for (entry, says) in [
+        ("github:acme/app#9", "--github-token"),
+        ("email:dave@example.com", "not a channel"),
+        ("slack", "not a channel"),
+        ("slack:#Not Valid", "slack:#<name>"),
+    ] {
+        let (status, body) = json_of(app.post_json("/questions", &ask("?", &[entry])).await).await;
+        assert_eq!((status, body["error"]["code"].as_str()), (400, Some("VALIDATION_ERROR")), "{entry}: {body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains(entry) && message.contains(says), "{entry}: {message}");
+    }
+    let (status, body) = json_of(
+        app.post_json(
+            "/questions",
+            &json!({"sender": "ark://agents/a", "recipient": "ark://users/b",
+        "content": "?", "options": [""]}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    let mcp = Mcp::new(&app.mcp_url);
+    let args = json!({"recipient": "ark://users/dave", "content": "?", "channels": ["github:acme/app#9"]});
+    let refused = mcp.legacy("tools/call", json!({"name": "ask_question", "arguments": args, "task": {}})).await;
+    assert_eq!(refused.error_code(), -32602, "{:?}", refused.message);
+    assert!(refused.message["error"]["message"].as_str().unwrap().contains("github:acme/app#9"));
+}
