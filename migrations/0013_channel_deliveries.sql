@@ -34,3 +34,12 @@ select d.question_id, q.query_namespace, q.query_name, d.channel, d.status, d.at
 from channel_deliveries d join questions q on q.id = d.question_id;
 
 grant select on question_deliveries to ark_broker_reporting;
+
+-- Inbound deliveries seen (GitHub's X-GitHub-Delivery, Slack's event_id): a retried delivery is acknowledged
+-- and not acted on twice, whichever replica it reaches.
+create table inbound_deliveries (
+    source text not null,
+    delivery_id text not null,
+    received_at timestamptz not null default now(),
+    primary key (source, delivery_id)
+);

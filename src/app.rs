@@ -19,7 +19,7 @@ use tower_http::{
 
 pub use crate::state::{AppState, StartError, build_state};
 use crate::{
-    auth, connections,
+    auth, channels, connections,
     error::{self, ApiError},
     events,
     http::{
@@ -60,6 +60,7 @@ pub fn app(state: AppState) -> Router {
         .merge(questions::router())
         .merge(queries::router())
         .merge(ui::router())
+        .merge(channels::router())
         .route_layer(middleware::from_fn_with_state(state.clone(), unreachable::fail_fast))
         .route_layer(middleware::from_fn(nul::refuse_nul))
         .route_layer(middleware::from_fn(move |request, next| {

@@ -172,8 +172,8 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
         span_tail_task,
     ];
     background.extend(auth_task);
-    let channels = Channels::from_config(&config);
-    background.extend(channels.spawn(pool.clone(), hub.clone(), shutdown.clone()));
+    let channels = Channels::new(&config, pool.clone());
+    background.extend(channels.spawn(hub.clone(), shutdown.clone()));
     if let Some(client) = query_status::client(&config).await {
         background.push(query_status::spawn(client, &config, pool.clone(), hub.clone(), shutdown.clone()));
     }

@@ -11,8 +11,9 @@ use axum::{
 use super::Identified;
 use crate::{error::ApiError, state::AppState};
 
-/// Probes Kubernetes sends without credentials.
-const OPEN_PATHS: &[&str] = &["/health", "/readyz"];
+/// Probes Kubernetes sends without credentials, and the channels' inbound routes, whose requests Slack and
+/// GitHub sign instead (the route checks the signature).
+const OPEN_PATHS: &[&str] = &["/health", "/readyz", "/channels/github/webhook"];
 
 /// The middleware: puts the caller's [`super::Principal`] into the request's extensions.
 pub async fn require_credentials(State(state): State<AppState>, mut request: Request, next: Next) -> Response {

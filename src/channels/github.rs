@@ -34,6 +34,11 @@ impl GitHub {
         number: u64,
         message: &Message<'_>,
     ) -> Result<Sent, SendError> {
+        self.create_comment(owner, repo, number, &body(message)).await
+    }
+
+    /// Comments `text` (Markdown) on issue or pull request `number` of `owner/repo`.
+    pub async fn create_comment(&self, owner: &str, repo: &str, number: u64, text: &str) -> Result<Sent, SendError> {
         let response = self
             .http
             .post(format!("{}/repos/{owner}/{repo}/issues/{number}/comments", self.base))
@@ -41,7 +46,7 @@ impl GitHub {
             .header("accept", "application/vnd.github+json")
             .header("x-github-api-version", "2022-11-28")
             .header("user-agent", USER_AGENT)
-            .json(&json!({"body": body(message)}))
+            .json(&json!({"body": text}))
             .send()
             .await
             .map_err(|e| SendError::Transient(format!("creating the comment: {e}")))?;

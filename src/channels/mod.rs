@@ -5,13 +5,15 @@
 
 pub mod address;
 mod github;
+mod github_webhook;
+pub mod signature;
 mod slack;
 pub mod store;
 mod worker;
 
 use std::time::Duration;
 
-use axum::http::HeaderMap;
+use axum::{Router, http::HeaderMap, routing::post};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -19,28 +21,51 @@ pub use address::Channel;
 pub use github::short_id;
 
 use self::{github::GitHub, slack::Slack, store::DeliveryStore};
-use crate::{config::Config, db::hub::Hub};
+use crate::{config::Config, db::hub::Hub, state::AppState};
+
+/// The inbound routes (Slack and GitHub call them; their signatures are the credential).
+pub fn router() -> Router<AppState> {
+    Router::new().route("/channels/github/webhook", post(github_webhook::receive))
+}
 
 /// How long one call to Slack or GitHub may take (well inside the delivery's lease).
 const SEND_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The channels this replica can deliver to: a kind is there when its token is configured.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Channels {
     slack: Option<Slack>,
     github: Option<GitHub>,
+    deliveries: DeliveryStore,
 }
 
 impl Channels {
-    /// The channels `config` gives credentials for.
-    pub fn from_config(config: &Config) -> Self {
+    /// The channels `config` gives credentials for, with their outbox on `pool`.
+    pub fn new(config: &Config, pool: sqlx::PgPool) -> Self {
         // reqwest's TLS uses the process's rustls provider: ring, as kube's does.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder().timeout(SEND_TIMEOUT).build().unwrap_or_default();
         Channels {
             slack: config.slack_bot_token.clone().map(|token| Slack::new(http.clone(), &config.slack_api_url, token)),
             github: config.github_token.clone().map(|token| GitHub::new(http, &config.github_api_url, token)),
+            deliveries: DeliveryStore::new(pool),
         }
+    }
+
+    /// The outbox, and the inbound deliveries seen.
+    pub fn deliveries(&self) -> &DeliveryStore {
+        &self.deliveries
+    }
+
+    /// Comments `text` on a GitHub issue or pull request in the background (the webhook's reply must not
+    /// wait for it); a failure is logged.
+    pub fn reply_on_github(&self, owner: String, repo: String, number: u64, text: String) {
+        let Some(github) = self.github.clone() else { return };
+        tokio::spawn(async move {
+            if let Err(error) = github.create_comment(&owner, &repo, number, &text).await {
+                tracing::warn!(?error, repository = %format!("{owner}/{repo}#{number}"), "cannot reply on GitHub");
+            }
+        });
     }
 
     /// Checks a question's channel entries: each must be a channel this replica delivers to. The error names
@@ -64,9 +89,9 @@ impl Channels {
     }
 
     /// Starts this replica's delivery worker, when any channel is configured.
-    pub fn spawn(&self, pool: sqlx::PgPool, hub: Hub, shutdown: CancellationToken) -> Option<JoinHandle<()>> {
+    pub fn spawn(&self, hub: Hub, shutdown: CancellationToken) -> Option<JoinHandle<()>> {
         (self.slack.is_some() || self.github.is_some())
-            .then(|| worker::spawn(self.clone(), DeliveryStore::new(pool), hub, shutdown))
+            .then(|| worker::spawn(self.clone(), self.deliveries.clone(), hub, shutdown))
     }
 }
 

@@ -131,6 +131,31 @@ impl DeliveryStore {
         Ok(())
     }
 
+    /// Records an inbound delivery's id; `false` when it was seen before (a retry).
+    pub async fn first_sight(&self, source: &str, delivery_id: &str) -> StoreResult<bool> {
+        let inserted = sqlx::query!(
+            "insert into inbound_deliveries (source, delivery_id) values ($1, $2) on conflict do nothing",
+            source,
+            delivery_id,
+        )
+        .execute(&self.pool)
+        .await?;
+        Ok(inserted.rows_affected() == 1)
+    }
+
+    /// The questions delivered to `channel`, oldest first, each with whether it is still pending.
+    pub async fn questions_on(&self, channel: &str) -> StoreResult<Vec<(String, bool)>> {
+        let rows = sqlx::query!(
+            r#"select q.id, q.status = 'pending' as "pending!" from questions q
+               join channel_deliveries d on d.question_id = q.id
+               where d.channel = $1 order by q.sequence_number"#,
+            channel,
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.into_iter().map(|row| (row.id, row.pending)).collect())
+    }
+
     /// Gives a delivery up, recording why.
     pub async fn failed(&self, job: &DeliveryJob, error: &str) -> StoreResult<()> {
         let mut tx = self.pool.begin().await?;

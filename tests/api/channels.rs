@@ -174,3 +174,88 @@ async fn refused_deliveries_are_given_up_and_channel_entries_are_checked_when_as
     assert_eq!(refused.error_code(), -32602, "{:?}", refused.message);
     assert!(refused.message["error"]["message"].as_str().unwrap().contains("github:acme/app#9"));
 }
+
+/// A GitHub webhook delivery as GitHub signs it.
+async fn github_delivery(app: &TestApp, event: &str, delivery: &str, payload: &Value, secret: &str) -> (u16, Value) {
+    use hmac::{KeyInit, Mac};
+    let body = payload.to_string();
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+    mac.update(body.as_bytes());
+    let signature = format!("sha256={}", hex::encode(mac.finalize().into_bytes()));
+    let request = app
+        .client
+        .post(app.url("/channels/github/webhook"))
+        .header("content-type", "application/json")
+        .header("x-github-event", event)
+        .header("x-github-delivery", delivery)
+        .header("x-hub-signature-256", signature)
+        .body(body);
+    json_of(request.send().await.unwrap()).await
+}
+
+fn issue_comment(text: &str, login: &str, kind: &str) -> Value {
+    json!({"action": "created", "issue": {"number": 7}, "repository": {"full_name": "acme/app"},
+           "comment": {"id": 1, "body": text, "user": {"login": login, "type": kind}, "performed_via_github_app": null},
+           "sender": {"login": login}})
+}
+
+#[tokio::test]
+async fn an_answer_comment_on_github_answers_the_question_pending_there_once() {
+    const SECRET: &str = "It's a Secret to Everybody";
+    let github = FakeApi::github().await;
+    let app = TestApp::spawn_with(|config| {
+        config.github_token = Some(GITHUB_TOKEN.parse().unwrap());
+        config.github_api_url = github.url.clone();
+        config.github_webhook_secret = Some(SECRET.parse().unwrap());
+    })
+    .await;
+    let mut ids = Vec::new();
+    for content in ["Ship it?", "Tag it?"] {
+        let (_, question) = json_of(app.post_json("/questions", &ask(content, &["github:acme/app#7"])).await).await;
+        ids.push(question["id"].as_str().unwrap().to_owned());
+    }
+    github.wait_for(2, false).await;
+
+    assert_eq!(
+        github_delivery(&app, "ping", "d-0", &json!({"zen": "Keep it logically awesome."}), SECRET).await.0,
+        200
+    );
+    let forged =
+        github_delivery(&app, "issue_comment", "d-1", &issue_comment("/answer yes", "mallory", "User"), "guess").await;
+    assert_eq!((forged.0, forged.1["error"]["code"].as_str()), (401, Some("UNAUTHORIZED")), "{}", forged.1);
+    // Two pending on the issue: a bare /answer is ambiguous, and the reply says which ids to use.
+    let (status, body) =
+        github_delivery(&app, "issue_comment", "d-2", &issue_comment("/answer yes", "octocat", "User"), SECRET).await;
+    assert_eq!(status, 200, "{body}");
+    github.wait_for(3, false).await;
+    assert!(github.messages()[2]["body"].as_str().unwrap().starts_with("Several questions are pending here"));
+
+    let short = ark_broker::channels::short_id(&ids[0]);
+    let answer = issue_comment(&format!("/answer {short} yes, ship it\nthanks"), "octocat", "User");
+    let (status, body) = github_delivery(&app, "issue_comment", "d-3", &answer, SECRET).await;
+    assert_eq!((status, body["outcome"].as_str().unwrap().starts_with("Answered")), (200, true), "{body}");
+    let (_, question) = json_of(app.get(&format!("/questions/{}", ids[0])).await).await;
+    assert_eq!((question["status"].as_str(), question["response"].as_str()), (Some("answered"), Some("yes, ship it")));
+    assert_eq!(question["answeredBy"], "github:octocat");
+    github.wait_for(4, false).await;
+    // The same delivery again (GitHub retries) is acknowledged, not acted on.
+    let (_, again) = github_delivery(&app, "issue_comment", "d-3", &answer, SECRET).await;
+    assert_eq!(again["duplicate"], true);
+    // A bot's comment, or the broker's own, never answers.
+    let bot = issue_comment("/answer no", "ark-broker[bot]", "Bot");
+    assert!(
+        github_delivery(&app, "issue_comment", "d-4", &bot, SECRET).await.1["outcome"]
+            .as_str()
+            .unwrap()
+            .starts_with("ignored")
+    );
+    // Now one is pending: a bare /answer answers it; a late answer to the first says who answered first.
+    let (_, body) =
+        github_delivery(&app, "issue_comment", "d-5", &issue_comment("/answer tag v2", "hubot", "User"), SECRET).await;
+    assert!(body["outcome"].as_str().unwrap().starts_with("Answered"), "{body}");
+    let late = issue_comment(&format!("/answer {short} no"), "hubot", "User");
+    let (_, body) = github_delivery(&app, "issue_comment", "d-6", &late, SECRET).await;
+    assert_eq!(body["outcome"], format!("{short} was already answered by github:octocat."), "{body}");
+    github.wait_for(6, false).await;
+    assert_eq!(github.messages().len(), 6, "two questions, four replies; nothing twice");
+}
