@@ -89,25 +89,37 @@ fn listen(address: SocketAddr) -> std::io::Result<TcpListener> {
     socket.listen(LISTEN_BACKLOG)
 }
 
-/// Resolves on SIGTERM (Kubernetes), SIGHUP or ctrl-c.
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    };
-    let signal = |kind: tokio::signal::unix::SignalKind| async move {
-        match tokio::signal::unix::signal(kind) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
+/// Resolves on SIGTERM (Kubernetes), SIGHUP or ctrl-c (SIGINT). The handlers are installed when this is
+/// called, not when the future is first polled: a signal arriving between "listening" and the first poll would
+/// otherwise take its default action and kill the process (and leave the embedded PostgreSQL running).
+pub fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
+    use tokio::signal::unix::{SignalKind, signal};
+    let install = |kind: SignalKind, name: &'static str| match signal(kind) {
+        Ok(stream) => Some((stream, name)),
+        Err(error) => {
+            tracing::warn!(%error, signal = name, "cannot handle a signal");
+            None
         }
     };
     // SIGHUP too: a closed terminal must not leave the embedded PostgreSQL running without its broker.
-    tokio::select! {
-        () = ctrl_c => tracing::info!("ctrl-c: shutting down"),
-        () = signal(tokio::signal::unix::SignalKind::terminate()) => tracing::info!("SIGTERM: shutting down"),
-        () = signal(tokio::signal::unix::SignalKind::hangup()) => tracing::info!("SIGHUP: shutting down"),
+    let mut signals: Vec<_> = [
+        install(SignalKind::terminate(), "SIGTERM"),
+        install(SignalKind::hangup(), "SIGHUP"),
+        install(SignalKind::interrupt(), "ctrl-c"),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    async move {
+        if signals.is_empty() {
+            return std::future::pending().await;
+        }
+        let received = futures::future::select_all(
+            signals.iter_mut().map(|(stream, name)| Box::pin(async move { stream.recv().await.map(|_| *name) })),
+        );
+        match received.await.0 {
+            Some(name) => tracing::info!("{name}: shutting down"),
+            None => std::future::pending::<()>().await,
+        }
     }
 }
