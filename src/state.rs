@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     auth::{AuthSetupError, Authenticator},
-    channels::Channels,
+    channels::{outbound::Channels, worker as channel_worker},
     config::Config,
     db::{
         self,
@@ -173,7 +173,7 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
     ];
     background.extend(auth_task);
     let channels = Channels::new(&config, pool.clone());
-    background.extend(channels.spawn(hub.clone(), shutdown.clone()));
+    background.extend(channel_worker::spawn(&channels, hub.clone(), shutdown.clone()));
     if let Some(client) = query_status::client(&config).await {
         background.push(query_status::spawn(client, &config, pool.clone(), hub.clone(), shutdown.clone()));
     }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::{Message, SendError, Sent, retry_after};
+use super::send::{Message, SendError, Sent, retry_after};
 use crate::config::Secret;
 
 /// GitHub requires a `User-Agent` on every request.

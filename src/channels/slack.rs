@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::{Message, SendError, Sent, retry_after};
+use super::send::{Message, SendError, Sent, retry_after};
 use crate::config::Secret;
 
 /// The Slack Web API with the bot token.

@@ -2,41 +2,26 @@
 //! leased), sends them, and records the outcome; failures are retried with backoff, rate limits after the
 //! wait asked for, and refusals are given up at once.
 
-use std::time::Duration;
-
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    Channel, Channels, Message, SendError, Sent,
+    Channel,
+    outbound::Channels,
+    send::{Message, SendError, Sent},
     store::{DeliveryJob, DeliveryStore},
 };
-use crate::db::hub::{Hub, Topic};
+use crate::db::{
+    hub::Hub,
+    outbox::{self, CLAIM, LEASE_SECONDS, MAX_ATTEMPTS},
+};
 
-/// How long a claimed delivery is reserved for the replica that claimed it.
-const LEASE_SECONDS: i64 = 30;
-/// Deliveries claimed per round trip.
-const CLAIM: i64 = 8;
-/// Attempts before a delivery that keeps failing is given up (about half an hour of backoff).
-const MAX_ATTEMPTS: i32 = 60;
-/// How often due retries are looked for when nothing wakes the worker.
-const TICK: Duration = Duration::from_secs(1);
-
-/// Starts the worker.
-pub fn spawn(channels: Channels, store: DeliveryStore, hub: Hub, shutdown: CancellationToken) -> JoinHandle<()> {
-    tokio::spawn(async move {
-        // A question asked on any replica may have queued deliveries.
-        let mut changes = hub.subscribe(Topic::Questions);
-        let mut tick = tokio::time::interval(TICK);
-        loop {
-            drain(&channels, &store).await;
-            tokio::select! {
-                () = shutdown.cancelled() => return,
-                _ = changes.woken() => {}
-                _ = tick.tick() => {}
-            }
-        }
-    })
+/// Starts this replica's delivery worker, when any channel is configured.
+pub fn spawn(channels: &Channels, hub: Hub, shutdown: CancellationToken) -> Option<JoinHandle<()>> {
+    let (channels, store) = (channels.clone(), channels.deliveries().clone());
+    channels
+        .any()
+        .then(|| tokio::spawn(async move { outbox::work_off(hub, shutdown, || drain(&channels, &store)).await }))
 }
 
 async fn drain(channels: &Channels, store: &DeliveryStore) {
@@ -110,8 +95,7 @@ async fn settle(
                 .await
         }
         Err(SendError::Transient(error)) => {
-            // 0.5 s, 1 s, 2 s, … up to 30 s.
-            let delay_ms = (250i64 << job.attempts.clamp(1, 7)).min(30_000);
+            let delay_ms = outbox::backoff_ms(job.attempts);
             tracing::warn!(question.id = %job.question_id, %channel, attempts = job.attempts, retry_ms = delay_ms, %error, "channel delivery failed; retrying");
             store.retry_later(job, delay_ms, &error).await
         }

@@ -1,6 +1,7 @@
 //! PostgreSQL, the broker's only state: the pool, migrations, the store error, how feeds are written
 //! ([`feed`]) and the fan-out machinery (one LISTEN connection per replica, a tail per feed that reads each
-//! commit once, and the in-process fan-out readers take rows from).
+//! commit once, and the in-process fan-out readers take rows from), and what the outbox workers share
+//! ([`outbox`]).
 
 pub mod embedded;
 pub mod fanout;
@@ -8,6 +9,7 @@ pub mod feed;
 pub mod follow;
 pub mod hub;
 pub mod listener;
+pub mod outbox;
 pub mod tail;
 pub mod watch;
 

@@ -11,8 +11,6 @@ mod store;
 
 pub use patch::WAITING_FOR_ANNOTATION;
 
-use std::time::Duration;
-
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -22,18 +20,12 @@ use self::{
 };
 use crate::{
     config::{Config, StatusPatching},
-    db::hub::{Hub, Topic},
+    db::{
+        hub::Hub,
+        outbox::{self, CLAIM, LEASE_SECONDS, MAX_ATTEMPTS},
+    },
     kubernetes::KubeSetupError,
 };
-
-/// How long a claimed patch is reserved for the replica that claimed it.
-const LEASE_SECONDS: i64 = 30;
-/// Patches claimed per round trip.
-const CLAIM: i64 = 8;
-/// Attempts before a transient failure is given up on (about half an hour of backoff).
-const MAX_ATTEMPTS: i32 = 60;
-/// How often due retries are looked for when nothing wakes the worker.
-const TICK: Duration = Duration::from_secs(1);
 
 /// A Kubernetes client per the configuration, or `None` (logged once) when status patching is off.
 pub async fn client(config: &Config) -> Option<kube::Client> {
@@ -76,17 +68,7 @@ struct Worker {
 
 impl Worker {
     async fn run(self, hub: Hub, cancel: CancellationToken) {
-        // Any question change may have queued a patch, on this replica or another.
-        let mut changes = hub.subscribe(Topic::Questions);
-        let mut tick = tokio::time::interval(TICK);
-        loop {
-            self.drain().await;
-            tokio::select! {
-                _ = cancel.cancelled() => return,
-                _ = changes.woken() => {}
-                _ = tick.tick() => {}
-            }
-        }
+        outbox::work_off(hub, cancel, || self.drain()).await;
     }
 
     async fn drain(&self) {
@@ -135,8 +117,7 @@ impl Worker {
                 self.store.finish(job.id, &result).await
             }
             Outcome::Retry(error) if job.attempts < MAX_ATTEMPTS => {
-                // 0.5 s, 1 s, 2 s, … up to 30 s.
-                let delay_ms = (250i64 << job.attempts.clamp(1, 7)).min(30_000);
+                let delay_ms = outbox::backoff_ms(job.attempts);
                 tracing::warn!(query = %query, attempts = job.attempts, retry_ms = delay_ms, %error, "Query status patch failed; retrying");
                 self.store.retry_later(job.id, delay_ms, &error).await
             }

@@ -1,0 +1,74 @@
+//! The channels this replica delivers to ([`Channels`]: the senders whose tokens are configured, and the
+//! outbox). Shared state holds it; it depends on no route, so [`crate::state`] can hold it below the routes
+//! that use the state.
+
+use std::time::Duration;
+
+use super::{Channel, github::GitHub, slack::Slack, store::DeliveryStore};
+use crate::config::Config;
+
+/// How long one call to Slack or GitHub may take (well inside the delivery's lease).
+const SEND_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The channels this replica can deliver to: a kind is there when its token is configured.
+#[derive(Debug, Clone)]
+pub struct Channels {
+    pub(super) slack: Option<Slack>,
+    pub(super) github: Option<GitHub>,
+    deliveries: DeliveryStore,
+}
+
+impl Channels {
+    /// The channels `config` gives credentials for, with their outbox on `pool`.
+    pub fn new(config: &Config, pool: sqlx::PgPool) -> Self {
+        // reqwest's TLS uses the process's rustls provider: ring, as kube's does.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = reqwest::Client::builder().timeout(SEND_TIMEOUT).build().unwrap_or_default();
+        Channels {
+            slack: config.slack_bot_token.clone().map(|token| Slack::new(http.clone(), &config.slack_api_url, token)),
+            github: config.github_token.clone().map(|token| GitHub::new(http, &config.github_api_url, token)),
+            deliveries: DeliveryStore::new(pool),
+        }
+    }
+
+    /// The outbox, and the inbound deliveries seen.
+    pub fn deliveries(&self) -> &DeliveryStore {
+        &self.deliveries
+    }
+
+    /// Comments `text` on a GitHub issue or pull request in the background (the webhook's reply must not
+    /// wait for it); a failure is logged.
+    pub fn reply_on_github(&self, owner: String, repo: String, number: u64, text: String) {
+        let Some(github) = self.github.clone() else { return };
+        tokio::spawn(async move {
+            if let Err(error) = github.create_comment(&owner, &repo, number, &text).await {
+                tracing::warn!(?error, repository = %format!("{owner}/{repo}#{number}"), "cannot reply on GitHub");
+            }
+        });
+    }
+
+    /// Checks a question's channel entries: each must be a channel this replica delivers to. The error names
+    /// the first entry that is not.
+    pub fn check(&self, entries: &[String]) -> Result<(), String> {
+        for entry in entries {
+            let channel = Channel::parse(entry)?;
+            let configured = match channel {
+                Channel::Slack { .. } => self.slack.is_some(),
+                Channel::GitHub { .. } => self.github.is_some(),
+            };
+            if !configured {
+                return Err(format!(
+                    "channels: '{entry}' needs --{}-{} on the broker, which is not set",
+                    channel.kind(),
+                    if channel.kind() == "slack" { "bot-token" } else { "token" }
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether any channel is configured (else no delivery worker runs).
+    pub fn any(&self) -> bool {
+        self.slack.is_some() || self.github.is_some()
+    }
+}
