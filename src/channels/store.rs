@@ -1,9 +1,9 @@
 //! SQL for the channel outbox: deliveries written with the question, claimed one replica at a time (leased),
 //! and settled; every change also refreshes the question's `deliveries` as the API shows them.
 
-use sqlx::{PgConnection, PgPool};
+use sqlx::{PgConnection, PgPool, Postgres, Transaction};
 
-use crate::db::StoreResult;
+use crate::{db::StoreResult, questions::model::QuestionRow};
 
 /// A delivery to make, with what the message says.
 #[derive(Debug, Clone)]
@@ -28,11 +28,9 @@ pub struct DeliveryStore {
     pool: PgPool,
 }
 
-/// Queues one delivery per channel of a question being asked, in the asking transaction.
-pub async fn queue(conn: &mut PgConnection, question_id: &str, channels: &[String]) -> StoreResult<()> {
-    if channels.is_empty() {
-        return Ok(());
-    }
+/// Queues one delivery per channel of a question being asked, in the asking transaction; returns the question
+/// with its deliveries.
+pub async fn queue(conn: &mut PgConnection, question_id: &str, channels: &[String]) -> StoreResult<QuestionRow> {
     sqlx::query!(
         "insert into channel_deliveries (question_id, channel) select $1, unnest($2::text[]) on conflict do nothing",
         question_id,
@@ -43,20 +41,28 @@ pub async fn queue(conn: &mut PgConnection, question_id: &str, channels: &[Strin
     refresh(conn, question_id).await
 }
 
-/// Writes the question's deliveries, as the API shows them, from the outbox.
-async fn refresh(conn: &mut PgConnection, question_id: &str) -> StoreResult<()> {
-    sqlx::query!(
+/// Writes the question's deliveries, as the API shows them, from the outbox; returns the question.
+async fn refresh(conn: &mut PgConnection, question_id: &str) -> StoreResult<QuestionRow> {
+    Ok(sqlx::query_as!(
+        QuestionRow,
         r#"update questions set deliveries = coalesce(
              (select jsonb_agg(jsonb_build_object('channel', d.channel, 'status', d.status, 'attempts', d.attempts)
                                || jsonb_strip_nulls(jsonb_build_object('url', d.message_url, 'error', d.last_error,
                                                                        'deliveredAt', d.delivered_at))
                                order by d.id)
               from channel_deliveries d where d.question_id = $1), '[]')
-           where id = $1"#,
+           where id = $1
+           returning *"#,
         question_id,
     )
-    .execute(&mut *conn)
-    .await?;
+    .fetch_one(&mut *conn)
+    .await?)
+}
+
+/// Commits a delivery's change together with its question's refreshed deliveries.
+async fn commit_refreshed(mut tx: Transaction<'_, Postgres>, question_id: &str) -> StoreResult<()> {
+    refresh(&mut tx, question_id).await?;
+    tx.commit().await?;
     Ok(())
 }
 
@@ -109,9 +115,7 @@ impl DeliveryStore {
         )
         .execute(&mut *tx)
         .await?;
-        refresh(&mut tx, &job.question_id).await?;
-        tx.commit().await?;
-        Ok(())
+        commit_refreshed(tx, &job.question_id).await
     }
 
     /// Tries again after `delay_ms`, recording why this attempt failed.
@@ -126,9 +130,7 @@ impl DeliveryStore {
         )
         .execute(&mut *tx)
         .await?;
-        refresh(&mut tx, &job.question_id).await?;
-        tx.commit().await?;
-        Ok(())
+        commit_refreshed(tx, &job.question_id).await
     }
 
     /// Records an inbound delivery's id; `false` when it was seen before (a retry).
@@ -162,8 +164,6 @@ impl DeliveryStore {
         sqlx::query!("update channel_deliveries set status = 'failed', last_error = $2 where id = $1", job.id, error)
             .execute(&mut *tx)
             .await?;
-        refresh(&mut tx, &job.question_id).await?;
-        tx.commit().await?;
-        Ok(())
+        commit_refreshed(tx, &job.question_id).await
     }
 }

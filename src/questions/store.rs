@@ -136,10 +136,7 @@ impl QuestionStore {
             let row = if new.channels.is_empty() {
                 row
             } else {
-                crate::channels::store::queue(tx.conn(), &row.id, &new.channels).await?;
-                sqlx::query_as!(QuestionRow, "select * from questions where id = $1", row.id)
-                    .fetch_one(tx.conn())
-                    .await?
+                crate::channels::store::queue(tx.conn(), &row.id, &new.channels).await?
             };
             record(tx, "question_created", row).await
         })
