@@ -47,7 +47,7 @@ pub fn app(state: AppState) -> Router {
     });
     let trusted = TrustedOrigins::new(&state.config.cors_allowed_origins, &state.config.allowed_hosts);
     let trace = TraceLayer::new_for_http().make_span_with(|request: &Request<_>| {
-        let request_id = request.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or_default();
+        let request_id = error::request_id(request.headers());
         tracing::debug_span!("http", method = %request.method(), path = %request.uri().path(), request.id = %request_id)
     });
     Router::new()

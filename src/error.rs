@@ -195,14 +195,25 @@ impl From<StoreError> for ApiError {
 #[derive(Debug, Clone, Copy)]
 pub struct Verbatim;
 
+/// The request's `X-Request-ID` (empty when it has none).
+pub fn request_id(headers: &axum::http::HeaderMap) -> &str {
+    headers.get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or_default()
+}
+
 /// Writes the documented error body on every error response, with the request's `X-Request-ID`.
 pub async fn render_error_body(request: Request, next: Next) -> Response {
-    let request_id = request.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+    let request_id = request_id(request.headers()).to_owned();
     with_body(next.run(request).await, &request_id)
 }
 
+/// `error` as the complete answer to `request`, documented body included: for a layer that refuses a request
+/// where no [`render_error_body`] stands behind it (MCP's router has none).
+pub fn refuse(request: &Request, error: ApiError) -> Response {
+    with_body(error.into_response(), request_id(request.headers()))
+}
+
 /// An error response with the documented body (left alone when it is not an error or already has its body).
-pub fn with_body(response: Response, request_id: &str) -> Response {
+fn with_body(response: Response, request_id: &str) -> Response {
     let status = response.status();
     if !(status.is_client_error() || status.is_server_error()) || response.extensions().get::<Verbatim>().is_some() {
         return response;

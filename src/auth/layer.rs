@@ -5,7 +5,7 @@
 use axum::{
     extract::{Request, State},
     middleware::Next,
-    response::{IntoResponse, Response},
+    response::Response,
 };
 
 use super::Identified;
@@ -40,6 +40,5 @@ pub async fn require_credentials(State(state): State<AppState>, mut request: Req
             ApiError::Unverifiable("the broker cannot check credentials right now; retry".to_owned())
         }
     };
-    let request_id = request.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or_default();
-    crate::error::with_body(error.into_response(), request_id)
+    crate::error::refuse(&request, error)
 }

@@ -5,20 +5,20 @@
 use axum::{
     extract::{Request, State},
     middleware::Next,
-    response::{IntoResponse, Response},
+    response::Response,
 };
 
-use crate::{error::ApiError, state::AppState};
+use crate::{
+    error::{self, ApiError},
+    state::AppState,
+};
 
 /// The middleware.
 pub async fn fail_fast(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let path = request.uri().path();
     let needs_database = !(path == "/health" || path == "/readyz" || path.starts_with("/ui/assets/"));
     if needs_database && state.listener.database_unreachable() {
-        let request_id = request.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or_default();
-        let refused = ApiError::Unavailable("the database cannot be reached".into()).into_response();
-        // The documented body here already: MCP's router has no error-body layer.
-        return crate::error::with_body(refused, request_id);
+        return error::refuse(&request, ApiError::Unavailable("the database cannot be reached".into()));
     }
     next.run(request).await
 }
