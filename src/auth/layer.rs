@@ -13,7 +13,8 @@ use crate::{error::ApiError, state::AppState};
 
 /// Probes Kubernetes sends without credentials, and the channels' inbound routes, whose requests Slack and
 /// GitHub sign instead (the route checks the signature).
-const OPEN_PATHS: &[&str] = &["/health", "/readyz", "/channels/github/webhook"];
+const OPEN_PATHS: &[&str] =
+    &["/health", "/readyz", "/channels/github/webhook", "/channels/slack/interactions", "/channels/slack/events"];
 
 /// The middleware: puts the caller's [`super::Principal`] into the request's extensions.
 pub async fn require_credentials(State(state): State<AppState>, mut request: Request, next: Next) -> Response {

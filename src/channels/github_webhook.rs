@@ -13,8 +13,12 @@ use axum::{
 };
 use serde_json::{Value, json};
 
-use super::{Channel, short_id, signature};
-use crate::{error::ApiError, questions::Change, state::AppState};
+use super::{
+    Channel,
+    answer::{self, Answered},
+    short_id, signature,
+};
+use crate::{error::ApiError, state::AppState};
 
 /// The handler.
 pub async fn receive(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
@@ -80,15 +84,16 @@ async fn comment(state: &AppState, event: &Value) -> Result<String, ApiError> {
                 ids.join(", ")
             )
         }
-        (Some(id), false) => match state.questions.answer(id, answer, Some(&format!("github:{login}"))).await? {
-            Change::Made(_) => format!("Answered {} — thank you, @{login}.", short_id(id)),
-            Change::Conflict(question) => format!(
+        (Some(id), false) => match answer::answer(state, id, answer, format!("github:{login}")).await? {
+            Answered::Refused(why) => format!("{} was not answered: {why}.", short_id(id)),
+            Answered::Made => format!("Answered {} — thank you, @{login}.", short_id(id)),
+            Answered::Closed(question) => format!(
                 "{} was already {} by {}.",
                 short_id(id),
                 question.status.as_str(),
                 question.answered_by.as_deref().unwrap_or("someone else")
             ),
-            Change::NotFound => return Ok("ignored: the question is gone".into()),
+            Answered::NotFound => return Ok("ignored: the question is gone".into()),
         },
     };
     if let Ok(Channel::GitHub { owner, repo, number }) = Channel::parse(&channel) {

@@ -5,12 +5,15 @@
 //! [`outbound::Channels`], what the shared state holds, stands below the inbound routes here.
 
 pub mod address;
+mod answer;
 mod github;
 mod github_webhook;
 pub mod outbound;
 mod send;
 pub mod signature;
 mod slack;
+mod slack_blocks;
+mod slack_inbound;
 pub mod store;
 pub mod worker;
 
@@ -23,5 +26,8 @@ use crate::state::AppState;
 
 /// The inbound routes (Slack and GitHub call them; their signatures are the credential).
 pub fn router() -> Router<AppState> {
-    Router::new().route("/channels/github/webhook", post(github_webhook::receive))
+    Router::new()
+        .route("/channels/github/webhook", post(github_webhook::receive))
+        .route("/channels/slack/interactions", post(slack_inbound::interactions))
+        .route("/channels/slack/events", post(slack_inbound::events))
 }

@@ -1,11 +1,16 @@
-//! Slack Web API, outbound: a question posted with `chat.postMessage` (Block Kit: the question, who asks, the
-//! Query, one button per option and an "Answer…" button), and its link from `chat.getPermalink`.
+//! Slack Web API, outbound: a question posted with `chat.postMessage` (its link from `chat.getPermalink`) and
+//! updated with `chat.update` once it closed, the answer modal opened with `views.open`, and the ephemeral
+//! notes a person gets when someone else answered first (`chat.postEphemeral`, or an interaction's
+//! `response_url`).
 
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::send::{Message, SendError, Sent, retry_after};
+use super::{
+    send::{Message, SendError, Sent, retry_after},
+    slack_blocks::{self, Closed},
+};
 use crate::config::Secret;
 
 /// The Slack Web API with the bot token.
@@ -24,7 +29,7 @@ impl Slack {
 
     /// Posts `message` to `channel`.
     pub async fn post(&self, channel: &str, message: &Message<'_>) -> Result<Sent, SendError> {
-        let body = json!({"channel": channel, "text": message.fallback_text(), "blocks": blocks(message)});
+        let body = json!({"channel": channel, "text": message.fallback_text(), "blocks": slack_blocks::question(message, None)});
         let reply = self.call("chat.postMessage", &body).await?;
         let (channel_id, ts) = match (reply["channel"].as_str(), reply["ts"].as_str()) {
             (Some(channel), Some(ts)) => (channel.to_owned(), ts.to_owned()),
@@ -36,6 +41,49 @@ impl Slack {
         let link = self.call("chat.getPermalink", &json!({"channel": channel_id, "message_ts": ts})).await;
         let url = link.ok().and_then(|reply| reply["permalink"].as_str().map(str::to_owned));
         Ok(Sent { url, reference: json!({"channel": channel_id, "ts": ts}) })
+    }
+
+    /// Updates the message at `reference` (`channel`, `ts`) to show how its question ended.
+    pub async fn update(&self, reference: &Value, message: &Message<'_>, closed: Closed<'_>) -> Result<(), SendError> {
+        let (Some(channel), Some(ts)) = (reference["channel"].as_str(), reference["ts"].as_str()) else {
+            return Err(SendError::Permanent(format!("no Slack message at {reference}")));
+        };
+        let text = format!("{} — {}", message.fallback_text(), slack_blocks::outcome(closed));
+        let blocks = slack_blocks::question(message, Some(closed));
+        self.call("chat.update", &json!({"channel": channel, "ts": ts, "text": text, "blocks": blocks})).await?;
+        Ok(())
+    }
+
+    /// Opens the free-text answer modal for a button click's `trigger_id` (valid for three seconds).
+    pub async fn open_modal(&self, trigger_id: &str, question_id: &str, content: &str) -> Result<(), SendError> {
+        let view = slack_blocks::answer_modal(question_id, content);
+        self.call("views.open", &json!({"trigger_id": trigger_id, "view": view})).await?;
+        Ok(())
+    }
+
+    /// Shows `text` to `user` alone, in the thread of `thread_ts` in `channel`.
+    pub async fn post_ephemeral(
+        &self,
+        channel: &str,
+        user: &str,
+        thread_ts: &str,
+        text: &str,
+    ) -> Result<(), SendError> {
+        let body = json!({"channel": channel, "user": user, "thread_ts": thread_ts, "text": text});
+        self.call("chat.postEphemeral", &body).await?;
+        Ok(())
+    }
+
+    /// Shows `text` to the person who clicked, through the interaction's `response_url` (no token: the URL
+    /// is the credential).
+    pub async fn respond(&self, response_url: &str, text: &str) -> Result<(), SendError> {
+        let body = json!({"response_type": "ephemeral", "replace_original": false, "text": text});
+        let response =
+            self.http.post(response_url).json(&body).send().await.map_err(|e| SendError::Transient(e.to_string()))?;
+        match response.status() {
+            status if status.is_success() => Ok(()),
+            status => Err(SendError::Transient(format!("response_url: HTTP {status}"))),
+        }
     }
 
     /// One Web API call: `ok: false` and HTTP errors become [`SendError`]s (429 and `ratelimited` with the
@@ -66,30 +114,4 @@ impl Slack {
             (_, error) => Err(SendError::Permanent(format!("{method}: {}", error.unwrap_or("not ok")))),
         }
     }
-}
-
-/// The Block Kit message of a question.
-fn blocks(message: &Message<'_>) -> Value {
-    let mut context = format!("Asked by {}", message.sender);
-    if let Some(query) = message.query {
-        context.push_str(&format!(" · Query `{query}`"));
-    }
-    context.push_str(&format!(" · {}", message.question_id));
-    let mut buttons: Vec<Value> = message
-        .options
-        .iter()
-        .enumerate()
-        .map(|(index, option)| {
-            json!({"type": "button", "action_id": format!("option:{index}"),
-                   "text": {"type": "plain_text", "text": option},
-                   "value": format!("{}|{index}", message.question_id)})
-        })
-        .collect();
-    buttons.push(json!({"type": "button", "action_id": "answer_modal", "style": "primary",
-                        "text": {"type": "plain_text", "text": "Answer…"}, "value": message.question_id}));
-    json!([
-        {"type": "section", "text": {"type": "mrkdwn", "text": format!("*Question for {}*\n{}", message.recipient, message.content)}},
-        {"type": "context", "elements": [{"type": "mrkdwn", "text": context}]},
-        {"type": "actions", "block_id": format!("q:{}", message.question_id), "elements": buttons},
-    ])
 }

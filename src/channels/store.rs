@@ -1,9 +1,17 @@
 //! SQL for the channel outbox: deliveries written with the question, claimed one replica at a time (leased),
-//! and settled; every change also refreshes the question's `deliveries` as the API shows them.
+//! and settled; every settlement is a change of the question too (its `deliveries` as the API shows them, a
+//! new resourceVersion, a `question_updated` for watchers and waiters). Once a question closes, its delivered
+//! Slack messages are claimed the same way to be updated.
 
-use sqlx::{PgConnection, PgPool, Postgres, Transaction};
+use sqlx::{PgConnection, PgPool};
 
-use crate::{db::StoreResult, questions::model::QuestionRow};
+use crate::{
+    db::{
+        StoreResult,
+        feed::{Feed, FeedTx},
+    },
+    questions::{model::QuestionRow, record::log_change},
+};
 
 /// A delivery to make, with what the message says.
 #[derive(Debug, Clone)]
@@ -20,6 +28,26 @@ pub struct DeliveryJob {
     pub options: Vec<String>,
     pub query_namespace: Option<String>,
     pub query_name: Option<String>,
+}
+
+/// A delivered Slack message whose question closed: to be updated to show the outcome.
+#[derive(Debug, Clone)]
+pub struct UpdateJob {
+    pub id: i64,
+    pub question_id: String,
+    /// Including this one.
+    pub attempts: i32,
+    /// Where the message is (Slack: `channel` and `ts`).
+    pub message_ref: serde_json::Value,
+    pub status: String,
+    pub sender: String,
+    pub recipient: String,
+    pub content: String,
+    pub options: Vec<String>,
+    pub query_namespace: Option<String>,
+    pub query_name: Option<String>,
+    pub response: Option<String>,
+    pub answered_by: Option<String>,
 }
 
 /// The outbox of channel deliveries.
@@ -41,7 +69,8 @@ pub async fn queue(conn: &mut PgConnection, question_id: &str, channels: &[Strin
     refresh(conn, question_id).await
 }
 
-/// Writes the question's deliveries, as the API shows them, from the outbox; returns the question.
+/// Writes the question's deliveries, as the API shows them, from the outbox, as a new version of the question;
+/// returns the question.
 async fn refresh(conn: &mut PgConnection, question_id: &str) -> StoreResult<QuestionRow> {
     Ok(sqlx::query_as!(
         QuestionRow,
@@ -50,7 +79,8 @@ async fn refresh(conn: &mut PgConnection, question_id: &str) -> StoreResult<Ques
                                || jsonb_strip_nulls(jsonb_build_object('url', d.message_url, 'error', d.last_error,
                                                                        'deliveredAt', d.delivered_at))
                                order by d.id)
-              from channel_deliveries d where d.question_id = $1), '[]')
+              from channel_deliveries d where d.question_id = $1), '[]'),
+               resource_version = nextval('question_versions')
            where id = $1
            returning *"#,
         question_id,
@@ -59,11 +89,12 @@ async fn refresh(conn: &mut PgConnection, question_id: &str) -> StoreResult<Ques
     .await?)
 }
 
-/// Commits a delivery's change together with its question's refreshed deliveries.
-async fn commit_refreshed(mut tx: Transaction<'_, Postgres>, question_id: &str) -> StoreResult<()> {
-    refresh(&mut tx, question_id).await?;
-    tx.commit().await?;
-    Ok(())
+/// Commits a delivery's change together with its question's refreshed deliveries, logged for watchers and
+/// waiters (a blocking `ask_question` reports the delivery).
+async fn commit_refreshed(mut tx: FeedTx, question_id: &str) -> StoreResult<()> {
+    let row = refresh(tx.conn(), question_id).await?;
+    log_change(&mut tx, "question_updated", row).await?;
+    tx.commit().await
 }
 
 impl DeliveryStore {
@@ -104,23 +135,26 @@ impl DeliveryStore {
         url: Option<&str>,
         reference: &serde_json::Value,
     ) -> StoreResult<()> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = FeedTx::begin(&self.pool, Feed::Questions).await?;
         sqlx::query!(
             "update channel_deliveries
-             set status = 'delivered', delivered_at = now(), message_url = $2, message_ref = $3, last_error = null
+             set status = 'delivered', delivered_at = now(), message_url = $2, message_ref = $3, last_error = null,
+                 -- a Slack message is updated once its question closes, which may be at once
+                 next_attempt_at = now(),
+                 update_status = case when channel like 'slack:%' then 'waiting' else 'done' end
              where id = $1",
             job.id,
             url,
             reference,
         )
-        .execute(&mut *tx)
+        .execute(tx.conn())
         .await?;
         commit_refreshed(tx, &job.question_id).await
     }
 
     /// Tries again after `delay_ms`, recording why this attempt failed.
     pub async fn retry_later(&self, job: &DeliveryJob, delay_ms: i64, error: &str) -> StoreResult<()> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = FeedTx::begin(&self.pool, Feed::Questions).await?;
         sqlx::query!(
             "update channel_deliveries
              set next_attempt_at = now() + $2::bigint * interval '1 millisecond', last_error = $3 where id = $1",
@@ -128,7 +162,7 @@ impl DeliveryStore {
             delay_ms,
             error,
         )
-        .execute(&mut *tx)
+        .execute(tx.conn())
         .await?;
         commit_refreshed(tx, &job.question_id).await
     }
@@ -160,10 +194,66 @@ impl DeliveryStore {
 
     /// Gives a delivery up, recording why.
     pub async fn failed(&self, job: &DeliveryJob, error: &str) -> StoreResult<()> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = FeedTx::begin(&self.pool, Feed::Questions).await?;
         sqlx::query!("update channel_deliveries set status = 'failed', last_error = $2 where id = $1", job.id, error)
-            .execute(&mut *tx)
+            .execute(tx.conn())
             .await?;
         commit_refreshed(tx, &job.question_id).await
+    }
+
+    /// Claims up to `limit` delivered Slack messages whose question has closed, for `lease_seconds`.
+    pub async fn claim_updates(&self, limit: i64, lease_seconds: i64) -> StoreResult<Vec<UpdateJob>> {
+        Ok(sqlx::query_as!(
+            UpdateJob,
+            r#"with due as (
+                 select d.id from channel_deliveries d join questions q on q.id = d.question_id
+                 where d.status = 'delivered' and d.update_status = 'waiting' and d.next_attempt_at <= now()
+                   and d.channel like 'slack:%' and q.status <> 'pending'
+                 order by d.next_attempt_at, d.id limit $1
+                 for update of d skip locked),
+               claimed as (
+                 update channel_deliveries d
+                 set update_attempts = d.update_attempts + 1,
+                     next_attempt_at = now() + make_interval(secs => $2::bigint)
+                 from due where d.id = due.id
+                 returning d.id, d.question_id, d.update_attempts, d.message_ref)
+               select c.id as "id!", c.question_id as "question_id!", c.update_attempts as "attempts!",
+                      c.message_ref as "message_ref!", q.status, q.sender, q.recipient, q.content, q.options,
+                      q.query_namespace, q.query_name, q.response, q.answered_by
+               from claimed c join questions q on q.id = c.question_id"#,
+            limit,
+            lease_seconds,
+        )
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// Records how updating a message ended: `done`, `failed` (given up), or still `waiting` for another
+    /// attempt after `delay_ms`.
+    pub async fn update_settled(&self, job: &UpdateJob, status: &str, delay_ms: i64) -> StoreResult<()> {
+        sqlx::query!(
+            "update channel_deliveries
+             set update_status = $2, next_attempt_at = now() + $3::bigint * interval '1 millisecond'
+             where id = $1",
+            job.id,
+            status,
+            delay_ms,
+        )
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// The question a Slack message (its channel id and timestamp) was delivered for.
+    pub async fn question_of_message(&self, channel_id: &str, ts: &str) -> StoreResult<Option<String>> {
+        Ok(sqlx::query_scalar!(
+            "select question_id from channel_deliveries
+             where message_ref ->> 'ts' = $2 and message_ref ->> 'channel' = $1 and channel like 'slack:%'
+             limit 1",
+            channel_id,
+            ts,
+        )
+        .fetch_optional(&self.pool)
+        .await?)
     }
 }

@@ -162,7 +162,7 @@ impl Legacy {
                         result["_meta"] = json!({RELATED_TASK: {"taskId": task}});
                         return Ok(result);
                     }
-                    Ok(Some(Wait::Tick)) => continue,
+                    Ok(Some(Wait::Tick | Wait::Delivered(_))) => continue,
                     Ok(None) => return Err(McpError::invalid_params("Failed to retrieve task: Task not found", None)),
                     Err(error) => return Err(internal(error)),
                 }

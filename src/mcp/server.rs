@@ -10,7 +10,7 @@ use rmcp::{
     model::{
         CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, CreateTaskResult, GetTaskParams,
         GetTaskResult, Implementation, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-        ProtocolVersion, ServerCapabilities, ServerConfig, UpdateTaskParams,
+        ProgressToken, ProtocolVersion, ServerCapabilities, ServerConfig, UpdateTaskParams,
     },
     service::RequestContext,
 };
@@ -101,17 +101,31 @@ impl BrokerMcp {
                 Some(Wait::Closed(closed)) => return Ok(tools::outcome(&closed).expect("a closed question")),
                 None => return Err(McpError::internal_error("the question disappeared", None)),
                 Some(Wait::Tick) => {
-                    if let Some(token) = &token {
-                        progress += 1;
-                        let message = format!("Question pending — waiting for response ({})", question.id);
-                        let update =
-                            ProgressNotificationParam::new(token.clone(), f64::from(progress)).with_message(message);
-                        // A failed send means the client is gone; the cancellation token will say so.
-                        let _ = context.peer.notify_progress(update).await;
+                    let message = format!("Question pending — waiting for response ({})", question.id);
+                    self.report(token.as_ref(), &mut progress, message, context).await;
+                }
+                Some(Wait::Delivered(reports)) => {
+                    for message in reports {
+                        self.report(token.as_ref(), &mut progress, message, context).await;
                     }
                 }
             }
         }
+    }
+
+    /// Sends one progress notification, when the caller asked for them (a progress token).
+    async fn report(
+        &self,
+        token: Option<&ProgressToken>,
+        progress: &mut u32,
+        message: String,
+        context: &RequestContext<RoleServer>,
+    ) {
+        let Some(token) = token else { return };
+        *progress += 1;
+        let update = ProgressNotificationParam::new(token.clone(), f64::from(*progress)).with_message(message);
+        // A failed send means the client is gone; the cancellation token will say so.
+        let _ = context.peer.notify_progress(update).await;
     }
 
     async fn list_pending(&self, context: RequestContext<RoleServer>) -> Result<CallToolResponse, McpError> {

@@ -1,7 +1,8 @@
 //! Waiting for a question to close, for a blocking `ask_question` and a 2025-11-25 `tasks/result`, on any
-//! replica: woken through the hub (LISTEN/NOTIFY, backed by the listener's poll), with a tick for progress.
+//! replica: woken through the hub (LISTEN/NOTIFY, backed by the listener's poll), with a tick for progress,
+//! and told of each channel delivery as it is made or given up.
 
-use std::time::Duration;
+use std::{collections::HashSet, time::Duration};
 
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 
@@ -24,6 +25,9 @@ pub enum Wait {
     Closed(Box<Question>),
     /// Still pending; a tick passed (time to send progress).
     Tick,
+    /// Still pending; channel deliveries were made or given up since the last wait: what to report, e.g.
+    /// "Delivered to slack:#ops".
+    Delivered(Vec<String>),
 }
 
 /// Waits on one question.
@@ -33,6 +37,8 @@ pub struct Waiter {
     id: String,
     subscription: Subscription,
     tick: Interval,
+    /// The channels whose delivery was reported already.
+    reported: HashSet<String>,
 }
 
 impl Waiter {
@@ -41,7 +47,7 @@ impl Waiter {
         let subscription = state.hub.subscribe(Topic::Question(id.to_owned()));
         let mut tick = tokio::time::interval_at(Instant::now() + tick, tick);
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        Waiter { questions: state.questions.clone(), id: id.to_owned(), subscription, tick }
+        Waiter { questions: state.questions.clone(), id: id.to_owned(), subscription, tick, reported: HashSet::new() }
     }
 
     /// Waits until the question closes or the next tick. `None` if the question does not exist.
@@ -50,6 +56,10 @@ impl Waiter {
             let Some(question) = self.questions.get(&self.id).await? else { return Ok(None) };
             if question.status != QuestionStatus::Pending {
                 return Ok(Some(Wait::Closed(Box::new(question))));
+            }
+            let settled = self.newly_settled(&question);
+            if !settled.is_empty() {
+                return Ok(Some(Wait::Delivered(settled)));
             }
             if question.expires_at.is_some() && past_expiry(&question) {
                 // Expire it now rather than waiting for the reaper; the change wakes us.
@@ -61,6 +71,26 @@ impl Waiter {
                 _ = self.tick.tick() => return Ok(Some(Wait::Tick)),
             }
         }
+    }
+}
+
+impl Waiter {
+    /// What to report of the deliveries settled since the last report.
+    fn newly_settled(&mut self, question: &Question) -> Vec<String> {
+        let deliveries = question.deliveries.as_array().map(Vec::as_slice).unwrap_or_default();
+        let mut reports = Vec::new();
+        for delivery in deliveries {
+            let field = |name: &str| delivery[name].as_str().unwrap_or_default();
+            let report = match field("status") {
+                "delivered" => format!("Delivered to {}", field("channel")),
+                "failed" => format!("Could not deliver to {}: {}", field("channel"), field("error")),
+                _ => continue,
+            };
+            if self.reported.insert(field("channel").to_owned()) {
+                reports.push(report);
+            }
+        }
+        reports
     }
 }
 

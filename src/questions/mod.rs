@@ -3,6 +3,7 @@
 
 mod announce;
 pub mod model;
+pub mod record;
 mod routes;
 pub mod store;
 pub mod tail;

@@ -8,8 +8,8 @@ use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
 use super::{
-    announce,
     model::{NewQuestion, Question, QuestionRow, QuestionStatus},
+    record::record,
 };
 use crate::db::{
     self, StoreError, StoreResult,
@@ -22,7 +22,7 @@ const MAX_ATTEMPTS: usize = 100;
 const RETRY_PAUSE: Duration = Duration::from_millis(5);
 
 /// Runs one change of questions in a transaction of its own and commits it. The attempt (an async block
-/// using `tx`) answers `None` when its Query's stream could not be written right now ([`announce`]): the
+/// using `tx`) answers `None` when its Query's stream could not be written right now ([`super::announce`]): the
 /// transaction is rolled back and the change tried again, after a short pause that lets the stream's holder
 /// finish. (A macro, not a function taking an async closure: such a closure's future cannot be proven `Send`.)
 macro_rules! change {
@@ -66,7 +66,8 @@ pub enum Change {
 pub struct QuestionEvent {
     /// The resourceVersion of the change.
     pub version: i64,
-    /// `question_created`, `question_answered`, `question_cancelled` or `question_expired`.
+    /// `question_created`, `question_answered`, `question_cancelled`, `question_expired`, or `question_updated`
+    /// (a channel delivery moved on).
     pub kind: String,
     /// The question after the change, as JSON.
     pub question: serde_json::Value,
@@ -352,54 +353,4 @@ async fn unchanged(tx: &mut FeedTx, id: &str) -> StoreResult<Change> {
         Some(row) => Change::Conflict(row.into()),
         None => Change::NotFound,
     })
-}
-
-/// Logs the change for watchers, writes it into its Query's stream and queues the NOTIFY; returns the
-/// question as it now is, or `None` when the stream could not be written right now (try again).
-async fn record(tx: &mut FeedTx, kind: &str, row: QuestionRow) -> StoreResult<Option<Question>> {
-    let question = Question::from(row);
-    let version = question.version;
-    let snapshot = serde_json::to_value(&question).expect("a question serialises");
-    sqlx::query!(
-        "insert into question_events (resource_version, question_id, kind, question) values ($1, $2, $3, $4)",
-        version,
-        question.id,
-        kind,
-        snapshot,
-    )
-    .execute(tx.conn())
-    .await?;
-    if let Some(query) = &question.query
-        && let Some(namespace) = &query.namespace
-    {
-        // The Query waits while the question is pending and resumes when it closes (outbox, see migration 0006).
-        let action = if kind == "question_created" { "wait" } else { "resume" };
-        queue_status_patch(tx.conn(), &question.id, namespace, &query.name, action).await?;
-    }
-    if !announce::announce(tx, kind, &question).await? {
-        return Ok(None);
-    }
-    tx.wrote();
-    Ok(Some(question))
-}
-
-/// Queues a patch of the asking Query's status (`wait` or `resume`) in the caller's transaction; one replica
-/// makes it later (the outbox of migration 0006).
-pub(super) async fn queue_status_patch(
-    conn: &mut PgConnection,
-    question_id: &str,
-    namespace: &str,
-    name: &str,
-    action: &str,
-) -> StoreResult<()> {
-    sqlx::query!(
-        "insert into query_status_patches (question_id, query_namespace, query_name, action) values ($1, $2, $3, $4)",
-        question_id,
-        namespace,
-        name,
-        action,
-    )
-    .execute(conn)
-    .await?;
-    Ok(())
 }

@@ -7,7 +7,7 @@ use uuid::Uuid;
 use super::{
     QuestionStore,
     model::{QueryRef, Question, QuestionRow},
-    store,
+    record,
 };
 use crate::db::StoreResult;
 
@@ -61,7 +61,7 @@ impl QuestionStore {
         .fetch_one(&mut *tx)
         .await?;
         if row.status == "pending" {
-            store::queue_status_patch(&mut tx, &row.id, namespace, name, "wait").await?;
+            record::queue_status_patch(&mut tx, &row.id, namespace, name, "wait").await?;
         }
         tx.commit().await?;
         Ok(Mapping::Recorded(Box::new(row.into())))

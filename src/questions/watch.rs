@@ -1,5 +1,5 @@
 //! `GET /questions?watch=true[&resourceVersion=N]`: Kubernetes-style change stream. Each change is
-//! `event: question_created|question_answered|question_cancelled|question_expired`, `id:` its
+//! `event: question_created|question_answered|question_cancelled|question_expired|question_updated`, `id:` its
 //! resourceVersion, `data:` the question after the change. A watch from N streams only changes after N
 //! (`Last-Event-ID` works the same); a version older than the log keeps gets 410 so the client relists.
 

@@ -116,8 +116,28 @@ fn meta(question: &Question) -> Markup {
                     None => span .query { (query.name) },
                 }
             }
-            @for channel in &question.channels { " " span .channel { (channel) } }
+            span .channels { @for channel in &question.channels { " " (delivery(question, channel)) } }
         }
+    }
+}
+
+/// A channel the question names, with where its delivery stands (in words, not colour alone; `app.js`'s
+/// `showChannels` draws the same as deliveries move on).
+fn delivery(question: &Question, channel: &str) -> Markup {
+    let deliveries = question.deliveries.as_array().map(Vec::as_slice).unwrap_or_default();
+    let Some(delivery) = deliveries.iter().find(|d| d["channel"] == channel) else {
+        return html! { span .channel { (channel) } };
+    };
+    let field = |name: &str| delivery[name].as_str();
+    let error = field("error").unwrap_or_default();
+    // The link comes from Slack's or GitHub's reply: only a web address becomes one.
+    let url = field("url").filter(|url| url.starts_with("https://") || url.starts_with("http://"));
+    match (field("status").unwrap_or_default(), url) {
+        ("delivered", Some(url)) => html! { a .channel .delivered href=(url) { (channel) " · delivered" } },
+        ("delivered", None) => html! { span .channel .delivered { (channel) " · delivered" } },
+        ("failed", _) => html! { span .channel .failed title=(error) { (channel) " · not delivered: " (error) } },
+        _ if !error.is_empty() => html! { span .channel .retrying title=(error) { (channel) " · retrying" } },
+        _ => html! { span .channel .sending { (channel) " · sending" } },
     }
 }
 
@@ -136,7 +156,7 @@ fn pending_card_skeleton(person: Option<&str>) -> Markup {
     html! {
         li .question {
             p .meta {
-                span .sender {} " → " span .recipient {} " · " time .age {} span .query-part hidden { " · Query " a .query {} }
+                span .sender {} " → " span .recipient {} " · " time .age {} span .query-part hidden { " · Query " a .query {} } span .channels {}
             }
             p .content {}
             (answer_form("", None, person))

@@ -20,8 +20,8 @@ fn ask(content: &str, channels: &[&str]) -> Value {
            "query": {"namespace": "team-a", "name": "review-42"}})
 }
 
-/// Waits until every delivery of question `id` has left `pending`, and returns them.
-async fn settled(client: &reqwest::Client, url: &str) -> Vec<Value> {
+/// Waits until every delivery of the question at `url` has left `pending`, and returns them.
+pub async fn settled(client: &reqwest::Client, url: &str) -> Vec<Value> {
     within("the deliveries to settle", async {
         loop {
             let question: Value = client.get(url).send().await.unwrap().json().await.unwrap();

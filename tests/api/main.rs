@@ -32,6 +32,7 @@ mod reports;
 mod restart_story;
 mod resume;
 mod sessions;
+mod slack;
 mod streams;
 mod traces;
 mod ui;

@@ -73,11 +73,50 @@
       }
       card.querySelector(".query-part").hidden = false;
     }
+    showChannels(card, question);
     card.querySelector(".content").textContent = question.content;
     card.querySelector("form.answer").action = `/ui/questions/${encodeURIComponent(question.id)}/answer`;
     wireForm(card);
     list.appendChild(card);
     refreshCounts();
+  }
+
+  // The channels and where each delivery stands, as the server draws them (page.rs, `delivery`).
+  function showChannels(card, question) {
+    const place = card.querySelector(".channels");
+    if (!place) return;
+    place.replaceChildren();
+    for (const channel of question.channels || []) {
+      const delivery = (question.deliveries || []).find((d) => d.channel === channel);
+      const status = delivery ? delivery.status : "";
+      const link = delivery && /^https?:\/\//.test(delivery.url || "") ? delivery.url : null;
+      const element = document.createElement(status === "delivered" && link ? "a" : "span");
+      element.className = "channel";
+      let words = channel;
+      if (status === "delivered") {
+        element.classList.add("delivered");
+        if (link) element.href = link;
+        words += " · delivered";
+      } else if (status === "failed") {
+        element.classList.add("failed");
+        element.title = delivery.error || "";
+        words += ` · not delivered: ${delivery.error || ""}`;
+      } else if (delivery && delivery.error) {
+        element.classList.add("retrying");
+        element.title = delivery.error;
+        words += " · retrying";
+      } else if (delivery) {
+        element.classList.add("sending");
+        words += " · sending";
+      }
+      element.textContent = words;
+      place.append(" ", element);
+    }
+  }
+
+  function update(question) {
+    const card = document.getElementById(`question-${question.id}`);
+    if (card) showChannels(card, question);
   }
 
   function remove(question) {
@@ -94,6 +133,7 @@
   // EventSource resends the last id on reconnect, which the watch resumes from.
   const watch = new EventSource(`/questions?watch=true&resourceVersion=${encodeURIComponent(body.dataset.resourceVersion)}`);
   watch.addEventListener("question_created", (e) => add(JSON.parse(e.data)));
+  watch.addEventListener("question_updated", (e) => update(JSON.parse(e.data)));
   for (const kind of ["question_answered", "question_cancelled", "question_expired"]) {
     watch.addEventListener(kind, (e) => remove(JSON.parse(e.data)));
   }

@@ -1,9 +1,15 @@
-//! Strict fakes of the Slack Web API (`chat.postMessage`, `chat.getPermalink`) and the GitHub REST API (issue
-//! comments), over HTTP so several broker processes reach them. They check what the real APIs check — the
-//! bearer token, JSON bodies, GitHub's `User-Agent`, `Accept` and API version headers, the payload shapes —
-//! record every accepted message, and can answer 429 with `Retry-After` or be down (503).
+//! Strict fakes of the Slack Web API (`chat.postMessage`, `chat.getPermalink`, `chat.update`, `views.open`,
+//! `chat.postEphemeral`, and interactions' `response_url`) and the GitHub REST API (issue comments), over HTTP
+//! so several broker processes reach them. They check what the real APIs check — the bearer token, JSON
+//! bodies, GitHub's `User-Agent`, `Accept` and API version headers, the payload shapes, that an updated
+//! message exists and a modal's `trigger_id` was issued within three seconds — record every accepted call,
+//! and can answer 429 with `Retry-After` or be down (503).
 
-use std::sync::{Arc, Mutex};
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
 
 use axum::{
     Json, Router,
@@ -22,8 +28,13 @@ pub const GITHUB_TOKEN: &str = "ghp_test_token";
 
 #[derive(Default)]
 struct Recorded {
-    /// Accepted messages: Slack `chat.postMessage` bodies, GitHub `(owner/repo#n, body)`.
+    /// Accepted messages: Slack `chat.postMessage` bodies (with the `channelId` and `ts` given), GitHub
+    /// `{target: owner/repo#n, body}`.
     messages: Vec<Value>,
+    /// Slack's other calls accepted: `(method, body)`; `response_url` for posts to an interaction's URL.
+    calls: Vec<(String, Value)>,
+    /// `trigger_id`s issued to interactions, and when.
+    triggers: HashMap<String, Instant>,
     /// Requests answered, accepted or not.
     requests: usize,
     /// The next this many requests get 429 with `Retry-After: 1`.
@@ -47,6 +58,10 @@ impl FakeApi {
             Router::new()
                 .route("/chat.postMessage", post(post_message))
                 .route("/chat.getPermalink", post(permalink))
+                .route("/chat.update", post(update))
+                .route("/views.open", post(open_view))
+                .route("/chat.postEphemeral", post(post_ephemeral))
+                .route("/actions/{id}", post(response_url))
                 .with_state(fake)
         })
         .await
@@ -75,6 +90,37 @@ impl FakeApi {
     /// The messages accepted so far.
     pub fn messages(&self) -> Vec<Value> {
         self.recorded.lock().unwrap().messages.clone()
+    }
+
+    /// The bodies of the accepted calls of Slack `method` (`response_url` for interaction responses).
+    pub fn calls(&self, method: &str) -> Vec<Value> {
+        let recorded = self.recorded.lock().unwrap();
+        recorded.calls.iter().filter(|(m, _)| m == method).map(|(_, body)| body.clone()).collect()
+    }
+
+    /// Waits until `n` calls of `method` were accepted, and returns them.
+    pub async fn wait_for_calls(&self, method: &str, n: usize) -> Vec<Value> {
+        let mut changed = self.changed.subscribe();
+        loop {
+            let calls = self.calls(method);
+            if calls.len() >= n {
+                return calls;
+            }
+            changed.changed().await.expect("the fake lives as long as the test");
+        }
+    }
+
+    /// A `trigger_id` as Slack puts in an interaction; `views.open` takes it for three seconds.
+    pub fn trigger(&self) -> String {
+        let mut recorded = self.recorded.lock().unwrap();
+        let id = format!("{}.98765.{:08x}", 1000 + recorded.triggers.len(), recorded.triggers.len() * 7919);
+        recorded.triggers.insert(id.clone(), Instant::now());
+        id
+    }
+
+    /// An interaction's `response_url`, on this fake.
+    pub fn response_url(&self, id: &str) -> String {
+        format!("{}/actions/{id}", self.url)
     }
 
     /// Requests answered so far.
@@ -119,8 +165,18 @@ impl FakeApi {
         None
     }
 
-    fn accept(&self, message: Value) {
-        self.recorded.lock().unwrap().messages.push(message);
+    /// Accepts the message `make` builds from its number (1, 2, …), taken under the lock.
+    fn accept_numbered<T>(&self, make: impl FnOnce(usize) -> (Value, T)) -> T {
+        let mut recorded = self.recorded.lock().unwrap();
+        let (message, extra) = make(recorded.messages.len() + 1);
+        recorded.messages.push(message);
+        drop(recorded);
+        self.changed.send_modify(|n| *n += 1);
+        extra
+    }
+
+    fn accept_call(&self, method: &str, body: Value) {
+        self.recorded.lock().unwrap().calls.push((method.to_owned(), body));
         self.changed.send_modify(|n| *n += 1);
     }
 }
@@ -157,8 +213,29 @@ async fn post_message(State(fake): State<FakeApi>, headers: HeaderMap, body: axu
     if channel.is_empty() || channel == "#missing" {
         return slack_error("channel_not_found");
     }
-    let blocks_ok = message["blocks"].as_array().is_some_and(|blocks| {
+    if !message["text"].is_string() || !blocks_valid(&message["blocks"]) {
+        return slack_error("invalid_blocks");
+    }
+    let id = if channel.starts_with('#') { "C0FAKECHAN" } else { channel };
+    let mut recorded = message.clone();
+    recorded["channelId"] = json!(id);
+    // Numbered under the lock: replicas posting at once each get their own ts.
+    let ts = fake.accept_numbered(|n| {
+        let ts = format!("1700000000.{n:06}");
+        recorded["ts"] = json!(ts);
+        (recorded, ts)
+    });
+    Json(json!({"ok": true, "channel": id, "ts": ts, "message": {"text": message["text"], "ts": ts}})).into_response()
+}
+
+/// Block Kit as Slack checks it: typed blocks, mrkdwn sections within 3000 characters, buttons with an
+/// `action_id` and a plain-text label of at most 75.
+fn blocks_valid(blocks: &Value) -> bool {
+    blocks.as_array().is_some_and(|blocks| {
         blocks.iter().all(|b| b["type"].is_string())
+            && blocks.iter().filter(|b| b["type"] == "section").all(|section| {
+                section["text"]["text"].as_str().is_some_and(|t| !t.is_empty() && t.chars().count() <= 3000)
+            })
             && blocks.iter().filter(|b| b["type"] == "actions").all(|actions| {
                 actions["elements"].as_array().is_some_and(|buttons| {
                     buttons.iter().all(|b| {
@@ -169,14 +246,7 @@ async fn post_message(State(fake): State<FakeApi>, headers: HeaderMap, body: axu
                     })
                 })
             })
-    });
-    if !message["text"].is_string() || !blocks_ok {
-        return slack_error("invalid_blocks");
-    }
-    let ts = format!("1700000000.{:06}", fake.messages().len() + 1);
-    let id = if channel.starts_with('#') { "C0FAKECHAN" } else { channel };
-    fake.accept(message.clone());
-    Json(json!({"ok": true, "channel": id, "ts": ts, "message": {"text": message["text"], "ts": ts}})).into_response()
+    })
 }
 
 async fn permalink(State(fake): State<FakeApi>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
@@ -189,6 +259,82 @@ async fn permalink(State(fake): State<FakeApi>, headers: HeaderMap, body: axum::
     };
     let permalink = format!("{}/archives/{channel}/p{}", fake.url, ts.replace('.', ""));
     Json(json!({"ok": true, "channel": channel, "permalink": permalink})).into_response()
+}
+
+async fn update(State(fake): State<FakeApi>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
+    if let Some(refused) = fake.refuse() {
+        return refused;
+    }
+    let request = match slack_checks(&headers, &body) {
+        Ok(request) => request,
+        Err(error) => return slack_error(error),
+    };
+    let posted = fake.messages().into_iter().any(|m| m["channelId"] == request["channel"] && m["ts"] == request["ts"]);
+    if !posted {
+        return slack_error("message_not_found");
+    }
+    if !request["text"].is_string() || !blocks_valid(&request["blocks"]) {
+        return slack_error("invalid_blocks");
+    }
+    fake.accept_call("chat.update", request.clone());
+    Json(json!({"ok": true, "channel": request["channel"], "ts": request["ts"], "text": request["text"]}))
+        .into_response()
+}
+
+async fn open_view(State(fake): State<FakeApi>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
+    if let Some(refused) = fake.refuse() {
+        return refused;
+    }
+    let request = match slack_checks(&headers, &body) {
+        Ok(request) => request,
+        Err(error) => return slack_error(error),
+    };
+    let issued = request["trigger_id"].as_str().and_then(|id| fake.recorded.lock().unwrap().triggers.get(id).copied());
+    match issued {
+        None => return slack_error("invalid_trigger_id"),
+        Some(at) if at.elapsed() > Duration::from_secs(3) => return slack_error("expired_trigger_id"),
+        Some(_) => {}
+    }
+    let view = &request["view"];
+    let title_ok = view["title"]["type"] == "plain_text"
+        && view["title"]["text"].as_str().is_some_and(|t| !t.is_empty() && t.chars().count() <= 24);
+    let has_input = view["blocks"].as_array().is_some_and(|b| b.iter().any(|b| b["type"] == "input"));
+    if view["type"] != "modal" || !title_ok || !blocks_valid(&view["blocks"]) || (has_input && view["submit"].is_null())
+    {
+        return slack_error("invalid_arguments");
+    }
+    fake.accept_call("views.open", request.clone());
+    Json(json!({"ok": true, "view": {"id": "V0FAKE", "type": "modal", "private_metadata": view["private_metadata"]}}))
+        .into_response()
+}
+
+async fn post_ephemeral(State(fake): State<FakeApi>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
+    if let Some(refused) = fake.refuse() {
+        return refused;
+    }
+    let request = match slack_checks(&headers, &body) {
+        Ok(request) => request,
+        Err(error) => return slack_error(error),
+    };
+    if !request["channel"].is_string() || !request["user"].is_string() || !request["text"].is_string() {
+        return slack_error("invalid_arguments");
+    }
+    fake.accept_call("chat.postEphemeral", request);
+    Json(json!({"ok": true, "message_ts": "1700000099.000001"})).into_response()
+}
+
+/// An interaction's `response_url`: no token (the URL is the credential), a JSON message.
+async fn response_url(State(fake): State<FakeApi>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
+    if !header(&headers, "content-type").starts_with("application/json") {
+        return (StatusCode::BAD_REQUEST, "invalid_payload").into_response();
+    }
+    match serde_json::from_slice::<Value>(&body) {
+        Ok(message) if message["text"].is_string() => {
+            fake.accept_call("response_url", message);
+            "ok".into_response()
+        }
+        _ => (StatusCode::BAD_REQUEST, "invalid_payload").into_response(),
+    }
 }
 
 async fn comment(
@@ -226,8 +372,8 @@ async fn comment(
     if repo == "missing" {
         return error(StatusCode::NOT_FOUND, "Not Found");
     }
-    let id = 1000 + fake.messages().len() as u64;
-    fake.accept(json!({"target": format!("{owner}/{repo}#{number}"), "body": text}));
+    let message = json!({"target": format!("{owner}/{repo}#{number}"), "body": text});
+    let id = fake.accept_numbered(|n| (message, 999 + n as u64));
     let html_url = format!("https://github.com/{owner}/{repo}/issues/{number}#issuecomment-{id}");
     let reply = json!({"id": id, "node_id": "IC_fake", "html_url": html_url, "body": text,
                        "user": {"login": "ark-broker[bot]", "type": "Bot"}});

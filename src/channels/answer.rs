@@ -1,0 +1,37 @@
+//! An answer that arrives from a channel (a Slack button, modal or thread reply; a GitHub `/answer`): checked
+//! as REST checks an answer, then given by the same first-answer-wins path.
+
+use crate::{
+    db::StoreResult,
+    questions::{
+        Change,
+        model::{Answer, Question},
+    },
+    state::AppState,
+};
+
+/// What answering from a channel came to.
+#[derive(Debug)]
+pub enum Answered {
+    /// This answer is the question's.
+    Made,
+    /// The question was closed first (answered, cancelled or expired); as it is.
+    Closed(Box<Question>),
+    /// There is no such question.
+    NotFound,
+    /// The answer is not acceptable (empty, a NUL character); why, to show the person.
+    Refused(String),
+}
+
+/// Answers question `id` with `text`, recorded as answered by `by` (`slack:<user>`, `github:<login>`).
+pub async fn answer(state: &AppState, id: &str, text: &str, by: String) -> StoreResult<Answered> {
+    let answer = Answer { response: text.trim().to_owned(), answered_by: Some(by) };
+    if let Err(refused) = answer.validate() {
+        return Ok(Answered::Refused(refused.to_string()));
+    }
+    Ok(match state.questions.answer(id, &answer.response, answer.answered_by.as_deref()).await? {
+        Change::Made(_) => Answered::Made,
+        Change::Conflict(question) => Answered::Closed(Box::new(question)),
+        Change::NotFound => Answered::NotFound,
+    })
+}

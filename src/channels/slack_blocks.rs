@@ -1,0 +1,165 @@
+//! What the broker shows in Slack, in Block Kit: a question's message (the question, who asks, the Query, one
+//! button per option and an "Answer…" button), the same message once the question closed (the outcome instead
+//! of the buttons), and the modal that takes a free-text answer.
+
+use serde_json::{Value, json};
+
+use super::send::Message;
+
+/// Slack refuses a section's text beyond this many characters.
+const SECTION_CHARS: usize = 3000;
+/// The modal's `callback_id`, and the ids of its answer field.
+pub const MODAL_CALLBACK: &str = "answer";
+pub const ANSWER_BLOCK: &str = "answer";
+pub const ANSWER_ACTION: &str = "text";
+/// The "Answer…" button's `action_id`; option buttons are `option:<index>`.
+pub const ANSWER_BUTTON: &str = "answer_modal";
+
+/// How a question ended, as its updated message shows it.
+#[derive(Debug, Clone, Copy)]
+pub struct Closed<'a> {
+    /// `answered`, `cancelled` or `expired`.
+    pub status: &'a str,
+    pub response: Option<&'a str>,
+    pub answered_by: Option<&'a str>,
+}
+
+/// The blocks of a question's message; with `closed`, the outcome replaces the buttons.
+pub fn question(message: &Message<'_>, closed: Option<Closed<'_>>) -> Value {
+    let mut context = format!("Asked by {}", escape(message.sender));
+    if let Some(query) = message.query {
+        context.push_str(&format!(" · Query `{}`", escape(query)));
+    }
+    context.push_str(&format!(" · {}", message.question_id));
+    let heading = format!("*Question for {}*\n{}", escape(message.recipient), escape(message.content));
+    let last = match closed {
+        None => {
+            json!({"type": "actions", "block_id": format!("q:{}", message.question_id), "elements": buttons(message)})
+        }
+        Some(closed) => json!({"type": "section", "text": {"type": "mrkdwn", "text": outcome(closed)}}),
+    };
+    json!([
+        {"type": "section", "text": {"type": "mrkdwn", "text": clip(&heading)}},
+        {"type": "context", "elements": [{"type": "mrkdwn", "text": clip(&context)}]},
+        last,
+    ])
+}
+
+/// The outcome in a sentence (mrkdwn): who answered what, or that nobody needs to.
+pub fn outcome(closed: Closed<'_>) -> String {
+    match closed.status {
+        "answered" => format!(
+            ":white_check_mark: *Answered* by {}: {}",
+            person(closed.answered_by),
+            clip(&escape(closed.response.unwrap_or_default()))
+        ),
+        "cancelled" => ":no_entry_sign: *Cancelled*: no answer is needed any more.".to_owned(),
+        _ => ":hourglass: *Expired* before anyone answered.".to_owned(),
+    }
+}
+
+/// What a person whose answer came second is told (only they see it).
+pub fn already(closed: Closed<'_>) -> String {
+    match closed.status {
+        "answered" => format!(
+            "Already answered by {}: {}",
+            person(closed.answered_by),
+            clip(&escape(closed.response.unwrap_or_default()))
+        ),
+        _ => outcome(closed),
+    }
+}
+
+/// Who answered, as Slack shows a person: a mention for a Slack user, the recorded name otherwise.
+pub fn person(answered_by: Option<&str>) -> String {
+    match answered_by {
+        Some(by) => match by.strip_prefix("slack:") {
+            Some(user) if user.chars().all(|c| c.is_ascii_alphanumeric()) => format!("<@{user}>"),
+            _ => escape(by),
+        },
+        None => "someone".to_owned(),
+    }
+}
+
+/// The modal a free-text answer is written in; the question id rides in `private_metadata`.
+pub fn answer_modal(question_id: &str, content: &str) -> Value {
+    json!({
+        "type": "modal",
+        "callback_id": MODAL_CALLBACK,
+        "private_metadata": question_id,
+        "title": {"type": "plain_text", "text": "Answer the question"},
+        "submit": {"type": "plain_text", "text": "Answer"},
+        "close": {"type": "plain_text", "text": "Cancel"},
+        "blocks": [
+            {"type": "section", "text": {"type": "mrkdwn", "text": clip(&escape(content))}},
+            {"type": "input", "block_id": ANSWER_BLOCK, "label": {"type": "plain_text", "text": "Your answer"},
+             "element": {"type": "plain_text_input", "action_id": ANSWER_ACTION, "multiline": true}},
+        ],
+    })
+}
+
+fn buttons(message: &Message<'_>) -> Vec<Value> {
+    let mut buttons: Vec<Value> = message
+        .options
+        .iter()
+        .enumerate()
+        .map(|(index, option)| {
+            json!({"type": "button", "action_id": format!("option:{index}"),
+                   "text": {"type": "plain_text", "text": option},
+                   "value": format!("{}|{index}", message.question_id)})
+        })
+        .collect();
+    buttons.push(json!({"type": "button", "action_id": ANSWER_BUTTON, "style": "primary",
+                        "text": {"type": "plain_text", "text": "Answer…"}, "value": message.question_id}));
+    buttons
+}
+
+/// Text as mrkdwn shows it literally: Slack reads `&`, `<` and `>` as markup.
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+}
+
+/// Text cut to what a section takes.
+fn clip(text: &str) -> String {
+    match text.char_indices().nth(SECTION_CHARS - 1) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message<'a>(options: &'a [String]) -> Message<'a> {
+        Message {
+            question_id: "q-1",
+            sender: "agent <a>",
+            recipient: "ops",
+            content: "Deploy *now* & <!here>?",
+            options,
+            query: Some("ns/q"),
+        }
+    }
+
+    #[test]
+    fn a_question_offers_its_options_then_shows_who_answered() {
+        let options = ["Yes".to_owned(), "No".to_owned()];
+        let open = question(&message(&options), None);
+        assert_eq!(open[0]["text"]["text"], "*Question for ops*\nDeploy *now* &amp; &lt;!here&gt;?");
+        let actions: Vec<&str> =
+            open[2]["elements"].as_array().unwrap().iter().map(|b| b["action_id"].as_str().unwrap()).collect();
+        assert_eq!(actions, ["option:0", "option:1", ANSWER_BUTTON]);
+        assert_eq!(open[2]["elements"][1]["value"], "q-1|1");
+        let closed = Closed { status: "answered", response: Some("No"), answered_by: Some("slack:U42") };
+        let done = question(&message(&options), Some(closed));
+        assert_eq!(done[2]["text"]["text"], ":white_check_mark: *Answered* by <@U42>: No");
+        assert_eq!(person(Some("alice <x>")), "alice &lt;x&gt;");
+    }
+
+    #[test]
+    fn long_text_is_clipped_to_what_slack_takes() {
+        let long = "é".repeat(5000);
+        assert_eq!(clip(&long).chars().count(), SECTION_CHARS);
+    }
+}

@@ -1,0 +1,205 @@
+//! What Slack sends the broker, verified by its v0 signature and answered at once (Slack waits three seconds;
+//! every call back to Slack runs after the reply):
+//! - `POST /channels/slack/interactions`: an option button answers with that option; "Answer…" opens the
+//!   modal (`views.open`), whose submission answers with its text. A click or submission that lost the race
+//!   is told who answered (an ephemeral note, or the modal's field error).
+//! - `POST /channels/slack/events`: the URL verification challenge, and a person's reply in a question's
+//!   thread, which answers it. Retried events (`event_id`) are acted on once; bots are ignored.
+//!
+//! The answering person is recorded as `slack:<user id>`. Showing the outcome on the message is the outbox's
+//! part (`chat.update`, whichever path answered).
+
+use axum::{
+    Json,
+    body::Bytes,
+    extract::State,
+    http::HeaderMap,
+    response::{IntoResponse, Response},
+};
+use serde_json::{Value, json};
+
+use super::{
+    answer::{Answered, answer},
+    signature,
+    slack::Slack,
+    slack_blocks::{self, ANSWER_ACTION, ANSWER_BLOCK, ANSWER_BUTTON, Closed, MODAL_CALLBACK},
+};
+use crate::{
+    error::ApiError,
+    questions::model::{Question, QuestionStatus},
+    state::AppState,
+};
+
+/// `POST /channels/slack/interactions`: a form with one field, `payload`, the interaction as JSON.
+pub async fn interactions(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let slack = verified(&state, &headers, &body)?;
+    let form: Vec<(String, String)> =
+        serde_urlencoded::from_bytes(&body).map_err(|e| ApiError::BadRequest(format!("invalid form body: {e}")))?;
+    let payload = form.into_iter().find(|(name, _)| name == "payload").map(|(_, payload)| payload);
+    let payload: Value = payload
+        .as_deref()
+        .and_then(|payload| serde_json::from_str(payload).ok())
+        .ok_or_else(|| ApiError::BadRequest("an interaction needs a JSON `payload` field".into()))?;
+    let user = payload["user"]["id"].as_str().unwrap_or_default();
+    if user.is_empty() {
+        return Err(ApiError::BadRequest("an interaction without user.id".into()));
+    }
+    match payload["type"].as_str() {
+        Some("block_actions") => block_action(&state, slack, &payload, user).await,
+        Some("view_submission") if payload["view"]["callback_id"] == MODAL_CALLBACK => {
+            submission(&state, &payload["view"], user).await
+        }
+        _ => Ok(Json(json!({"ok": true, "outcome": "ignored"})).into_response()),
+    }
+}
+
+/// `POST /channels/slack/events`: the Events API's JSON.
+pub async fn events(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
+    let slack = verified(&state, &headers, &body)?;
+    let event: Value =
+        serde_json::from_slice(&body).map_err(|e| ApiError::BadRequest(format!("invalid JSON body: {e}")))?;
+    let outcome = match event["type"].as_str() {
+        Some("url_verification") => return Ok(Json(json!({"challenge": event["challenge"]})).into_response()),
+        Some("event_callback") => {
+            let Some(event_id) = event["event_id"].as_str() else {
+                return Err(ApiError::BadRequest("an event_callback without event_id".into()));
+            };
+            if state.channels.deliveries().first_sight("slack", event_id).await? {
+                thread_reply(&state, slack, &event["event"]).await?
+            } else {
+                let retry = headers.get("x-slack-retry-num").and_then(|v| v.to_str().ok()).unwrap_or("?");
+                tracing::debug!(event_id, retry, "a retried Slack event, acted on already");
+                "duplicate"
+            }
+        }
+        _ => "ignored",
+    };
+    Ok(Json(json!({"ok": true, "outcome": outcome})).into_response())
+}
+
+/// Checks the signature; returns the Slack client to answer through.
+fn verified(state: &AppState, headers: &HeaderMap, body: &[u8]) -> Result<Slack, ApiError> {
+    let (Some(secret), Some(slack)) = (&state.config.slack_signing_secret, &state.channels.slack) else {
+        return Err(ApiError::NotFound(
+            "Slack is not configured (--slack-signing-secret and --slack-bot-token)".into(),
+        ));
+    };
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default();
+    let now = chrono::Utc::now().timestamp();
+    signature::slack(secret.expose(), header("x-slack-request-timestamp"), body, header("x-slack-signature"), now)
+        .map_err(|refused| ApiError::Unauthorized { message: refused.to_string(), invalid_token: false })?;
+    Ok(slack.clone())
+}
+
+/// A button on a question's message.
+async fn block_action(state: &AppState, slack: Slack, payload: &Value, user: &str) -> Result<Response, ApiError> {
+    let action = &payload["actions"][0];
+    let (action_id, value) = (action["action_id"].as_str().unwrap_or_default(), action["value"].as_str());
+    let response_url = payload["response_url"].as_str().map(str::to_owned);
+    let (question_id, option) = match (action_id, value) {
+        (ANSWER_BUTTON, Some(id)) => (id, None),
+        (id, Some(value)) if id.starts_with("option:") => match value.rsplit_once('|') {
+            Some((question_id, index)) => (question_id, index.parse::<usize>().ok()),
+            None => return Err(ApiError::BadRequest(format!("an option button's value '{value}' names no question"))),
+        },
+        _ => return Ok(Json(json!({"ok": true, "outcome": "ignored"})).into_response()),
+    };
+    let Some(question) = state.questions.get(question_id).await? else {
+        tell(slack, response_url, "This question no longer exists.".into());
+        return Ok(Json(json!({"ok": true, "outcome": "not found"})).into_response());
+    };
+    if action_id == ANSWER_BUTTON {
+        if question.status != QuestionStatus::Pending {
+            tell(slack, response_url, already(&question));
+        } else if let Some(trigger) = payload["trigger_id"].as_str().map(str::to_owned) {
+            let (id, content) = (question.id.clone(), question.content.clone());
+            tokio::spawn(async move {
+                if let Err(error) = slack.open_modal(&trigger, &id, &content).await {
+                    tracing::warn!(?error, question.id = %id, "cannot open the Slack answer modal");
+                }
+            });
+        }
+        return Ok(Json(json!({"ok": true, "outcome": "modal"})).into_response());
+    }
+    let Some(text) = option.and_then(|index| question.options.get(index)) else {
+        return Err(ApiError::BadRequest(format!("question {question_id} offers no such option")));
+    };
+    let outcome = match answer(state, &question.id, text, format!("slack:{user}")).await? {
+        Answered::Made => "answered",
+        Answered::Closed(question) => {
+            tell(slack, response_url, already(&question));
+            "already closed"
+        }
+        Answered::NotFound => "not found",
+        Answered::Refused(why) => {
+            tell(slack, response_url, why);
+            "refused"
+        }
+    };
+    Ok(Json(json!({"ok": true, "outcome": outcome})).into_response())
+}
+
+/// The modal, submitted: answers with its text; a lost race or an unacceptable answer is shown on the field.
+async fn submission(state: &AppState, view: &Value, user: &str) -> Result<Response, ApiError> {
+    let question_id = view["private_metadata"].as_str().unwrap_or_default();
+    let text = view["state"]["values"][ANSWER_BLOCK][ANSWER_ACTION]["value"].as_str().unwrap_or_default();
+    let problem = match answer(state, question_id, text, format!("slack:{user}")).await? {
+        // An empty reply closes the modal.
+        Answered::Made => return Ok(().into_response()),
+        Answered::Closed(question) => already(&question),
+        Answered::NotFound => "This question no longer exists.".to_owned(),
+        Answered::Refused(why) => why,
+    };
+    Ok(Json(json!({"response_action": "errors", "errors": {ANSWER_BLOCK: problem}})).into_response())
+}
+
+/// A message event: a person's reply in a question's thread answers it.
+async fn thread_reply(state: &AppState, slack: Slack, event: &Value) -> Result<&'static str, ApiError> {
+    let text = |name: &str| event[name].as_str().unwrap_or_default();
+    if event["type"] != "message" || !event["bot_id"].is_null() || !event["subtype"].is_null() {
+        return Ok("ignored: not a person's message");
+    }
+    let (channel, user, thread) = (text("channel"), text("user"), text("thread_ts"));
+    if thread.is_empty() || thread == text("ts") || user.is_empty() {
+        return Ok("ignored: not a reply in a thread");
+    }
+    let Some(question_id) = state.channels.deliveries().question_of_message(channel, thread).await? else {
+        return Ok("ignored: not a question's thread");
+    };
+    let note = match answer(state, &question_id, text("text"), format!("slack:{user}")).await? {
+        Answered::Made => return Ok("answered"),
+        Answered::Closed(question) => already(&question),
+        Answered::NotFound => return Ok("ignored: the question is gone"),
+        Answered::Refused(why) => format!("Not taken as an answer: {why}"),
+    };
+    let (channel, user, thread) = (channel.to_owned(), user.to_owned(), thread.to_owned());
+    tokio::spawn(async move {
+        if let Err(error) = slack.post_ephemeral(&channel, &user, &thread, &note).await {
+            tracing::warn!(?error, "cannot tell a Slack user their reply came too late");
+        }
+    });
+    Ok("already closed")
+}
+
+/// "Already answered by …", for a person whose answer came second.
+fn already(question: &Question) -> String {
+    slack_blocks::already(Closed {
+        status: question.status.as_str(),
+        response: question.response.as_deref(),
+        answered_by: question.answered_by.as_deref(),
+    })
+}
+
+/// Shows `text` to the person who clicked, after the reply to Slack.
+fn tell(slack: Slack, response_url: Option<String>, text: String) {
+    let Some(url) = response_url else { return };
+    tokio::spawn(async move {
+        if let Err(error) = slack.respond(&url, &text).await {
+            tracing::warn!(?error, "cannot show a Slack user an ephemeral note");
+        }
+    });
+}

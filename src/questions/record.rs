@@ -1,0 +1,67 @@
+//! How a question's change is recorded beyond its row, in the changing transaction: the watch log
+//! (`question_events`, which also tells every replica's tail whom to wake), the asking Query's status patch,
+//! and its unified stream.
+
+use sqlx::PgConnection;
+
+use super::{
+    announce,
+    model::{Question, QuestionRow},
+};
+use crate::db::{StoreResult, feed::FeedTx};
+
+/// Logs the change for watchers, writes it into its Query's stream and queues the NOTIFY; returns the
+/// question as it now is, or `None` when the stream could not be written right now (try again).
+pub(super) async fn record(tx: &mut FeedTx, kind: &str, row: QuestionRow) -> StoreResult<Option<Question>> {
+    let question = log_change(tx, kind, row).await?;
+    if let Some(query) = &question.query
+        && let Some(namespace) = &query.namespace
+    {
+        // The Query waits while the question is pending and resumes when it closes (outbox, see migration 0006).
+        let action = if kind == "question_created" { "wait" } else { "resume" };
+        queue_status_patch(tx.conn(), &question.id, namespace, &query.name, action).await?;
+    }
+    if !announce::announce(tx, kind, &question).await? {
+        return Ok(None);
+    }
+    Ok(Some(question))
+}
+
+/// Logs a change that only watchers and waiters hear of (no stream event, no status patch): `kind` is
+/// `question_updated` when a channel delivery moved on. `row` carries the change's new resourceVersion.
+pub async fn log_change(tx: &mut FeedTx, kind: &str, row: QuestionRow) -> StoreResult<Question> {
+    let question = Question::from(row);
+    let snapshot = serde_json::to_value(&question).expect("a question serialises");
+    sqlx::query!(
+        "insert into question_events (resource_version, question_id, kind, question) values ($1, $2, $3, $4)",
+        question.version,
+        question.id,
+        kind,
+        snapshot,
+    )
+    .execute(tx.conn())
+    .await?;
+    tx.wrote();
+    Ok(question)
+}
+
+/// Queues a patch of the asking Query's status (`wait` or `resume`) in the caller's transaction; one replica
+/// makes it later (the outbox of migration 0006).
+pub(super) async fn queue_status_patch(
+    conn: &mut PgConnection,
+    question_id: &str,
+    namespace: &str,
+    name: &str,
+    action: &str,
+) -> StoreResult<()> {
+    sqlx::query!(
+        "insert into query_status_patches (question_id, query_namespace, query_name, action) values ($1, $2, $3, $4)",
+        question_id,
+        namespace,
+        name,
+        action,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
