@@ -62,6 +62,11 @@ async fn with_token_auth_each_principal_sees_only_its_own_tasks_and_unauthentica
     for probe in ["/health", "/readyz"] {
         assert_eq!(http.get(a.url(probe)).send().await.unwrap().status(), 200, "{probe}");
     }
+    // The channels' inbound routes are signed by Slack or GitHub instead: they reach the route (here, not
+    // configured: 404), never the token check.
+    for inbound in ["/channels/slack/interactions", "/channels/slack/events", "/channels/github/webhook"] {
+        assert_eq!(http.post(a.url(inbound)).body("{}").send().await.unwrap().status(), 404, "{inbound}");
+    }
     for path in ["/questions", "/messages", "/ui", "/stream", "/no-such-route"] {
         assert_unauthorized(http.get(a.url(path)).send().await.unwrap(), false).await;
     }

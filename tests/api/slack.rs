@@ -293,6 +293,14 @@ async fn a_blocking_ask_question_hears_where_its_question_was_delivered() {
         messages[0].starts_with("Could not deliver to slack:#missing: ") && messages[0].contains("channel_not_found"),
         "{messages:?}"
     );
+    // The page shows where each delivery stands, the delivered one linked to its message.
+    let page = reqwest::get(b.url("/ui")).await.unwrap().text().await.unwrap();
+    let permalink = format!("{}/archives/C0FAKECHAN/p1700000000000001", slack.url);
+    assert!(
+        page.contains(&format!(r#"<a class="channel delivered" href="{permalink}">slack:#ops · delivered</a>"#)),
+        "{page}"
+    );
+    assert!(page.contains("slack:#missing · not delivered: chat.postMessage: channel_not_found"), "{page}");
     // Answered from Slack on another replica: the blocking call returns the answer.
     let message = slack.messages()[0].clone();
     let id = message["blocks"][2]["block_id"].as_str().unwrap().trim_start_matches("q:").to_owned();

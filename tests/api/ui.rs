@@ -3,7 +3,11 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{Replica, TestApp, browser, fresh_database};
+use crate::support::{
+    Replica, TestApp, browser,
+    fake_channels::{FakeApi, SLACK_TOKEN},
+    fresh_database,
+};
 
 async fn ask(app: &TestApp, content: &str) -> Value {
     let body = json!({"sender": "ark://agents/reviewer", "recipient": "ark://users/dave", "content": content});
@@ -59,8 +63,11 @@ async fn the_form_answers_and_redirects_back_and_a_second_answer_is_reported_as_
 
 #[tokio::test]
 async fn the_page_works_in_headless_chromium_across_two_replicas() {
+    // A fake Slack, so the page shows a delivery move on.
+    let slack = FakeApi::slack().await;
     let url = fresh_database().await;
-    let (a, b) = tokio::join!(Replica::start(&url), Replica::start(&url));
+    let args = ["--slack-bot-token", SLACK_TOKEN, "--slack-api-url", &slack.url];
+    let (a, b) = tokio::join!(Replica::start_with(&url, &args), Replica::start_with(&url, &args));
     let stdout = browser::run_scenario("questions-page.mjs", &a, &b).await;
-    assert!(stdout.contains("6 passed, 0 failed"), "{stdout}");
+    assert!(stdout.contains("7 passed, 0 failed"), "{stdout}");
 }

@@ -61,6 +61,25 @@ try {
     await card.waitFor({ state: "detached", timeout: 10000 });
   });
 
+  await check("a question's Slack delivery shows as sending, then delivered with its link, without a reload", async () => {
+    const { status, body } = await rest("POST", `${A}/questions`, {
+      sender: "ark://agents/reviewer",
+      recipient: "ark://users/dave",
+      content: "Page the on-call?",
+      channels: ["slack:#ops"],
+    });
+    assert.equal(status, 201);
+    const card = live.locator(`#question-${body.id}`);
+    await card.waitFor({ timeout: 10000 });
+    // Created with the delivery pending; delivered is only ever learnt from the watch's question_updated.
+    const delivered = card.locator("a.channel.delivered");
+    await delivered.waitFor({ timeout: 10000 });
+    assert.equal(await delivered.textContent(), "slack:#ops · delivered");
+    assert.match(await delivered.getAttribute("href"), /^http:\/\/127\.0\.0\.1:\d+\/archives\/C0FAKECHAN\/p\d+$/);
+    await rest("DELETE", `${A}/questions/${body.id}`);
+    await card.waitFor({ state: "detached", timeout: 10000 });
+  });
+
   await check("without JavaScript the form posts, redirects back, and the answer is stored", async () => {
     const question = await ask("Scale the cluster to 5 nodes?");
     const context = await browser.newContext({ javaScriptEnabled: false });

@@ -164,6 +164,9 @@ variants = {
                     "auth": {"mode": "kubernetes", "trustedUserHeader": "X-Auth-Request-User",
                              "clientAuthorizationSecret": {"name": "ark-broker-client"}}}),
     "token auth": merged(SECRET_DB, {"auth": {"mode": "token", "tokensSecret": {"name": "ark-broker-tokens"}}}),
+    "Slack and GitHub channels": merged(
+        SECRET_DB, {"channels": {"slack": {"secretName": "ark-broker-slack"},
+                                 "github": {"secretName": "ark-broker-github", "apiUrl": "https://ghe.example/api/v3"}}}),
 }
 rendered = {}
 for label, values in variants.items():
@@ -428,6 +431,21 @@ def _():
             assert expected in str(error), error
         else:
             raise AssertionError(f"rendered {values['auth']}")
+
+
+@check("variant: channel tokens come from their Secrets, never from values")
+def _():
+    (container,) = find(rendered["Slack and GitHub channels"], "Deployment")["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e for e in container["env"]}
+    expected = {"ARK_BROKER_SLACK_BOT_TOKEN": ("ark-broker-slack", "bot-token"),
+                "ARK_BROKER_SLACK_SIGNING_SECRET": ("ark-broker-slack", "signing-secret"),
+                "ARK_BROKER_GITHUB_TOKEN": ("ark-broker-github", "token"),
+                "ARK_BROKER_GITHUB_WEBHOOK_SECRET": ("ark-broker-github", "webhook-secret")}
+    for name, (secret, key) in expected.items():
+        assert env[name] == {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}, env[name]
+    assert env["ARK_BROKER_GITHUB_API_URL"]["value"] == "https://ghe.example/api/v3"
+    (default,) = find(rendered["defaults with a database Secret"], "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert not any(e["name"].startswith(("ARK_BROKER_SLACK", "ARK_BROKER_GITHUB")) for e in default["env"])
 
 
 @check("defaults: auth is off and no Authorization header is configured")
