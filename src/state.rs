@@ -145,7 +145,13 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
         shutdown.cancel();
         return Err(StartError::Listener(LISTENER_START_TIMEOUT));
     }
+    let channels = Channels::new(&config, pool.clone());
     let reaper = Reaper {
+        pool: pool.clone(),
+        chunks: chunks.clone(),
+        stream_retention_seconds: config.stream_retention_seconds as i64,
+        patches: query_status::store::PatchStore::new(pool.clone()),
+        deliveries: channels.deliveries().clone(),
         messages: messages.clone(),
         questions: questions.clone(),
         keys: KeyStore::new(pool.clone()),
@@ -172,7 +178,6 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
         span_tail_task,
     ];
     background.extend(auth_task);
-    let channels = Channels::new(&config, pool.clone());
     background.extend(channel_worker::spawn(&channels, hub.clone(), shutdown.clone()));
     if let Some(client) = query_status::client(&config).await {
         background.push(query_status::spawn(client, &config, pool.clone(), hub.clone(), shutdown.clone()));

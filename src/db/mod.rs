@@ -11,6 +11,7 @@ pub mod hub;
 pub mod listener;
 pub mod outbox;
 pub mod tail;
+pub mod turn;
 pub mod watch;
 
 use std::{str::FromStr, time::Duration};

@@ -7,7 +7,7 @@
 //! never waits for Kubernetes. Without Kubernetes configuration the worker does not start.
 
 mod patch;
-mod store;
+pub mod store;
 
 pub use patch::WAITING_FOR_ANNOTATION;
 

@@ -308,15 +308,20 @@ impl QuestionStore {
         .await?)
     }
 
-    /// Drops watch-log rows older than `keep_seconds`; watches from before them get 410 and relist.
-    pub async fn prune_events(&self, keep_seconds: i64) -> StoreResult<u64> {
+    /// Drops up to `limit` watch-log rows older than `keep_seconds`; watches from before them get 410 and
+    /// relist.
+    pub async fn prune_events(&self, keep_seconds: i64, limit: i64) -> StoreResult<usize> {
         let pruned = sqlx::query!(
-            "delete from question_events where created_at < now() - make_interval(secs => $1::bigint)",
+            "delete from question_events where resource_version in (
+               select resource_version from question_events
+               where created_at < now() - make_interval(secs => $1::bigint)
+               order by resource_version limit $2 for update skip locked)",
             keep_seconds,
+            limit,
         )
         .execute(&self.pool)
         .await?;
-        Ok(pruned.rows_affected())
+        Ok(pruned.rows_affected() as usize)
     }
 }
 

@@ -260,6 +260,9 @@ impl Writer {
                 hand_over.finish(Ok(()));
                 continue;
             }
+            // Not written: held by another writer, or gone (the reaper deleted the finished stream since it
+            // was remembered). Either way the next flush makes sure the stream exists again.
+            self.known.remove(&hand_over.append.stream_id);
             let since = *hand_over.held_since.get_or_insert_with(Instant::now);
             if since.elapsed() > HELD_LIMIT {
                 tracing::warn!(stream.id = %hand_over.append.stream_id, "stream held by another transaction too long");

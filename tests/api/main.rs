@@ -31,6 +31,7 @@ mod replicas;
 mod reports;
 mod restart_story;
 mod resume;
+mod retention;
 mod sessions;
 mod slack;
 mod streams;
