@@ -19,6 +19,7 @@ use crate::{
     query_status::store::PatchStore,
     questions::store::QuestionStore,
     streams::ChunkStore,
+    telemetry::metrics,
     traces::store::SpanStore,
 };
 
@@ -123,6 +124,9 @@ impl Reaper {
                 drain("inbound delivery ids", || self.deliveries.forget_inbound(DONE_KEEP_SECONDS, BATCH)).await,
             ),
         ];
+        for (kind, rows) in &report {
+            metrics::reaped(kind, *rows);
+        }
         if report.iter().any(|(_, n)| *n > 0) {
             let summary: Vec<String> = report.iter().filter(|(_, n)| *n > 0).map(|(k, n)| format!("{k}={n}")).collect();
             tracing::info!(deleted = %summary.join(" "), "reaped");

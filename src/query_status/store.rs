@@ -87,6 +87,13 @@ impl PatchStore {
         Ok(())
     }
 
+    /// Patches not yet done.
+    pub async fn backlog(&self) -> StoreResult<i64> {
+        Ok(sqlx::query_scalar!(r#"select count(*) as "n!" from query_status_patches where done_at is null"#)
+            .fetch_one(&self.pool)
+            .await?)
+    }
+
     /// Deletes up to `limit` patches done more than `keep_seconds` ago.
     pub async fn delete_done(&self, keep_seconds: i64, limit: i64) -> StoreResult<usize> {
         let deleted = sqlx::query!(

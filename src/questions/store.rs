@@ -272,6 +272,19 @@ impl QuestionStore {
         Ok(rows.into_iter().map(Question::from).collect())
     }
 
+    /// How many questions there are of each status (every status, zero included).
+    pub async fn count_by_status(&self) -> StoreResult<Vec<(String, i64)>> {
+        let rows = sqlx::query!(
+            r#"select s.status as "status!", count(q.id) as "count!"
+               from unnest(array['pending', 'answered', 'cancelled', 'expired']) as s(status)
+               left join questions q on q.status = s.status
+               group by s.status order by s.status"#
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.into_iter().map(|row| (row.status, row.count)).collect())
+    }
+
     /// The newest resourceVersion.
     pub async fn current_version(&self) -> StoreResult<i64> {
         let mut connection = self.pool.acquire().await?;

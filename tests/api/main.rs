@@ -22,6 +22,7 @@ mod mcp_blocking;
 mod mcp_replicas;
 mod memory;
 mod nul;
+mod observability;
 mod operations;
 mod outage;
 mod query_page;
