@@ -31,7 +31,6 @@ FULLNAME = "ark-broker"
 SECRET_DB = {"database": {"urlSecretRef": {"name": "ark-broker-db", "key": "url"}}}
 PLAIN_DB = {"database": {"url": "postgres://ark@pg.ark.svc:5432/ark"}}
 DIGEST = "sha256:" + "0123456789abcdef" * 4
-
 passed, failed = 0, 0
 
 
@@ -60,6 +59,29 @@ def merged(*layers):
         for key, value in layer.items():
             out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
     return out
+
+
+# Every option on at once (image digest, HPA, Ingress, HTTPRoute, ServiceMonitor, NetworkPolicy, both channels).
+ALL_ON = merged(SECRET_DB, {
+    "app": {"image": {"digest": DIGEST}},
+    "autoscaling": {"enabled": True, "maxReplicas": 6, "behavior": {"scaleDown": {"stabilizationWindowSeconds": 600}}},
+    "ingress": {"enabled": True, "className": "nginx",
+                "annotations": {"nginx.ingress.kubernetes.io/proxy-buffering": "off"},
+                "hosts": [{"host": "ark.example"},
+                          {"host": "*.apps.example", "paths": [{"path": "/ui", "pathType": "Prefix"}]}],
+                "tls": [{"secretName": "ark-broker-tls", "hosts": ["ark.example"]}]},
+    "httpRoute": {"enabled": True, "hostnames": ["ark.gw.example"], "timeouts": {"request": "0s"},
+                  "parentRefs": [{"name": "public", "namespace": "gateway-system", "sectionName": "https"}]},
+    "metrics": {"serviceMonitor": {
+        "enabled": True, "labels": {"release": "kube-prometheus-stack"}, "scrapeTimeout": "10s",
+        "authorization": {"type": "Bearer", "credentials": {"name": "ark-broker-scrape", "key": "token"}}}},
+    "networkPolicy": {"enabled": True, "ingress": {"mcpFrom": [
+        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ark-system"}}}]},
+        "egress": {"postgres": {"to": [{"ipBlock": {"cidr": "10.0.5.0/24"}}]}}},
+    "auth": {"mode": "kubernetes"},
+    "channels": {"slack": {"secretName": "ark-broker-slack"}, "github": {"secretName": "ark-broker-github"}}})
+# CloudNativePG instead of a database URL, with a NetworkPolicy.
+CNPG_ON = {"cnpg": {"enabled": True}, "networkPolicy": {"enabled": True}, "kube": {"statusPatching": "off"}}
 
 
 def render(values):
@@ -149,7 +171,8 @@ def validate_all(objects):
 
 # -- lint -----------------------------------------------------------------------------------------------------
 
-for label, values in [("defaults", None), ("a plain database.url", PLAIN_DB)]:
+for label, values in [("defaults", None), ("a plain database.url", PLAIN_DB), ("all options on", ALL_ON),
+                      ("CNPG on", CNPG_ON)]:
 
     @check(f"helm lint --strict (Kubernetes {KUBE_VERSION}) passes with {label}")
     def _():
@@ -230,26 +253,8 @@ variants = {
     "Slack and GitHub channels": merged(
         SECRET_DB, {"channels": {"slack": {"secretName": "ark-broker-slack"},
                                  "github": {"secretName": "ark-broker-github", "apiUrl": "https://ghe.example/api/v3"}}}),
-    "all options on": merged(SECRET_DB, {
-        "app": {"image": {"digest": DIGEST}},
-        "autoscaling": {"enabled": True, "maxReplicas": 6, "behavior": {"scaleDown": {"stabilizationWindowSeconds": 600}}},
-        "ingress": {"enabled": True, "className": "nginx",
-                    "annotations": {"nginx.ingress.kubernetes.io/proxy-buffering": "off"},
-                    "hosts": [{"host": "ark.example"},
-                              {"host": "*.apps.example", "paths": [{"path": "/ui", "pathType": "Prefix"}]}],
-                    "tls": [{"secretName": "ark-broker-tls", "hosts": ["ark.example"]}]},
-        "httpRoute": {"enabled": True, "hostnames": ["ark.gw.example"], "timeouts": {"request": "0s"},
-                      "parentRefs": [{"name": "public", "namespace": "gateway-system", "sectionName": "https"}]},
-        "metrics": {"serviceMonitor": {
-            "enabled": True, "labels": {"release": "kube-prometheus-stack"}, "scrapeTimeout": "10s",
-            "authorization": {"type": "Bearer", "credentials": {"name": "ark-broker-scrape", "key": "token"}}}},
-        "networkPolicy": {"enabled": True, "ingress": {"mcpFrom": [
-            {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ark-system"}}}]},
-            "egress": {"postgres": {"to": [{"ipBlock": {"cidr": "10.0.5.0/24"}}]}}},
-        "auth": {"mode": "kubernetes"},
-        "channels": {"slack": {"secretName": "ark-broker-slack"}, "github": {"secretName": "ark-broker-github"}}}),
-    "CNPG on, with a NetworkPolicy and status patching off": {
-        "cnpg": {"enabled": True}, "networkPolicy": {"enabled": True}, "kube": {"statusPatching": "off"}},
+    "all options on": ALL_ON,
+    "CNPG on, with a NetworkPolicy and status patching off": CNPG_ON,
     "CNPG tuned: own name, image, storage class, parameters, no synchronous commit, extra spec": {"cnpg": {
         "enabled": True, "name": "ark-pg", "imageName": "ghcr.io/cloudnative-pg/postgresql:17.6",
         "storage": {"size": "50Gi", "storageClass": "fast-ssd"}, "parameters": {"max_connections": "200"},
