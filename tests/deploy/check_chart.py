@@ -143,7 +143,7 @@ VENDORED = {("ark.mckinsey.com/v1alpha1", "Memory"), ("ark.mckinsey.com/v1alpha1
             ("gateway.networking.k8s.io/v1", "HTTPRoute")}
 
 
-@check("the vendored CRDs (Memory, MCPServer, CNPG Cluster, ServiceMonitor, HTTPRoute) are valid CustomResourceDefinitions")
+@check("the vendored CRDs (Memory, MCPServer, CNPG Cluster, ServiceMonitor, HTTPRoute) are valid CRDs")
 def _():
     CRD_SCHEMAS.update(load_crd_schemas())
     assert set(CRD_SCHEMAS) == VENDORED, CRD_SCHEMAS.keys()
@@ -587,7 +587,7 @@ def _():
     assert "replicas" not in find(every, "Deployment")["spec"]
 
 
-@check("all options: Ingress and HTTPRoute send every host to the Service's http port; their exact names are allowed hosts")
+@check("all options: Ingress and HTTPRoute go to the Service's http port; their exact host names are allowed")
 def _():
     ingress = find(every, "Ingress")["spec"]
     assert ingress["ingressClassName"] == "nginx"
@@ -620,7 +620,7 @@ def _():
     assert "http" in {p["name"] for p in service["spec"]["ports"]}
 
 
-@check("all options: the NetworkPolicy opens http and mcp to their peers and egress only to DNS, Postgres, the API, Slack, GitHub")
+@check("all options: NetworkPolicy lets peers reach http and mcp; egress only to DNS, Postgres, API, Slack, GitHub")
 def _():
     policy = find(every, "NetworkPolicy")
     assert policy["spec"]["podSelector"] == {"matchLabels": selector}
@@ -633,8 +633,9 @@ def _():
     rules = [(sorted((p["port"], p["protocol"]) for p in rule["ports"]), rule.get("to"))
              for rule in policy["spec"]["egress"]]
     assert rules == [
-        ([(53, "TCP"), (53, "UDP")], [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
-                                      "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}]),
+        ([(53, "TCP"), (53, "UDP")], [{
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+            "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}]),
         ([(5432, "TCP")], [{"ipBlock": {"cidr": "10.0.5.0/24"}}]),
         ([(443, "TCP"), (6443, "TCP")], anywhere),  # the API server: kubernetes auth and status patching
         ([(443, "TCP")], anywhere),  # Slack
@@ -716,7 +717,7 @@ def _():
 def _():
     cases = [
         (merged(PLAIN_DB, {"cnpg": {"enabled": True}}), "leave database.url and database.urlSecretRef.name empty"),
-        (merged(SECRET_DB, {"ingress": {"enabled": True}}), "ingress.enabled needs at least one entry in ingress.hosts"),
+        (merged(SECRET_DB, {"ingress": {"enabled": True}}), "needs at least one entry in ingress.hosts"),
         (merged(SECRET_DB, {"httpRoute": {"enabled": True}}), "httpRoute.enabled needs httpRoute.parentRefs"),
         (merged(SECRET_DB, {"autoscaling": {"enabled": True, "minReplicas": 5, "maxReplicas": 4}}),
          "autoscaling.minReplicas (5) must not exceed autoscaling.maxReplicas (4)"),
