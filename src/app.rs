@@ -32,8 +32,13 @@ use crate::{
     messages, queries, questions, sessions, streams, traces, ui,
 };
 
-/// How long shutdown waits for the chunk writer to commit what it holds.
-const WRITER_DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long shutdown waits for the database connections to close.
+const POOL_CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long shutdown waits for the replica's own background tasks (the chunk writer commits what it holds).
+const LOCAL_DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long it waits, meanwhile, for the outbox workers: a channel send in flight (two calls of at most 5 s)
+/// finishes and is recorded — cut short, another replica would send it again once its lease ran out.
+const OUTBOUND_DRAIN_TIMEOUT: Duration = Duration::from_secs(11);
 
 /// The HTTP API with upstream's cross-cutting behaviour: CORS, `X-Request-ID`, body limits, error bodies.
 pub fn app(state: AppState) -> Router {
@@ -146,12 +151,13 @@ async fn finish_background(state: AppState) {
     let pool = state.pool.clone();
     // Dropping our handle lets the writer see its queue close once the last request is gone.
     drop(state);
-    for task in tasks {
-        if tokio::time::timeout(WRITER_DRAIN_TIMEOUT, task).await.is_err() {
-            tracing::warn!("a background task did not finish in time");
-        }
+    let local = tokio::time::timeout(LOCAL_DRAIN_TIMEOUT, futures::future::join_all(tasks.local));
+    let outbound = tokio::time::timeout(OUTBOUND_DRAIN_TIMEOUT, futures::future::join_all(tasks.outbound));
+    let (local, outbound) = tokio::join!(local, outbound);
+    if local.is_err() || outbound.is_err() {
+        tracing::warn!("a background task did not finish in time");
     }
-    if tokio::time::timeout(WRITER_DRAIN_TIMEOUT, pool.close()).await.is_err() {
+    if tokio::time::timeout(POOL_CLOSE_TIMEOUT, pool.close()).await.is_err() {
         tracing::warn!("database connections still in use at exit");
     }
 }

@@ -80,7 +80,17 @@ pub struct AppState {
     pub shutdown: CancellationToken,
     /// The bytes all open chunk POSTs may hold in partly received NDJSON lines.
     pub ndjson_budget: NdjsonBudget,
-    background: Arc<Mutex<Vec<JoinHandle<()>>>>,
+    background: Arc<Mutex<Background>>,
+}
+
+/// The replica's background tasks, for the end of the shutdown sequence.
+#[derive(Debug, Default)]
+pub struct Background {
+    /// Tasks that end as soon as shutdown begins (or their input closes).
+    pub local: Vec<JoinHandle<()>>,
+    /// The outbox workers, which call other services: a call in flight is let finish and recorded, or another
+    /// replica would make it again.
+    pub outbound: Vec<JoinHandle<()>>,
 }
 
 /// Why the broker could not start.
@@ -180,9 +190,10 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
         span_tail_task,
     ];
     background.extend(auth_task);
-    background.extend(channel_worker::spawn(&channels, hub.clone(), shutdown.clone()));
+    let mut outbound: Vec<JoinHandle<()>> =
+        channel_worker::spawn(&channels, hub.clone(), shutdown.clone()).into_iter().collect();
     if let Some(client) = query_status::client(&config).await {
-        background.push(query_status::spawn(client, &config, pool.clone(), hub.clone(), shutdown.clone()));
+        outbound.push(query_status::spawn(client, &config, pool.clone(), hub.clone(), shutdown.clone()));
     }
     let ndjson_budget = NdjsonBudget::new(usize::try_from(config.ndjson_buffer_budget_bytes).unwrap_or(usize::MAX));
     Ok(AppState {
@@ -207,13 +218,13 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
         writer,
         shutdown,
         ndjson_budget,
-        background: Arc::new(Mutex::new(background)),
+        background: Arc::new(Mutex::new(Background { local: background, outbound })),
     })
 }
 
 impl AppState {
     /// Takes the background tasks, for the end of the shutdown sequence.
-    pub(crate) async fn take_background(&self) -> Vec<JoinHandle<()>> {
+    pub(crate) async fn take_background(&self) -> Background {
         std::mem::take(&mut *self.background.lock().await)
     }
 }

@@ -88,7 +88,12 @@ fn github(target: &str) -> Option<Channel> {
         && repo != "."
         && repo != "..";
     let number: u64 = number.parse().ok().filter(|n| *n > 0)?;
-    (owner_ok && repo_ok).then(|| Channel::GitHub { owner: owner.to_owned(), repo: repo.to_owned(), number })
+    // GitHub's names are case-insensitive: one spelling, so a webhook's `acme/app` finds `Acme/App`'s questions.
+    (owner_ok && repo_ok).then(|| Channel::GitHub {
+        owner: owner.to_ascii_lowercase(),
+        repo: repo.to_ascii_lowercase(),
+        number,
+    })
 }
 
 #[cfg(test)]
@@ -102,6 +107,8 @@ mod tests {
         let pr = Channel::parse("github:mckinsey/agents-at-scale-ark#42").unwrap();
         assert_eq!(pr, Channel::GitHub { owner: "mckinsey".into(), repo: "agents-at-scale-ark".into(), number: 42 });
         assert_eq!(pr.to_string(), "github:mckinsey/agents-at-scale-ark#42");
+        let spelled = Channel::parse("github:McKinsey/Agents-At-Scale-ARK#042").unwrap();
+        assert_eq!(spelled.to_string(), "github:mckinsey/agents-at-scale-ark#42", "one spelling of each");
         for bad in [
             "slack",
             "github",

@@ -51,10 +51,8 @@ impl GitHub {
             .await
             .map_err(|e| SendError::Transient(format!("creating the comment: {e}")))?;
         let status = response.status().as_u16();
-        let limited = status == 429
-            || (status == 403 && response.headers().get("x-ratelimit-remaining").is_some_and(|v| v == "0"));
-        if limited {
-            return Err(SendError::RateLimited(retry_after(response.headers()).unwrap_or(Duration::from_secs(60))));
+        if let Some(wait) = rate_limited(status, response.headers()) {
+            return Err(SendError::RateLimited(wait));
         }
         if status >= 500 {
             return Err(SendError::Transient(format!("creating the comment: HTTP {status}")));
@@ -70,6 +68,25 @@ impl GitHub {
             reference: json!({"commentId": comment["id"]}),
         })
     }
+}
+
+/// GitHub's rate limits, as its docs say to read them: a 403 or 429 with `Retry-After` (the secondary limits)
+/// waits that long; one with `x-ratelimit-remaining: 0` waits until `x-ratelimit-reset` (Unix seconds); any
+/// other 429, a minute.
+fn rate_limited(status: u16, headers: &axum::http::HeaderMap) -> Option<Duration> {
+    if status != 403 && status != 429 {
+        return None;
+    }
+    if let Some(wait) = retry_after(headers) {
+        return Some(wait);
+    }
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    if header("x-ratelimit-remaining") == Some("0") {
+        let reset: i64 = header("x-ratelimit-reset").and_then(|v| v.trim().parse().ok()).unwrap_or(0);
+        let seconds = (reset - chrono::Utc::now().timestamp()).clamp(1, 3600);
+        return Some(Duration::from_secs(seconds as u64));
+    }
+    (status == 429).then_some(Duration::from_secs(60))
 }
 
 /// The short id people type in `/answer Q-7F3A …`: `Q-` and the first four hex digits of the question's id.
@@ -104,6 +121,26 @@ fn body(message: &Message<'_>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rate_limits_are_read_as_github_documents_them() {
+        let headers = |pairs: &[(&'static str, String)]| {
+            let mut map = axum::http::HeaderMap::new();
+            for (name, value) in pairs {
+                map.insert(*name, value.parse().unwrap());
+            }
+            map
+        };
+        let secondary = headers(&[("retry-after", "2".into())]);
+        assert_eq!(rate_limited(403, &secondary), Some(Duration::from_secs(2)));
+        let reset = (chrono::Utc::now().timestamp() + 30).to_string();
+        let primary = headers(&[("x-ratelimit-remaining", "0".into()), ("x-ratelimit-reset", reset)]);
+        let wait = rate_limited(403, &primary).unwrap();
+        assert!((29..=30).contains(&wait.as_secs()), "{wait:?}");
+        assert_eq!(rate_limited(403, &headers(&[])), None, "a plain 403 is a refusal");
+        assert_eq!(rate_limited(429, &headers(&[])), Some(Duration::from_secs(60)));
+        assert_eq!(rate_limited(500, &secondary), None);
+    }
 
     #[test]
     fn the_comment_quotes_the_question_offers_the_options_and_carries_the_marker() {

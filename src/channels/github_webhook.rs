@@ -6,7 +6,6 @@
 
 use axum::{
     Json,
-    body::Bytes,
     extract::State,
     http::{HeaderMap, StatusCode},
     response::{IntoResponse, Response},
@@ -18,10 +17,14 @@ use super::{
     answer::{self, Answered},
     short_id, signature,
 };
-use crate::{error::ApiError, state::AppState};
+use crate::{error::ApiError, http::extract::WholeBody, state::AppState};
 
 /// The handler.
-pub async fn receive(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
+pub async fn receive(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    WholeBody(body): WholeBody,
+) -> Result<Response, ApiError> {
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default();
     let Some(secret) = &state.config.github_webhook_secret else {
         return Err(ApiError::NotFound("GitHub webhooks are not configured (--github-webhook-secret)".into()));
@@ -29,18 +32,25 @@ pub async fn receive(State(state): State<AppState>, headers: HeaderMap, body: By
     signature::github(secret.expose(), &body, header("x-hub-signature-256"))
         .map_err(|refused| ApiError::Unauthorized { message: refused.to_string(), invalid_token: false })?;
     let delivery = header("x-github-delivery");
-    if delivery.is_empty() {
-        return Err(ApiError::BadRequest("X-GitHub-Delivery is required".into()));
-    }
-    if !state.channels.deliveries().first_sight("github", delivery).await? {
-        return Ok(Json(json!({"ok": true, "duplicate": true})).into_response());
-    }
+    crate::validate::key("X-GitHub-Delivery", delivery)?;
     let event: Value =
         serde_json::from_slice(&body).map_err(|e| ApiError::BadRequest(format!("invalid JSON body: {e}")))?;
+    let deliveries = state.channels.deliveries();
+    if !deliveries.first_sight("github", delivery).await? {
+        return Ok(Json(json!({"ok": true, "duplicate": true})).into_response());
+    }
     let outcome = match header("x-github-event") {
-        "ping" => "pong".to_owned(),
-        "issue_comment" if event["action"] == "created" => comment(&state, &event).await?,
-        other => format!("ignored: {other} {}", event["action"].as_str().unwrap_or_default()),
+        "ping" => Ok("pong".to_owned()),
+        "issue_comment" if event["action"] == "created" => comment(&state, &event).await,
+        other => Ok(format!("ignored: {other} {}", event["action"].as_str().unwrap_or_default())),
+    };
+    let outcome = match outcome {
+        Ok(outcome) => outcome,
+        Err(error) => {
+            // Not acted on: a redelivery of it must be, so it is not a duplicate.
+            let _ = deliveries.unsee("github", delivery).await;
+            return Err(error);
+        }
     };
     Ok((StatusCode::OK, Json(json!({"ok": true, "outcome": outcome}))).into_response())
 }
@@ -54,37 +64,44 @@ async fn comment(state: &AppState, event: &Value) -> Result<String, ApiError> {
     if by_bot || text.contains("<!-- ark-broker:question:") || login.is_empty() {
         return Ok("ignored: a bot's comment".into());
     }
-    let Some(command) = text.lines().next().and_then(|line| line.trim().strip_prefix("/answer")) else {
+    let Some(command) = Command::parse(text) else {
         return Ok("ignored: not an /answer".into());
     };
+    crate::validate::key("comment.user.login", login)?;
     let (Some(repository), Some(number)) =
         (event["repository"]["full_name"].as_str(), event["issue"]["number"].as_u64())
     else {
         return Err(ApiError::BadRequest("an issue_comment without repository.full_name or issue.number".into()));
     };
-    let channel = format!("github:{repository}#{number}");
+    let channel = match Channel::parse(&format!("github:{repository}#{number}")) {
+        Ok(channel) => channel.to_string(),
+        Err(_) => return Err(ApiError::BadRequest(format!("repository.full_name: '{repository}' is not owner/repo"))),
+    };
     let questions = state.channels.deliveries().questions_on(&channel).await?;
     let pending: Vec<&String> = questions.iter().filter(|(_, pending)| *pending).map(|(id, _)| id).collect();
-    let command = command.trim();
-    // A short id names any question delivered here (an answered one gets "already answered by …").
-    let (chosen, answer) = match command.split_once(char::is_whitespace) {
-        Some((first, rest)) if first.starts_with("Q-") => {
-            (questions.iter().map(|(id, _)| id).rev().find(|id| short_id(id).eq_ignore_ascii_case(first)), rest.trim())
-        }
-        _ if pending.len() == 1 => (pending.first().copied(), command),
-        _ => (None, command),
+    let ids = |of: &[&String]| of.iter().map(|id| format!("`{}`", short_id(id))).collect::<Vec<_>>().join(", ");
+    let chosen = match &command.short_id {
+        // A short id names any question delivered here (an answered one gets "already answered by …").
+        Some(wanted) => match questions.iter().rev().find(|(id, _)| short_id(id).eq_ignore_ascii_case(wanted)) {
+            Some((id, _)) => Ok(id),
+            None if pending.is_empty() => Err(format!("There is no question {wanted} here.")),
+            None => Err(format!("There is no question {wanted} here; pending here: {}.", ids(&pending))),
+        },
+        None if pending.len() == 1 => Ok(pending[0]),
+        None if pending.len() > 1 => Err(format!(
+            "Several questions are pending here: write `/answer <id> <your answer>` with one of {}.",
+            ids(&pending)
+        )),
+        // Nothing pending: a late answer hears about the latest question delivered here.
+        None => match questions.last() {
+            Some((id, _)) => Ok(id),
+            None => return Ok("ignored: no question was asked here".into()),
+        },
     };
-    let reply = match (chosen, answer.is_empty()) {
-        (_, true) => "Nothing to answer with: write `/answer <your answer>`.".to_owned(),
-        (None, _) if pending.is_empty() => return Ok("ignored: no question pending here".into()),
-        (None, _) => {
-            let ids: Vec<String> = pending.iter().map(|id| format!("`{}`", short_id(id))).collect();
-            format!(
-                "Several questions are pending here: write `/answer <id> <your answer>` with one of {}.",
-                ids.join(", ")
-            )
-        }
-        (Some(id), false) => match answer::answer(state, id, answer, format!("github:{login}")).await? {
+    let reply = match (chosen, command.answer.is_empty()) {
+        (Err(why), _) => why,
+        (Ok(_), true) => "Nothing to answer with: write `/answer <your answer>`.".to_owned(),
+        (Ok(id), false) => match answer::answer(state, id, &command.answer, format!("github:{login}")).await? {
             Answered::Refused(why) => format!("{} was not answered: {why}.", short_id(id)),
             Answered::Made => format!("Answered {} — thank you, @{login}.", short_id(id)),
             Answered::Closed(question) => format!(
@@ -100,4 +117,59 @@ async fn comment(state: &AppState, event: &Value) -> Result<String, ApiError> {
         state.channels.reply_on_github(owner, repo, number, reply.clone());
     }
     Ok(reply)
+}
+
+/// An `/answer` comment: `/answer [Q-XXXX] <text>`. The text is the rest of the first line, or, when that is
+/// empty, the lines after it.
+#[derive(Debug, PartialEq, Eq)]
+struct Command {
+    short_id: Option<String>,
+    answer: String,
+}
+
+impl Command {
+    fn parse(comment: &str) -> Option<Command> {
+        let comment = comment.trim_start();
+        let (first, rest) = comment.split_once('\n').unwrap_or((comment, ""));
+        let after = first.trim_end().strip_prefix("/answer")?;
+        // `/answer` is a word of its own: `/answers …` or `/answerme` is not the command.
+        if !(after.is_empty() || after.starts_with(char::is_whitespace)) {
+            return None;
+        }
+        let after = after.trim();
+        let (short_id, text) = match after.split_once(char::is_whitespace) {
+            Some((first, text)) if looks_like_short_id(first) => (Some(first.to_ascii_uppercase()), text.trim()),
+            None if looks_like_short_id(after) => (Some(after.to_ascii_uppercase()), ""),
+            _ => (None, after),
+        };
+        let answer = if text.is_empty() { rest.trim() } else { text };
+        Some(Command { short_id, answer: answer.to_owned() })
+    }
+}
+
+/// `Q-` (or `q-`) and four hex digits, as [`short_id`] writes them: "Q-tips" is an answer, not an id.
+fn looks_like_short_id(word: &str) -> bool {
+    word.len() == 6 && word[..2].eq_ignore_ascii_case("q-") && word[2..].bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Command;
+
+    fn command(short_id: Option<&str>, answer: &str) -> Option<Command> {
+        Some(Command { short_id: short_id.map(str::to_owned), answer: answer.to_owned() })
+    }
+
+    #[test]
+    fn answer_commands_are_read_as_people_write_them() {
+        assert_eq!(Command::parse("/answer yes please"), command(None, "yes please"));
+        assert_eq!(Command::parse("/answer q-6c72 yes"), command(Some("Q-6C72"), "yes"));
+        assert_eq!(Command::parse("/answer Q-tips are fine"), command(None, "Q-tips are fine"));
+        assert_eq!(Command::parse("/answer\nYes, go ahead\n"), command(None, "Yes, go ahead"));
+        assert_eq!(Command::parse("/answer Q-0A1B\nship it"), command(Some("Q-0A1B"), "ship it"));
+        assert_eq!(Command::parse("/answer"), command(None, ""));
+        assert_eq!(Command::parse("/answeryes please"), None);
+        assert_eq!(Command::parse("/answers are below"), None);
+        assert_eq!(Command::parse("I think /answer yes"), None);
+    }
 }

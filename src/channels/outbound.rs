@@ -7,8 +7,9 @@ use std::time::Duration;
 use super::{Channel, github::GitHub, slack::Slack, store::DeliveryStore};
 use crate::config::Config;
 
-/// How long one call to Slack or GitHub may take (well inside the delivery's lease).
-const SEND_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long one call to Slack or GitHub may take: a delivery makes at most two, well inside its lease and
+/// within what shutdown waits for the worker (so a replica going down does not leave a send half done).
+pub const SEND_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The channels this replica can deliver to: a kind is there when its token is configured.
 #[derive(Debug, Clone)]
@@ -47,10 +48,12 @@ impl Channels {
         });
     }
 
-    /// Checks a question's channel entries: each must be a channel this replica delivers to. The error names
-    /// the first entry that is not.
-    pub fn check(&self, entries: &[String]) -> Result<(), String> {
-        for entry in entries {
+    /// Checks a question's channel entries: each must be a channel this replica delivers to (the error names
+    /// the first entry that is not). The entries are then written one way each (`github:Acme/App#07` as
+    /// `github:acme/app#7`), once each.
+    pub fn check(&self, entries: &mut Vec<String>) -> Result<(), String> {
+        let mut canonical: Vec<String> = Vec::with_capacity(entries.len());
+        for entry in entries.iter() {
             let channel = Channel::parse(entry)?;
             let configured = match channel {
                 Channel::Slack { .. } => self.slack.is_some(),
@@ -63,7 +66,12 @@ impl Channels {
                     if channel.kind() == "slack" { "bot-token" } else { "token" }
                 ));
             }
+            let entry = channel.to_string();
+            if !canonical.contains(&entry) {
+                canonical.push(entry);
+            }
         }
+        *entries = canonical;
         Ok(())
     }
 

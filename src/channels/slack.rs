@@ -3,7 +3,10 @@
 //! notes a person gets when someone else answered first (`chat.postEphemeral`, or an interaction's
 //! `response_url`).
 
-use std::time::Duration;
+use std::{
+    sync::{Arc, Mutex, PoisonError},
+    time::{Duration, Instant},
+};
 
 use serde_json::{Value, json};
 
@@ -19,17 +22,20 @@ pub struct Slack {
     http: reqwest::Client,
     base: String,
     token: Secret,
+    /// Until when Slack asked this replica to wait (a 429): no call is made before then.
+    paused_until: Arc<Mutex<Option<Instant>>>,
 }
 
 impl Slack {
     /// A client of `base` (e.g. `https://slack.com/api`).
     pub fn new(http: reqwest::Client, base: &str, token: Secret) -> Self {
-        Slack { http, base: base.trim_end_matches('/').to_owned(), token }
+        Slack { http, base: base.trim_end_matches('/').to_owned(), token, paused_until: Arc::default() }
     }
 
     /// Posts `message` to `channel`.
     pub async fn post(&self, channel: &str, message: &Message<'_>) -> Result<Sent, SendError> {
-        let body = json!({"channel": channel, "text": message.fallback_text(), "blocks": slack_blocks::question(message, None)});
+        let text = slack_blocks::escape(&message.fallback_text());
+        let body = json!({"channel": channel, "text": text, "blocks": slack_blocks::question(message, None)});
         let reply = self.call("chat.postMessage", &body).await?;
         let (channel_id, ts) = match (reply["channel"].as_str(), reply["ts"].as_str()) {
             (Some(channel), Some(ts)) => (channel.to_owned(), ts.to_owned()),
@@ -38,7 +44,7 @@ impl Slack {
             }
         };
         // The link is a nicety: a delivered message stays delivered if it cannot be had.
-        let link = self.call("chat.getPermalink", &json!({"channel": channel_id, "message_ts": ts})).await;
+        let link = self.get("chat.getPermalink", &[("channel", &channel_id), ("message_ts", &ts)]).await;
         let url = link.ok().and_then(|reply| reply["permalink"].as_str().map(str::to_owned));
         Ok(Sent { url, reference: json!({"channel": channel_id, "ts": ts}) })
     }
@@ -48,7 +54,7 @@ impl Slack {
         let (Some(channel), Some(ts)) = (reference["channel"].as_str(), reference["ts"].as_str()) else {
             return Err(SendError::Permanent(format!("no Slack message at {reference}")));
         };
-        let text = format!("{} — {}", message.fallback_text(), slack_blocks::outcome(closed));
+        let text = format!("{} — {}", slack_blocks::escape(&message.fallback_text()), slack_blocks::outcome(closed));
         let blocks = slack_blocks::question(message, Some(closed));
         self.call("chat.update", &json!({"channel": channel, "ts": ts, "text": text, "blocks": blocks})).await?;
         Ok(())
@@ -86,20 +92,36 @@ impl Slack {
         }
     }
 
-    /// One Web API call: `ok: false` and HTTP errors become [`SendError`]s (429 and `ratelimited` with the
-    /// wait Slack asks for).
+    /// A Web API method that takes a JSON body.
     async fn call(&self, method: &str, body: &Value) -> Result<Value, SendError> {
-        let response = self
-            .http
-            .post(format!("{}/{method}", self.base))
+        let request = self.http.post(format!("{}/{method}", self.base)).json(body);
+        self.send(method, request).await
+    }
+
+    /// A Web API method that takes only query arguments (`chat.getPermalink` accepts no JSON body).
+    async fn get(&self, method: &str, arguments: &[(&str, &str)]) -> Result<Value, SendError> {
+        let query = serde_urlencoded::to_string(arguments).unwrap_or_default();
+        let request = self.http.get(format!("{}/{method}?{query}", self.base));
+        self.send(method, request).await
+    }
+
+    /// One Web API call: `ok: false` and HTTP errors become [`SendError`]s (429 and `ratelimited` with the
+    /// wait Slack asks for, which also holds back this replica's other calls until then).
+    async fn send(&self, method: &str, request: reqwest::RequestBuilder) -> Result<Value, SendError> {
+        let paused = *self.paused_until.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(wait) = paused.and_then(|until| until.checked_duration_since(Instant::now())) {
+            return Err(SendError::RateLimited(wait));
+        }
+        let response = request
             .bearer_auth(self.token.expose())
-            .json(body)
             .send()
             .await
             .map_err(|e| SendError::Transient(format!("{method}: {e}")))?;
         let status = response.status();
         if status.as_u16() == 429 {
-            return Err(SendError::RateLimited(retry_after(response.headers()).unwrap_or(Duration::from_secs(1))));
+            let wait = retry_after(response.headers()).unwrap_or(Duration::from_secs(1));
+            *self.paused_until.lock().unwrap_or_else(PoisonError::into_inner) = Some(Instant::now() + wait);
+            return Err(SendError::RateLimited(wait));
         }
         if !status.is_success() {
             return Err(SendError::Transient(format!("{method}: HTTP {status}")));

@@ -48,25 +48,42 @@ pub fn question(message: &Message<'_>, closed: Option<Closed<'_>>) -> Value {
 /// The outcome in a sentence (mrkdwn): who answered what, or that nobody needs to.
 pub fn outcome(closed: Closed<'_>) -> String {
     match closed.status {
-        "answered" => format!(
+        "answered" => clip(&format!(
             ":white_check_mark: *Answered* by {}: {}",
             person(closed.answered_by),
-            clip(&escape(closed.response.unwrap_or_default()))
-        ),
+            escape(closed.response.unwrap_or_default())
+        )),
         "cancelled" => ":no_entry_sign: *Cancelled*: no answer is needed any more.".to_owned(),
         _ => ":hourglass: *Expired* before anyone answered.".to_owned(),
     }
 }
 
-/// What a person whose answer came second is told (only they see it).
+/// What a person whose answer came second is told (only they see it), in mrkdwn.
 pub fn already(closed: Closed<'_>) -> String {
     match closed.status {
-        "answered" => format!(
+        "answered" => clip(&format!(
             "Already answered by {}: {}",
             person(closed.answered_by),
-            clip(&escape(closed.response.unwrap_or_default()))
-        ),
+            escape(closed.response.unwrap_or_default())
+        )),
         _ => outcome(closed),
+    }
+}
+
+/// The same in plain text, for a modal's field error (Slack shows no markup there; at most 150 characters
+/// are kept readable, so the answer is cut short).
+pub fn already_plain(closed: Closed<'_>) -> String {
+    let by = match closed.answered_by {
+        Some(by) => by.strip_prefix("slack:").map_or_else(|| by.to_owned(), |user| format!("Slack user {user}")),
+        None => "someone".to_owned(),
+    };
+    match closed.status {
+        "answered" => {
+            let response: String = closed.response.unwrap_or_default().chars().take(100).collect();
+            format!("Already answered by {by}: {response}")
+        }
+        "cancelled" => "The question was cancelled: no answer is needed any more.".to_owned(),
+        _ => "The question expired before anyone answered.".to_owned(),
     }
 }
 
@@ -114,9 +131,14 @@ fn buttons(message: &Message<'_>) -> Vec<Value> {
     buttons
 }
 
-/// Text as mrkdwn shows it literally: Slack reads `&`, `<` and `>` as markup.
-fn escape(text: &str) -> String {
+/// Text as mrkdwn shows it literally: Slack reads `&`, `<` and `>` as markup (`<!channel>` would ping).
+pub fn escape(text: &str) -> String {
     text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+}
+
+/// A message's text as the person typed it: Slack sends `&`, `<` and `>` escaped.
+pub fn unescape(text: &str) -> String {
+    text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 }
 
 /// Text cut to what a section takes.
@@ -155,11 +177,17 @@ mod tests {
         let done = question(&message(&options), Some(closed));
         assert_eq!(done[2]["text"]["text"], ":white_check_mark: *Answered* by <@U42>: No");
         assert_eq!(person(Some("alice <x>")), "alice &lt;x&gt;");
+        assert_eq!(unescape("a &lt; b &amp;&amp; c &gt; d"), "a < b && c > d");
+        let plain = already_plain(closed);
+        assert_eq!(plain, "Already answered by Slack user U42: No");
     }
 
     #[test]
     fn long_text_is_clipped_to_what_slack_takes() {
         let long = "é".repeat(5000);
         assert_eq!(clip(&long).chars().count(), SECTION_CHARS);
+        let closed = Closed { status: "answered", response: Some(&long), answered_by: Some("slack:U1") };
+        assert_eq!(outcome(closed).chars().count(), SECTION_CHARS, "the prefix counts too");
+        assert_eq!(already(closed).chars().count(), SECTION_CHARS);
     }
 }

@@ -11,7 +11,6 @@
 
 use axum::{
     Json,
-    body::Bytes,
     extract::State,
     http::HeaderMap,
     response::{IntoResponse, Response},
@@ -26,6 +25,7 @@ use super::{
 };
 use crate::{
     error::ApiError,
+    http::extract::WholeBody,
     questions::model::{Question, QuestionStatus},
     state::AppState,
 };
@@ -34,7 +34,7 @@ use crate::{
 pub async fn interactions(
     State(state): State<AppState>,
     headers: HeaderMap,
-    body: Bytes,
+    WholeBody(body): WholeBody,
 ) -> Result<Response, ApiError> {
     let slack = verified(&state, &headers, &body)?;
     let form: Vec<(String, String)> =
@@ -44,32 +44,40 @@ pub async fn interactions(
         .as_deref()
         .and_then(|payload| serde_json::from_str(payload).ok())
         .ok_or_else(|| ApiError::BadRequest("an interaction needs a JSON `payload` field".into()))?;
-    let user = payload["user"]["id"].as_str().unwrap_or_default();
-    if user.is_empty() {
-        return Err(ApiError::BadRequest("an interaction without user.id".into()));
-    }
+    let user = text_field(&payload["user"]["id"], "user.id")?;
     match payload["type"].as_str() {
         Some("block_actions") => block_action(&state, slack, &payload, user).await,
         Some("view_submission") if payload["view"]["callback_id"] == MODAL_CALLBACK => {
             submission(&state, &payload["view"], user).await
         }
-        _ => Ok(Json(json!({"ok": true, "outcome": "ignored"})).into_response()),
+        // Another app's modal, or a kind of interaction the broker does not offer: acknowledged, nothing more.
+        _ => Ok(().into_response()),
     }
 }
 
 /// `POST /channels/slack/events`: the Events API's JSON.
-pub async fn events(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
+pub async fn events(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    WholeBody(body): WholeBody,
+) -> Result<Response, ApiError> {
     let slack = verified(&state, &headers, &body)?;
     let event: Value =
         serde_json::from_slice(&body).map_err(|e| ApiError::BadRequest(format!("invalid JSON body: {e}")))?;
     let outcome = match event["type"].as_str() {
         Some("url_verification") => return Ok(Json(json!({"challenge": event["challenge"]})).into_response()),
         Some("event_callback") => {
-            let Some(event_id) = event["event_id"].as_str() else {
-                return Err(ApiError::BadRequest("an event_callback without event_id".into()));
-            };
-            if state.channels.deliveries().first_sight("slack", event_id).await? {
-                thread_reply(&state, slack, &event["event"]).await?
+            let event_id = text_field(&event["event_id"], "event_id")?;
+            let deliveries = state.channels.deliveries();
+            if deliveries.first_sight("slack", event_id).await? {
+                match thread_reply(&state, slack, &event["event"]).await {
+                    Ok(outcome) => outcome,
+                    Err(error) => {
+                        // Not acted on: Slack's retry of this event must be, so it is not a duplicate.
+                        let _ = deliveries.unsee("slack", event_id).await;
+                        return Err(error);
+                    }
+                }
             } else {
                 let retry = headers.get("x-slack-retry-num").and_then(|v| v.to_str().ok()).unwrap_or("?");
                 tracing::debug!(event_id, retry, "a retried Slack event, acted on already");
@@ -100,6 +108,9 @@ async fn block_action(state: &AppState, slack: Slack, payload: &Value, user: &st
     let action = &payload["actions"][0];
     let (action_id, value) = (action["action_id"].as_str().unwrap_or_default(), action["value"].as_str());
     let response_url = payload["response_url"].as_str().map(str::to_owned);
+    if let Some(value) = value {
+        text_field(&json!(value), "actions[0].value")?;
+    }
     let (question_id, option) = match (action_id, value) {
         (ANSWER_BUTTON, Some(id)) => (id, None),
         (id, Some(value)) if id.starts_with("option:") => match value.rsplit_once('|') {
@@ -147,10 +158,12 @@ async fn block_action(state: &AppState, slack: Slack, payload: &Value, user: &st
 async fn submission(state: &AppState, view: &Value, user: &str) -> Result<Response, ApiError> {
     let question_id = view["private_metadata"].as_str().unwrap_or_default();
     let text = view["state"]["values"][ANSWER_BLOCK][ANSWER_ACTION]["value"].as_str().unwrap_or_default();
+    text_field(&json!(question_id), "view.private_metadata")?;
     let problem = match answer(state, question_id, text, format!("slack:{user}")).await? {
         // An empty reply closes the modal.
         Answered::Made => return Ok(().into_response()),
-        Answered::Closed(question) => already(&question),
+        // A modal's field error is plain text: no mentions or markup.
+        Answered::Closed(question) => slack_blocks::already_plain(closed(&question)),
         Answered::NotFound => "This question no longer exists.".to_owned(),
         Answered::Refused(why) => why,
     };
@@ -160,21 +173,29 @@ async fn submission(state: &AppState, view: &Value, user: &str) -> Result<Respon
 /// A message event: a person's reply in a question's thread answers it.
 async fn thread_reply(state: &AppState, slack: Slack, event: &Value) -> Result<&'static str, ApiError> {
     let text = |name: &str| event[name].as_str().unwrap_or_default();
-    if event["type"] != "message" || !event["bot_id"].is_null() || !event["subtype"].is_null() {
+    // A reply also sent to the channel (`thread_broadcast`) is still a person's reply; other subtypes (edits,
+    // joins, bots' messages) are not.
+    let plain = event["subtype"].is_null() || event["subtype"] == "thread_broadcast";
+    if event["type"] != "message" || !event["bot_id"].is_null() || !plain {
         return Ok("ignored: not a person's message");
     }
     let (channel, user, thread) = (text("channel"), text("user"), text("thread_ts"));
     if thread.is_empty() || thread == text("ts") || user.is_empty() {
         return Ok("ignored: not a reply in a thread");
     }
+    for (value, field) in [(channel, "event.channel"), (user, "event.user"), (thread, "event.thread_ts")] {
+        text_field(&json!(value), field)?;
+    }
     let Some(question_id) = state.channels.deliveries().question_of_message(channel, thread).await? else {
         return Ok("ignored: not a question's thread");
     };
-    let note = match answer(state, &question_id, text("text"), format!("slack:{user}")).await? {
+    // Slack escapes &, < and > in message text; the answer is what the person typed.
+    let typed = slack_blocks::unescape(text("text"));
+    let (note, outcome) = match answer(state, &question_id, &typed, format!("slack:{user}")).await? {
         Answered::Made => return Ok("answered"),
-        Answered::Closed(question) => already(&question),
+        Answered::Closed(question) => (already(&question), "already closed"),
         Answered::NotFound => return Ok("ignored: the question is gone"),
-        Answered::Refused(why) => format!("Not taken as an answer: {why}"),
+        Answered::Refused(why) => (format!("Not taken as an answer: {why}"), "refused"),
     };
     let (channel, user, thread) = (channel.to_owned(), user.to_owned(), thread.to_owned());
     tokio::spawn(async move {
@@ -182,16 +203,28 @@ async fn thread_reply(state: &AppState, slack: Slack, event: &Value) -> Result<&
             tracing::warn!(?error, "cannot tell a Slack user their reply came too late");
         }
     });
-    Ok("already closed")
+    Ok(outcome)
 }
 
 /// "Already answered by …", for a person whose answer came second.
 fn already(question: &Question) -> String {
-    slack_blocks::already(Closed {
+    slack_blocks::already(closed(question))
+}
+
+fn closed(question: &Question) -> Closed<'_> {
+    Closed {
         status: question.status.as_str(),
         response: question.response.as_deref(),
         answered_by: question.answered_by.as_deref(),
-    })
+    }
+}
+
+/// A string field of Slack's payload that names something stored (a user, a question, an event): present,
+/// and a key Postgres can store and index (no NUL, not huge); else 400 naming the field.
+fn text_field<'a>(value: &'a Value, field: &str) -> Result<&'a str, ApiError> {
+    let text = value.as_str().ok_or_else(|| ApiError::BadRequest(format!("{field}: expected a string")))?;
+    crate::validate::key(field, text)?;
+    Ok(text)
 }
 
 /// Shows `text` to the person who clicked, after the reply to Slack.

@@ -77,7 +77,8 @@ async fn refresh(conn: &mut PgConnection, question_id: &str) -> StoreResult<Ques
         r#"update questions set deliveries = coalesce(
              (select jsonb_agg(jsonb_build_object('channel', d.channel, 'status', d.status, 'attempts', d.attempts)
                                || jsonb_strip_nulls(jsonb_build_object('url', d.message_url, 'error', d.last_error,
-                                                                       'deliveredAt', d.delivered_at))
+                                                                       'deliveredAt', to_char(d.delivered_at at time zone 'UTC',
+                                                                                              'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')))
                                order by d.id)
               from channel_deliveries d where d.question_id = $1), '[]'),
                resource_version = nextval('question_versions')
@@ -90,11 +91,17 @@ async fn refresh(conn: &mut PgConnection, question_id: &str) -> StoreResult<Ques
 }
 
 /// Commits a delivery's change together with its question's refreshed deliveries, logged for watchers and
-/// waiters (a blocking `ask_question` reports the delivery).
-async fn commit_refreshed(mut tx: FeedTx, question_id: &str) -> StoreResult<()> {
+/// waiters (a blocking `ask_question` reports the delivery). A change that matched nothing — the claim was
+/// lost: its lease ran out and another replica claimed the delivery since — is rolled back; `false` then.
+async fn commit_refreshed(mut tx: FeedTx, question_id: &str, changed: u64) -> StoreResult<bool> {
+    if changed == 0 {
+        tx.rollback().await?;
+        return Ok(false);
+    }
     let row = refresh(tx.conn(), question_id).await?;
     log_change(&mut tx, "question_updated", row).await?;
-    tx.commit().await
+    tx.commit().await?;
+    Ok(true)
 }
 
 impl DeliveryStore {
@@ -128,43 +135,56 @@ impl DeliveryStore {
         .await?)
     }
 
-    /// Records a sent message: its link and what finds it again.
+    /// Records a sent message: its link and what finds it again. `false` if the claim was lost meanwhile.
     pub async fn delivered(
         &self,
         job: &DeliveryJob,
         url: Option<&str>,
         reference: &serde_json::Value,
-    ) -> StoreResult<()> {
+    ) -> StoreResult<bool> {
         let mut tx = FeedTx::begin(&self.pool, Feed::Questions).await?;
-        sqlx::query!(
+        let changed = sqlx::query!(
             "update channel_deliveries
              set status = 'delivered', delivered_at = now(), message_url = $2, message_ref = $3, last_error = null,
                  -- a Slack message is updated once its question closes, which may be at once
                  next_attempt_at = now(),
                  update_status = case when channel like 'slack:%' then 'waiting' else 'done' end
-             where id = $1",
+             where id = $1 and status = 'pending' and attempts = $4",
             job.id,
             url,
             reference,
+            job.attempts,
         )
         .execute(tx.conn())
-        .await?;
-        commit_refreshed(tx, &job.question_id).await
+        .await?
+        .rows_affected();
+        commit_refreshed(tx, &job.question_id, changed).await
     }
 
-    /// Tries again after `delay_ms`, recording why this attempt failed.
-    pub async fn retry_later(&self, job: &DeliveryJob, delay_ms: i64, error: &str) -> StoreResult<()> {
+    /// Tries again after `delay_ms`, recording why this attempt failed. `false` if the claim was lost.
+    pub async fn retry_later(&self, job: &DeliveryJob, delay_ms: i64, error: &str) -> StoreResult<bool> {
         let mut tx = FeedTx::begin(&self.pool, Feed::Questions).await?;
-        sqlx::query!(
+        let changed = sqlx::query!(
             "update channel_deliveries
-             set next_attempt_at = now() + $2::bigint * interval '1 millisecond', last_error = $3 where id = $1",
+             set next_attempt_at = now() + $2::bigint * interval '1 millisecond', last_error = $3
+             where id = $1 and status = 'pending' and attempts = $4",
             job.id,
             delay_ms,
             error,
+            job.attempts,
         )
         .execute(tx.conn())
-        .await?;
-        commit_refreshed(tx, &job.question_id).await
+        .await?
+        .rows_affected();
+        commit_refreshed(tx, &job.question_id, changed).await
+    }
+
+    /// Forgets that an inbound delivery was seen, when acting on it failed: its retry is then acted on.
+    pub async fn unsee(&self, source: &str, delivery_id: &str) -> StoreResult<()> {
+        sqlx::query!("delete from inbound_deliveries where source = $1 and delivery_id = $2", source, delivery_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
     }
 
     /// Records an inbound delivery's id; `false` when it was seen before (a retry).
@@ -219,13 +239,20 @@ impl DeliveryStore {
         Ok(rows.into_iter().map(|row| (row.id, row.pending)).collect())
     }
 
-    /// Gives a delivery up, recording why.
-    pub async fn failed(&self, job: &DeliveryJob, error: &str) -> StoreResult<()> {
+    /// Gives a delivery up, recording why. `false` if the claim was lost.
+    pub async fn failed(&self, job: &DeliveryJob, error: &str) -> StoreResult<bool> {
         let mut tx = FeedTx::begin(&self.pool, Feed::Questions).await?;
-        sqlx::query!("update channel_deliveries set status = 'failed', last_error = $2 where id = $1", job.id, error)
-            .execute(tx.conn())
-            .await?;
-        commit_refreshed(tx, &job.question_id).await
+        let changed = sqlx::query!(
+            "update channel_deliveries set status = 'failed', last_error = $2
+             where id = $1 and status = 'pending' and attempts = $3",
+            job.id,
+            error,
+            job.attempts,
+        )
+        .execute(tx.conn())
+        .await?
+        .rows_affected();
+        commit_refreshed(tx, &job.question_id, changed).await
     }
 
     /// Claims up to `limit` delivered Slack messages whose question has closed, for `lease_seconds`.
@@ -256,19 +283,21 @@ impl DeliveryStore {
     }
 
     /// Records how updating a message ended: `done`, `failed` (given up), or still `waiting` for another
-    /// attempt after `delay_ms`.
-    pub async fn update_settled(&self, job: &UpdateJob, status: &str, delay_ms: i64) -> StoreResult<()> {
-        sqlx::query!(
+    /// attempt after `delay_ms`. `false` if the claim was lost meanwhile.
+    pub async fn update_settled(&self, job: &UpdateJob, status: &str, delay_ms: i64) -> StoreResult<bool> {
+        let changed = sqlx::query!(
             "update channel_deliveries
              set update_status = $2, next_attempt_at = now() + $3::bigint * interval '1 millisecond'
-             where id = $1",
+             where id = $1 and update_status = 'waiting' and update_attempts = $4",
             job.id,
             status,
             delay_ms,
+            job.attempts,
         )
         .execute(&self.pool)
-        .await?;
-        Ok(())
+        .await?
+        .rows_affected();
+        Ok(changed == 1)
     }
 
     /// The question a Slack message (its channel id and timestamp) was delivered for.

@@ -16,26 +16,35 @@ use super::{
 use crate::{
     db::{
         hub::Hub,
-        outbox::{self, CLAIM, LEASE_SECONDS, MAX_ATTEMPTS},
+        outbox::{self, LEASE_SECONDS, MAX_ATTEMPTS},
     },
     telemetry::metrics,
 };
 
+/// Deliveries claimed at a time: one, so each one's lease starts right before its own send (several claimed
+/// together would wait for each other's sends, and a slow channel would let their leases run out).
+const CLAIM: i64 = 1;
+
 /// Starts this replica's delivery worker, when any channel is configured.
 pub fn spawn(channels: &Channels, hub: Hub, shutdown: CancellationToken) -> Option<JoinHandle<()>> {
     let (channels, store) = (channels.clone(), channels.deliveries().clone());
-    channels
-        .any()
-        .then(|| tokio::spawn(async move { outbox::work_off(hub, shutdown, || drain(&channels, &store)).await }))
+    channels.any().then(|| {
+        tokio::spawn(async move {
+            let stopping = shutdown.clone();
+            outbox::work_off(hub, shutdown, || drain(&channels, &store, &stopping)).await
+        })
+    })
 }
 
-async fn drain(channels: &Channels, store: &DeliveryStore) {
-    drain_sends(channels, store).await;
-    drain_updates(channels, store).await;
+/// Works off what is due; once shutdown begins, nothing more is claimed (what another replica will send),
+/// and the send in flight finishes and is recorded.
+async fn drain(channels: &Channels, store: &DeliveryStore, shutdown: &CancellationToken) {
+    drain_sends(channels, store, shutdown).await;
+    drain_updates(channels, store, shutdown).await;
 }
 
-async fn drain_sends(channels: &Channels, store: &DeliveryStore) {
-    loop {
+async fn drain_sends(channels: &Channels, store: &DeliveryStore, shutdown: &CancellationToken) {
+    while !shutdown.is_cancelled() {
         let jobs = match store.claim_due(CLAIM, LEASE_SECONDS).await {
             Ok(jobs) if !jobs.is_empty() => jobs,
             Ok(_) => return,
@@ -46,8 +55,12 @@ async fn drain_sends(channels: &Channels, store: &DeliveryStore) {
         };
         for job in jobs {
             let outcome = send(channels, &job).await;
-            if let Err(error) = settle(store, &job, outcome).await {
-                tracing::warn!(%error, delivery.id = job.id, "cannot record a channel delivery; it will be retried");
+            match settle(store, &job, outcome).await {
+                Ok(true) => {}
+                Ok(false) => lost_claim(&job.question_id, &job.channel),
+                Err(error) => {
+                    tracing::warn!(%error, delivery.id = job.id, "cannot record a channel delivery; it will be retried")
+                }
             }
         }
     }
@@ -78,11 +91,17 @@ async fn send(channels: &Channels, job: &DeliveryJob) -> Result<Sent, SendError>
     }
 }
 
+/// The send outlived its lease and another replica claimed the delivery: its outcome is that replica's to
+/// record (the channel may show the message twice).
+fn lost_claim(question_id: &str, channel: &str) {
+    tracing::warn!(question.id = %question_id, %channel, "a send outlived its claim; another replica took the delivery over");
+}
+
 async fn settle(
     store: &DeliveryStore,
     job: &DeliveryJob,
     outcome: Result<Sent, SendError>,
-) -> crate::db::StoreResult<()> {
+) -> crate::db::StoreResult<bool> {
     let channel = &job.channel;
     if outcome.is_err() {
         metrics::outbox_failed("channel_deliveries");
@@ -111,9 +130,9 @@ async fn settle(
     }
 }
 
-async fn drain_updates(channels: &Channels, store: &DeliveryStore) {
+async fn drain_updates(channels: &Channels, store: &DeliveryStore, shutdown: &CancellationToken) {
     let Some(slack) = &channels.slack else { return };
-    loop {
+    while !shutdown.is_cancelled() {
         let jobs = match store.claim_updates(CLAIM, LEASE_SECONDS).await {
             Ok(jobs) if !jobs.is_empty() => jobs,
             Ok(_) => return,
@@ -138,8 +157,12 @@ async fn drain_updates(channels: &Channels, store: &DeliveryStore) {
                 answered_by: job.answered_by.as_deref(),
             };
             let outcome = slack.update(&job.message_ref, &message, closed).await;
-            if let Err(error) = settle_update(store, &job, outcome).await {
-                tracing::warn!(%error, delivery.id = job.id, "cannot record a Slack message update; it will be retried");
+            match settle_update(store, &job, outcome).await {
+                Ok(true) => {}
+                Ok(false) => lost_claim(&job.question_id, "slack (update)"),
+                Err(error) => {
+                    tracing::warn!(%error, delivery.id = job.id, "cannot record a Slack message update; it will be retried")
+                }
             }
         }
     }
@@ -149,7 +172,7 @@ async fn settle_update(
     store: &DeliveryStore,
     job: &UpdateJob,
     outcome: Result<(), SendError>,
-) -> crate::db::StoreResult<()> {
+) -> crate::db::StoreResult<bool> {
     let question = &job.question_id;
     if outcome.is_err() {
         metrics::outbox_failed("channel_deliveries");

@@ -21,7 +21,6 @@ use sqlx::{
     postgres::{PgConnectOptions, PgPoolOptions},
 };
 
-
 /// What a store call can fail with.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

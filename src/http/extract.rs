@@ -64,6 +64,18 @@ pub async fn whole_body<S: Send + Sync>(request: Request, state: &S) -> Result<B
     read.map_err(body_rejection)
 }
 
+/// A raw body read whole within the [`BodyDeadline`] and the size limit: for routes that must see the exact
+/// bytes (a signed webhook) before parsing them.
+pub struct WholeBody(pub Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for WholeBody {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        whole_body(request, state).await.map(WholeBody)
+    }
+}
+
 /// An HTML form's body (`application/x-www-form-urlencoded`, else 415), read within the [`BodyDeadline`] like
 /// every whole body; a malformed one is a 400 `REQUEST_ERROR`.
 pub struct ApiForm<T>(pub T);

@@ -90,8 +90,8 @@ impl Legacy {
         if params["name"] != ASK_QUESTION {
             return Err(McpError::new(ErrorCode::METHOD_NOT_FOUND, "This tool does not support task execution", None));
         }
-        let question = tools::ask_arguments(params["arguments"].as_object(), &self.caller)?;
-        self.state.channels.check(&question.channels).map_err(|error| McpError::invalid_params(error, None))?;
+        let mut question = tools::ask_arguments(params["arguments"].as_object(), &self.caller)?;
+        self.state.channels.check(&mut question.channels).map_err(|error| McpError::invalid_params(error, None))?;
         let ttl = params.pointer("/task/ttl").and_then(Value::as_u64);
         let question = self.tasks.create(question, ttl).await?;
         let immediate = format!(

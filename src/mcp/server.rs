@@ -59,8 +59,8 @@ impl BrokerMcp {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let question = tools::ask_arguments(request.arguments.as_ref(), &self.caller(&context))?;
-        self.state.channels.check(&question.channels).map_err(|error| McpError::invalid_params(error, None))?;
+        let mut question = tools::ask_arguments(request.arguments.as_ref(), &self.caller(&context))?;
+        self.state.channels.check(&mut question.channels).map_err(|error| McpError::invalid_params(error, None))?;
         if context.client_capabilities().is_some_and(|c| c.supports_tasks()) {
             let question = self.tasks.create(question, None).await?;
             let task = tasks::modern_task(&question, self.tasks.task_poll_interval_ms());

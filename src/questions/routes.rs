@@ -55,7 +55,7 @@ pub async fn create(
     ApiJson(mut new): ApiJson<NewQuestion>,
 ) -> Result<(StatusCode, Json<Question>), ApiError> {
     new.validate()?;
-    state.channels.check(&new.channels).map_err(ApiError::Validation)?;
+    state.channels.check(&mut new.channels).map_err(ApiError::Validation)?;
     if state.auth.is_on() {
         new.owner = principal.map(|Extension(principal)| principal.name().to_owned());
     }

@@ -210,8 +210,11 @@ async fn an_answer_comment_on_github_answers_the_question_pending_there_once() {
     })
     .await;
     let mut ids = Vec::new();
+    // GitHub's names are case-insensitive: the webhook's `acme/app` is the question's `Acme/App`.
     for content in ["Ship it?", "Tag it?"] {
-        let (_, question) = json_of(app.post_json("/questions", &ask(content, &["github:acme/app#7"])).await).await;
+        let asked = app.post_json("/questions", &ask(content, &["github:Acme/App#07", "github:acme/app#7"])).await;
+        let (_, question) = json_of(asked).await;
+        assert_eq!(question["channels"], json!(["github:acme/app#7"]), "one spelling, once");
         ids.push(question["id"].as_str().unwrap().to_owned());
     }
     github.wait_for(2, false).await;
@@ -258,4 +261,65 @@ async fn an_answer_comment_on_github_answers_the_question_pending_there_once() {
     assert_eq!(body["outcome"], format!("{short} was already answered by github:octocat."), "{body}");
     github.wait_for(6, false).await;
     assert_eq!(github.messages().len(), 6, "two questions, four replies; nothing twice");
+}
+
+#[tokio::test]
+async fn a_webhook_that_failed_is_acted_on_when_github_delivers_it_again() {
+    const SECRET: &str = "redeliver";
+    let github = FakeApi::github().await;
+    let app = TestApp::spawn_with(|config| {
+        config.github_token = Some(GITHUB_TOKEN.parse().unwrap());
+        config.github_api_url = github.url.clone();
+        config.github_webhook_secret = Some(SECRET.parse().unwrap());
+        config.db_lock_timeout_ms = 200;
+    })
+    .await;
+    let (_, question) = json_of(app.post_json("/questions", &ask("Merge?", &["github:acme/app#7"])).await).await;
+    let id = question["id"].as_str().unwrap();
+    github.wait_for(1, false).await;
+    // Another transaction holds the question: the answer cannot be stored, and the webhook fails.
+    let pool = app.pool();
+    let mut holder = pool.begin().await.unwrap();
+    sqlx::query("select 1 from questions where id = $1 for update").bind(id).execute(&mut *holder).await.unwrap();
+    let comment = issue_comment("/answer merge it", "octocat", "User");
+    let (status, body) = github_delivery(&app, "issue_comment", "d-again", &comment, SECRET).await;
+    assert!(status >= 500, "{status}: {body}");
+    holder.rollback().await.unwrap();
+    // GitHub's "Redeliver" sends the same delivery id: acted on now, not taken for a duplicate.
+    let (status, body) = github_delivery(&app, "issue_comment", "d-again", &comment, SECRET).await;
+    assert_eq!((status, body["outcome"].as_str().map(|o| o.starts_with("Answered"))), (200, Some(true)), "{body}");
+    let (_, stored) = json_of(app.get(&format!("/questions/{id}")).await).await;
+    assert_eq!(
+        (stored["response"].as_str(), stored["answeredBy"].as_str()),
+        (Some("merge it"), Some("github:octocat"))
+    );
+}
+
+#[tokio::test]
+async fn a_send_that_outlived_its_claim_records_nothing_over_the_replica_that_took_over() {
+    // No channel configured, so no worker of the broker's claims the delivery: both claims below are ours.
+    let app = TestApp::spawn().await;
+    let (_, question) = json_of(app.post_json("/questions", &ask("Claimed?", &[])).await).await;
+    let id = question["id"].as_str().unwrap();
+    let pool = app.pool();
+    sqlx::query("insert into channel_deliveries (question_id, channel) values ($1, 'slack:#ops')")
+        .bind(id)
+        .execute(&pool)
+        .await
+        .unwrap();
+    let store = app.state.channels.deliveries().clone();
+    let first = store.claim_due(1, 30).await.unwrap().pop().expect("due");
+    // Its lease runs out (as a slow send's would), and another replica claims the delivery.
+    let due = "update channel_deliveries set next_attempt_at = now() - interval '1 second' where question_id = $1";
+    sqlx::query(due).bind(id).execute(&pool).await.unwrap();
+    let second = store.claim_due(1, 30).await.unwrap().pop().expect("due again");
+    assert_eq!(second.attempts, first.attempts + 1);
+    let reference = json!({"channel": "C1", "ts": "1.1"});
+    assert!(!store.delivered(&first, Some("https://first"), &reference).await.unwrap(), "the first claim is stale");
+    assert!(!store.failed(&first, "late").await.unwrap());
+    assert!(store.delivered(&second, Some("https://second"), &reference).await.unwrap());
+    let (_, stored) = json_of(app.get(&format!("/questions/{id}")).await).await;
+    assert_eq!(stored["deliveries"][0]["url"], "https://second", "{stored}");
+    let delivered_at = stored["deliveries"][0]["deliveredAt"].as_str().unwrap();
+    assert!(delivered_at.ends_with('Z') && delivered_at.len() == 24, "the API's timestamp format: {delivered_at}");
 }

@@ -205,21 +205,25 @@ async fn a_reply_in_the_thread_answers_once_and_a_late_reply_is_told_who_answere
     assert!(event(&b, "Ev-top", top, None).await.1["outcome"].as_str().unwrap().starts_with("ignored"));
     assert_eq!(question(&c, &id).await["status"], "pending");
 
-    let (status, body) = event(&b, "Ev-1", reply("U7", "eu-west-1"), None).await;
+    // Slack escapes what people type; the answer is what they typed.
+    let typed = "eu-west-1 &lt; us-east-1 &amp;&amp; fine";
+    let (status, body) = event(&b, "Ev-1", reply("U7", typed), None).await;
     assert_eq!((status, body["outcome"].as_str()), (200, Some("answered")), "{body}");
     // Slack retries the same event (on another replica): acknowledged, not acted on.
-    let (status, body) = event(&c, "Ev-1", reply("U7", "eu-west-1"), Some("1")).await;
+    let (status, body) = event(&c, "Ev-1", reply("U7", typed), Some("1")).await;
     assert_eq!((status, body["outcome"].as_str()), (200, Some("duplicate")), "{body}");
     let stored = question(&a, &id).await;
-    assert_eq!((stored["response"].as_str(), stored["answeredBy"].as_str()), (Some("eu-west-1"), Some("slack:U7")));
-    assert!(updated(&slack, &message).await["blocks"].to_string().contains("Answered* by <@U7>: eu-west-1"));
+    let answer = "eu-west-1 < us-east-1 && fine";
+    assert_eq!((stored["response"].as_str(), stored["answeredBy"].as_str()), (Some(answer), Some("slack:U7")));
+    let shown = updated(&slack, &message).await["blocks"].to_string();
+    assert!(shown.contains("Answered* by <@U7>: eu-west-1 &lt; us-east-1 &amp;&amp; fine"), "escaped again: {shown}");
 
     let (_, body) = event(&a, "Ev-2", reply("U8", "us-east-1"), None).await;
     assert_eq!(body["outcome"], "already closed");
     let told = slack.wait_for_calls("chat.postEphemeral", 1).await;
     assert_eq!((told[0]["user"].as_str(), told[0]["thread_ts"].as_str()), (Some("U8"), message["ts"].as_str()));
-    assert_eq!(told[0]["text"], "Already answered by <@U7>: eu-west-1");
-    assert_eq!(question(&c, &id).await["response"], "eu-west-1", "the first answer stands");
+    assert_eq!(told[0]["text"], "Already answered by <@U7>: eu-west-1 &lt; us-east-1 &amp;&amp; fine");
+    assert_eq!(question(&c, &id).await["response"], answer, "the first answer stands");
 
     // The URL verification handshake, signed like every request.
     let challenge = json!({"token": "legacy", "challenge": "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P", "type": "url_verification"});
@@ -258,7 +262,7 @@ async fn the_answer_button_opens_a_modal_whose_submission_answers() {
     );
     // A second person's submission lost: the field says who answered.
     let (_, body) = interaction(&a, &submit("U4", "Ship it")).await;
-    assert_eq!(body["errors"]["answer"], "Already answered by <@U3>: Bump the changelog first.");
+    assert_eq!(body["errors"]["answer"], "Already answered by Slack user U3: Bump the changelog first.");
     assert!(updated(&slack, &message).await["blocks"].to_string().contains("Answered* by <@U3>"));
     // "Answer…" on a closed question says so instead of opening a modal.
     interaction(&b, &click(&slack, &message, "U5", "answer_modal", &id)).await;
@@ -322,6 +326,7 @@ async fn unsigned_stale_or_forged_requests_are_refused() {
         ("stale", Some(now - 301), Some(sign(SECRET, now - 301, &body))),
         ("wrong secret", Some(now), Some(sign("not-the-secret", now, &body))),
         ("another body", Some(now), Some(sign(SECRET, now, "{}"))),
+        ("the oldest timestamp there is", Some(i64::MIN), Some(sign(SECRET, i64::MIN, &body))),
     ];
     for (case, timestamp, signature) in cases {
         let mut request = client.post(&url).header("content-type", "application/json").body(body.clone());
@@ -337,4 +342,33 @@ async fn unsigned_stale_or_forged_requests_are_refused() {
     // Within the window, and signed: accepted.
     let (status, _) = from_slack(&a, "/channels/slack/events", "application/json", body, &[]).await;
     assert_eq!(status, 200);
+    // Signed, but naming nothing Postgres can hold: 400 naming the field, never a 500.
+    let message = json!({"ts": "1.1", "channelId": "C0FAKECHAN", "text": "x"});
+    let nul = click(&slack, &message, "U1", "option:0", "q-\u{0}x|0");
+    let (status, refused) = interaction(&a, &nul).await;
+    assert_eq!((status, refused["error"]["code"].as_str()), (400, Some("VALIDATION_ERROR")), "{refused}");
+    assert!(refused["error"]["message"].as_str().unwrap().contains("NUL"), "{refused}");
+    let long_id = "E".repeat(100_000);
+    let (status, refused) = event(&a, &long_id, json!({"type": "message"}), None).await;
+    assert_eq!((status, refused["error"]["message"].as_str().map(|m| m.starts_with("event_id"))), (400, Some(true)));
+}
+
+#[tokio::test]
+async fn a_body_that_stalls_is_cut_off_on_the_open_inbound_routes() {
+    let app = crate::support::TestApp::spawn_with(|config| {
+        config.slack_bot_token = Some(SLACK_TOKEN.parse().unwrap());
+        config.slack_signing_secret = Some(SECRET.parse().unwrap());
+        config.github_webhook_secret = Some(SECRET.parse().unwrap());
+        config.body_read_timeout_seconds = 1;
+    })
+    .await;
+    for path in ["/channels/slack/events", "/channels/slack/interactions", "/channels/github/webhook"] {
+        let (sender, body) = crate::support::open_body();
+        sender.send(Ok(bytes::Bytes::from_static(b"{\"type\":"))).await.unwrap();
+        let request = app.client.post(app.url(path)).header("content-type", "application/json").body(body);
+        let (status, refused) =
+            within("the stalled body to be cut off", async { json_of(request.send().await.unwrap()).await }).await;
+        assert_eq!((status, refused["error"]["code"].as_str()), (408, Some("REQUEST_TIMEOUT")), "{path}: {refused}");
+        drop(sender);
+    }
 }

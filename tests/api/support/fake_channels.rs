@@ -13,10 +13,10 @@ use std::{
 
 use axum::{
     Json, Router,
-    extract::{Path, State},
+    extract::{Path, Query, State},
     http::{HeaderMap, StatusCode},
     response::{IntoResponse, Response},
-    routing::post,
+    routing::{get, post},
 };
 use serde_json::{Value, json};
 use tokio::sync::watch;
@@ -57,7 +57,8 @@ impl FakeApi {
         Self::start(|fake| {
             Router::new()
                 .route("/chat.postMessage", post(post_message))
-                .route("/chat.getPermalink", post(permalink))
+                // Slack takes this method's arguments as a query or a form, never as JSON.
+                .route("/chat.getPermalink", get(permalink))
                 .route("/chat.update", post(update))
                 .route("/views.open", post(open_view))
                 .route("/chat.postEphemeral", post(post_ephemeral))
@@ -249,12 +250,15 @@ fn blocks_valid(blocks: &Value) -> bool {
     })
 }
 
-async fn permalink(State(fake): State<FakeApi>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
-    let request = match slack_checks(&headers, &body) {
-        Ok(request) => request,
-        Err(error) => return slack_error(error),
-    };
-    let (Some(channel), Some(ts)) = (request["channel"].as_str(), request["message_ts"].as_str()) else {
+async fn permalink(
+    State(fake): State<FakeApi>,
+    headers: HeaderMap,
+    Query(arguments): Query<HashMap<String, String>>,
+) -> Response {
+    if header(&headers, "authorization") != format!("Bearer {SLACK_TOKEN}") {
+        return slack_error("invalid_auth");
+    }
+    let (Some(channel), Some(ts)) = (arguments.get("channel"), arguments.get("message_ts")) else {
         return slack_error("invalid_arguments");
     };
     let permalink = format!("{}/archives/{channel}/p{}", fake.url, ts.replace('.', ""));
