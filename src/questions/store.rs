@@ -82,17 +82,15 @@ pub struct QuestionFilter {
     pub sender: Option<String>,
     /// Only the questions this principal asked.
     pub owner: Option<String>,
-    /// Only questions whose content contains this text, ignoring case (the page's search box).
+    /// Only questions whose content contains this text, ignoring case (the page's search box; `strpos`, not
+    /// `ilike`, so `%` and `_` need no escaping).
     pub text: Option<String>,
-    /// Only the questions of Queries of this name.
+    /// Only the questions of Queries of this name (and in this namespace).
     pub query_name: Option<String>,
-    /// Only the questions of Queries in this namespace.
     pub query_namespace: Option<String>,
-    /// Only answered, cancelled and expired questions, most recently closed first (the page's Closed tab),
-    /// instead of creation order; `after` is then unused and `closed_before` pages on.
+    /// Only closed questions, most recently closed first (the page's Closed tab); `after` is then unused and
+    /// `closed_before`, the `(closed_at, sequence)` of the previous page's last question, pages on.
     pub closed: bool,
-    /// With `closed`: only questions closed before this `(closed_at, sequence number)`, the last one of the
-    /// previous page (a keyset, so a page never repeats or skips a question that closes meanwhile).
     pub closed_before: Option<(DateTime<Utc>, i64)>,
 }
 
@@ -250,7 +248,6 @@ impl QuestionStore {
         sqlx::query!("set transaction isolation level repeatable read, read only").execute(&mut *tx).await?;
         db::plan_per_execution(&mut tx).await?;
         let version = current_version(&mut tx).await?;
-        // `strpos(lower(…))` rather than `ilike`: the searched text needs no escaping of `%` and `_`.
         let rows = if filter.closed {
             let (closed_before, sequence_before) = filter.closed_before.unzip();
             sqlx::query_as!(

@@ -121,12 +121,12 @@ fn delivery(question: &Question, channel: &str) -> Markup {
 
 /// A pending question's answer form (on both pages). `back` is the page a no-JS answer returns to (the
 /// questions page when absent); with a `person`, the broker records them as the answerer, so the form says so
-/// instead of asking for a name. `typed` refills the fields (the error page's retry).
+/// instead of asking for a name.
 pub fn answer_form(id: &str, back: Option<&str>, person: Option<&str>) -> Markup {
     refilled_answer_form(id, back, person, "", "")
 }
 
-/// [`answer_form`] with the answer and name already typed in.
+/// [`answer_form`] with the answer and name already typed in (the error page's retry).
 pub fn refilled_answer_form(id: &str, back: Option<&str>, person: Option<&str>, response: &str, by: &str) -> Markup {
     html! {
         form .answer method="post" action={"/ui/questions/" (path_segment(id)) "/answer"} {
