@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
 use crate::support::{
-    OwnServer, Replica, TestApp, browser,
+    OwnServer, Replica, TestApp,
     fake_channels::{FakeApi, SLACK_TOKEN},
     fresh_database, within,
 };
@@ -199,16 +199,16 @@ async fn the_page_works_in_headless_chromium_across_two_replicas() {
     let slack = FakeApi::slack().await;
     let url = fresh_database().await;
     let args = ["--slack-bot-token", SLACK_TOKEN, "--slack-api-url", &slack.url];
-    let (a, b) = tokio::join!(Replica::start_with(&url, &args), Replica::start_with(&url, &args));
-    let stdout = browser::run_scenario("questions-page.mjs", &a, &b).await;
+    let (a, mut b) = tokio::join!(Replica::start_with(&url, &args), Replica::start_with(&url, &args));
+    let stdout = run_long("questions-page.mjs", &a, &mut b, None).await;
     assert!(stdout.contains("13 passed, 0 failed"), "{stdout}");
 }
 
 #[tokio::test]
 async fn the_pages_search_filters_and_paging_work_in_headless_chromium_across_two_replicas() {
     let url = fresh_database().await;
-    let (a, b) = tokio::join!(Replica::start(&url), Replica::start(&url));
-    let stdout = browser::run_scenario("questions-search.mjs", &a, &b).await;
+    let (a, mut b) = tokio::join!(Replica::start(&url), Replica::start(&url));
+    let stdout = run_long("questions-search.mjs", &a, &mut b, None).await;
     assert!(stdout.contains("5 passed, 0 failed"), "{stdout}");
 }
 
@@ -216,14 +216,16 @@ async fn the_pages_search_filters_and_paging_work_in_headless_chromium_across_tw
 async fn the_page_rides_out_a_database_outage_and_shows_when_its_replica_is_gone_in_headless_chromium() {
     let (server, url) = OwnServer::start().await;
     let (a, mut b) = tokio::join!(Replica::start(&url), Replica::start(&url));
-    let stdout = run_with_outages("questions-outage.mjs", &a, &mut b, &server).await;
+    let stdout = run_long("questions-outage.mjs", &a, &mut b, Some(&server)).await;
     assert!(stdout.contains("4 passed, 0 failed"), "{stdout}");
 }
 
-/// Runs `tests/browser/<script>` as [`browser::run_scenario`] does, and does what it asks for in between
-/// (`@@ stop-database`, `@@ start-database`, `@@ kill-b` on its stdout), answering `done` on its stdin once
-/// the replicas have seen the change.
-async fn run_with_outages(script: &str, a: &Replica, b: &mut Replica, server: &OwnServer) -> String {
+/// Runs `tests/browser/<script>` as [`crate::support::browser::run_scenario`] does, with two minutes for the whole scenario
+/// rather than one [`crate::support::PATIENCE`] (these scenarios create hundreds of questions, or wait out
+/// outages, on a shared machine), and does what it asks for in between (`@@ stop-database`, `@@
+/// start-database` on `server`, the replicas' PostgreSQL; `@@ kill-b`), answering `done` on its stdin once the
+/// replicas have seen the change.
+async fn run_long(script: &str, a: &Replica, b: &mut Replica, server: Option<&OwnServer>) -> String {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
     assert!(
@@ -261,7 +263,7 @@ async fn run_with_outages(script: &str, a: &Replica, b: &mut Replica, server: &O
             };
             match request {
                 "stop-database" => {
-                    server.stop().await;
+                    server.expect("a PostgreSQL of the test's own to stop").stop().await;
                     // Each replica knows once its LISTEN connection fails to connect again (it logs that).
                     for replica in [a, &*b] {
                         within("a replica to notice the outage", async {
@@ -273,7 +275,7 @@ async fn run_with_outages(script: &str, a: &Replica, b: &mut Replica, server: &O
                     }
                 }
                 "start-database" => {
-                    server.start_again().await;
+                    server.expect("a PostgreSQL of the test's own to start").start_again().await;
                     for replica in [a, &*b] {
                         within("a replica to recover", async {
                             let ok =
@@ -300,10 +302,10 @@ async fn run_with_outages(script: &str, a: &Replica, b: &mut Replica, server: &O
     let failed = match finished {
         Ok(status) if status.success() => None,
         Ok(status) => Some(format!("the browser scenario failed ({status})")),
-        Err(_) => Some("the browser scenario did not finish in 120 s".to_owned()),
+        Err(_) => Some("the browser scenario did not finish in two minutes".to_owned()),
     };
     if let Some(failed) = failed {
-        panic!("{failed}:\n{printed}\n{errors}\nreplica A:\n{}", a.log());
+        panic!("{failed}:\n{printed}\n{errors}\nreplica B:\n{}", b.log());
     }
     printed
 }
