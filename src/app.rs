@@ -23,8 +23,9 @@ use crate::{
     error::{self, ApiError},
     events,
     http::{
+        access_log,
         extract::BodyDeadline,
-        health, nul,
+        health, metrics, nul,
         same_origin::{self, TrustedOrigins},
         unreachable,
     },
@@ -48,10 +49,12 @@ pub fn app(state: AppState) -> Router {
     let trusted = TrustedOrigins::new(&state.config.cors_allowed_origins, &state.config.allowed_hosts);
     let trace = TraceLayer::new_for_http().make_span_with(|request: &Request<_>| {
         let request_id = error::request_id(request.headers());
-        tracing::debug_span!("http", method = %request.method(), path = %request.uri().path(), request.id = %request_id)
+        // At info, so every line logged while serving the request (errors included) carries its request.id.
+        tracing::info_span!("http", method = %request.method(), path = %request.uri().path(), request.id = %request_id)
     });
     Router::new()
         .merge(health::router())
+        .merge(metrics::router())
         .merge(messages::router())
         .merge(events::router())
         .merge(sessions::router())
@@ -71,6 +74,7 @@ pub fn app(state: AppState) -> Router {
         .layer(DefaultBodyLimit::max(state.config.max_body_bytes))
         .layer(Extension(BodyDeadline(Duration::from_secs(state.config.body_read_timeout_seconds))))
         .layer(middleware::from_fn(error::render_error_body))
+        .layer(middleware::from_fn(access_log::record))
         .layer(trace)
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))

@@ -223,7 +223,7 @@ pub struct Config {
           value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub stream_abort_grace_seconds: u64,
 
-    /// Seconds between passes of the reaper (expired messages, expired questions, the question watch log).
+    /// Seconds between passes of the reaper (expired rows, finished streams, logs and outboxes; see retention.rs).
     #[arg(long, env = "ARK_BROKER_REAP_INTERVAL_SECONDS", default_value_t = 60,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub reap_interval_seconds: u64,
@@ -232,6 +232,11 @@ pub struct Config {
     #[arg(long, env = "ARK_BROKER_QUESTION_LOG_SECONDS", default_value_t = 86_400,
           value_parser = clap::value_parser!(u64).range(1..=31_536_000))]
     pub question_log_seconds: u64,
+
+    /// Seconds a completed or aborted stream and its chunks are kept (upstream's Redis keeps chunks an hour).
+    #[arg(long, env = "ARK_BROKER_STREAM_RETENTION_SECONDS", default_value_t = 86_400,
+          value_parser = clap::value_parser!(u64).range(60..=31_536_000))]
+    pub stream_retention_seconds: u64,
 
     /// Seconds an event is kept when its `POST /events` sets no `ttl_seconds` (upstream's default: 30 days).
     #[arg(long, env = "EVENT_VISIBILITY_TTL_SECONDS", default_value_t = 2_592_000,

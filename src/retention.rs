@@ -1,26 +1,38 @@
-//! The reaper: deletes messages, events and spans whose TTL has passed (and the oldest events and spans
-//! beyond their caps), expires pending questions past their expiry, prunes
-//! the questions watch log and forgets day-old idempotency keys, so tables do not grow forever. Every
-//! replica runs it; `skip locked` and conditional updates keep them out of each other's way.
+//! The reaper, so no table grows forever: deletes messages, events and spans whose TTL has passed (and the
+//! oldest events and spans beyond their caps), finished streams and their chunks after the stream retention,
+//! the questions watch log after its window, done Query status patches, day-old idempotency keys and inbound
+//! channel delivery ids; and expires pending questions past their expiry. Every replica runs it, but a pass
+//! is made by whichever replica takes the turn (an advisory try-lock); each statement deletes at most a batch
+//! (`skip locked`), so no pass holds many locks or a long transaction.
 
 use std::time::Duration;
 
+use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
+    channels::store::DeliveryStore,
+    db::{StoreResult, turn},
     events::store::EventStore,
     idempotency::{self, store::KeyStore},
     messages::store::MessageStore,
+    query_status::store::PatchStore,
     questions::store::QuestionStore,
+    streams::ChunkStore,
+    telemetry::metrics,
     traces::store::SpanStore,
 };
 
 /// Rows handled per statement, so one pass never holds many locks or a long transaction.
 const BATCH: i64 = 1000;
+/// How long done Query status patches and seen inbound delivery ids are kept (for a look after the fact).
+const DONE_KEEP_SECONDS: i64 = 86_400;
 
 /// What the reaper works on.
 #[derive(Debug, Clone)]
 pub struct Reaper {
+    /// For the reaper's turn.
+    pub pool: PgPool,
     /// Conversation memory.
     pub messages: MessageStore,
     /// Questions.
@@ -37,52 +49,89 @@ pub struct Reaper {
     pub max_spans: i64,
     /// How long watch-log rows are kept (a watch from before that gets 410 and relists).
     pub question_log_seconds: i64,
+    /// Chunk streams.
+    pub chunks: ChunkStore,
+    /// How long a completed or aborted stream is kept.
+    pub stream_retention_seconds: i64,
+    /// The Query status outbox.
+    pub patches: PatchStore,
+    /// The channel outbox and the inbound delivery ids.
+    pub deliveries: DeliveryStore,
 }
+
+/// What one pass did: rows deleted (or questions expired) per kind, in a fixed order.
+pub type PassReport = Vec<(&'static str, usize)>;
 
 impl Reaper {
     /// Runs a pass every `interval` until `cancel` fires.
     pub async fn run(self, interval: Duration, cancel: CancellationToken) {
-        let mut tick = tokio::time::interval(interval);
+        // The first pass after one interval: a replica starting up has other work first.
+        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 _ = cancel.cancelled() => return,
-                _ = tick.tick() => self.pass().await,
+                _ = tick.tick() => {
+                    self.pass_if_our_turn().await;
+                }
             }
         }
     }
 
-    /// One pass over everything.
-    pub async fn pass(&self) {
-        let reaped = drain("deleting expired messages", || async {
-            self.messages.delete_expired(BATCH).await.map(|n| n as usize)
-        })
-        .await;
-        let events = drain("deleting expired events", || self.events.reap(self.max_events, BATCH)).await;
-        let spans = drain("deleting expired spans", || self.spans.reap(self.max_spans, BATCH)).await;
-        let expired = drain("expiring questions", || self.questions.expire_due(BATCH)).await;
-        let forgotten = drain("forgetting idempotency keys", || async {
-            self.keys.delete_expired(idempotency::KEEP_SECONDS, BATCH).await.map(|n| n as usize)
-        })
-        .await;
-        let pruned = match self.questions.prune_events(self.question_log_seconds).await {
-            Ok(n) => n,
+    /// Makes a pass unless another replica is making one; `None` then.
+    pub async fn pass_if_our_turn(&self) -> Option<PassReport> {
+        let turn = match turn::try_take(&self.pool, turn::REAPER).await {
+            Ok(Some(turn)) => turn,
+            Ok(None) => return None,
             Err(error) => {
-                tracing::warn!(%error, "pruning the question watch log failed");
-                0
+                tracing::warn!(%error, "cannot take the reaper's turn");
+                return None;
             }
         };
-        if reaped + events + spans + expired + forgotten > 0 || pruned > 0 {
-            tracing::info!(
-                messages.deleted = reaped,
-                events.deleted = events,
-                spans.deleted = spans,
-                questions.expired = expired,
-                idempotency_keys.deleted = forgotten,
-                question_events.pruned = pruned,
-                "reaped"
-            );
+        let report = self.pass().await;
+        turn.end().await;
+        Some(report)
+    }
+
+    /// One pass over everything.
+    pub async fn pass(&self) -> PassReport {
+        let report = vec![
+            ("messages", drain("messages", || async { Ok(self.messages.delete_expired(BATCH).await? as usize) }).await),
+            ("events", drain("events", || self.events.reap(self.max_events, BATCH)).await),
+            ("spans", drain("spans", || self.spans.reap(self.max_spans, BATCH)).await),
+            ("questions_expired", drain("expiring questions", || self.questions.expire_due(BATCH)).await),
+            (
+                "idempotency_keys",
+                drain("idempotency keys", || async {
+                    Ok(self.keys.delete_expired(idempotency::KEEP_SECONDS, BATCH).await? as usize)
+                })
+                .await,
+            ),
+            (
+                "question_events",
+                drain("the question watch log", || self.questions.prune_events(self.question_log_seconds, BATCH)).await,
+            ),
+            (
+                "streams",
+                drain("finished streams", || self.chunks.reap_finished(self.stream_retention_seconds, BATCH)).await,
+            ),
+            (
+                "status_patches",
+                drain("done status patches", || self.patches.delete_done(DONE_KEEP_SECONDS, BATCH)).await,
+            ),
+            (
+                "inbound_deliveries",
+                drain("inbound delivery ids", || self.deliveries.forget_inbound(DONE_KEEP_SECONDS, BATCH)).await,
+            ),
+        ];
+        for (kind, rows) in &report {
+            metrics::reaped(kind, *rows);
         }
+        if report.iter().any(|(_, n)| *n > 0) {
+            let summary: Vec<String> = report.iter().filter(|(_, n)| *n > 0).map(|(k, n)| format!("{k}={n}")).collect();
+            tracing::info!(deleted = %summary.join(" "), "reaped");
+        }
+        report
     }
 }
 
@@ -90,7 +139,7 @@ impl Reaper {
 async fn drain<F, Fut>(what: &str, batch: F) -> usize
 where
     F: Fn() -> Fut,
-    Fut: Future<Output = crate::db::StoreResult<usize>>,
+    Fut: Future<Output = StoreResult<usize>>,
 {
     let mut total = 0;
     loop {
@@ -102,7 +151,7 @@ where
                 }
             }
             Err(error) => {
-                tracing::warn!(%error, "{what} failed");
+                tracing::warn!(%error, "reaping {what} failed");
                 return total;
             }
         }

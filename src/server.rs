@@ -71,10 +71,29 @@ async fn serve_on(config: Config, embedded: Option<&EmbeddedPostgres>) -> Result
     let http = listen(http_address).map_err(|error| RunError::Bind { address: http_address, flag: "--port", error })?;
     let mcp =
         listen(mcp_address).map_err(|error| RunError::Bind { address: mcp_address, flag: "--mcp-port", error })?;
-    tracing::info!(http.addr = %http.local_addr()?, mcp.addr = %mcp.local_addr()?, "listening");
+    let (http_at, mcp_at) = (http.local_addr()?, mcp.local_addr()?);
+    tracing::info!(
+        http.addr = %http_at,
+        mcp.addr = %mcp_at,
+        version = env!("CARGO_PKG_VERSION"),
+        git_sha = env!("ARK_BROKER_GIT_SHA"),
+        api.url = %url(http_at, "/"),
+        page.url = %url(http_at, "/ui"),
+        mcp.url = %url(mcp_at, "/mcp"),
+        "listening"
+    );
     app::serve(Listeners { http, mcp: Some(mcp) }, state, shutdown_signal()).await?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Where a person or client reaches `path` on `address` (a wildcard address as `localhost`).
+fn url(address: SocketAddr, path: &str) -> String {
+    let host = if address.ip().is_unspecified() { "localhost".to_owned() } else { address.ip().to_string() };
+    match address.ip() {
+        std::net::IpAddr::V6(_) if host != "localhost" => format!("http://[{host}]:{}{path}", address.port()),
+        _ => format!("http://{host}:{}{path}", address.port()),
+    }
 }
 
 /// Connections the kernel queues before the broker accepts them. The default (128 on `TcpListener::bind`)

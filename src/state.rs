@@ -103,6 +103,8 @@ pub enum StartError {
 /// Connects to `database_url`, applies migrations and starts the writer and the listener; returns once the
 /// replica is ready to serve.
 pub async fn build_state(config: Config, database_url: &str) -> Result<AppState, StartError> {
+    // The recorder first, so everything the start-up does is counted.
+    crate::telemetry::metrics::install();
     let shutdown = CancellationToken::new();
     let (auth, auth_task) = Authenticator::from_config(&config, &shutdown).await?;
     db::migrate(database_url).await?;
@@ -122,13 +124,13 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
     let spans = SpanStore::new(pool.clone());
     let (writer, writer_task) = ChunkWriter::spawn(chunks.clone(), config.flush_max_rows as usize);
     let (chunk_fanout, message_fanout) = (Fanout::default(), Fanout::default());
-    let (chunk_tail, chunk_tail_task) = tail::spawn(chunks.clone(), chunk_fanout.clone());
-    let (message_tail, message_tail_task) = tail::spawn(messages.clone(), message_fanout.clone());
+    let (chunk_tail, chunk_tail_task) = tail::spawn(Feed::Chunks, chunks.clone(), chunk_fanout.clone());
+    let (message_tail, message_tail_task) = tail::spawn(Feed::Messages, messages.clone(), message_fanout.clone());
     let (event_fanout, session_fanout) = (Fanout::default(), Fanout::default());
-    let (event_tail, event_tail_task) = tail::spawn(events.clone(), event_fanout.clone());
-    let (session_tail, session_tail_task) = tail::spawn(sessions.clone(), session_fanout.clone());
+    let (event_tail, event_tail_task) = tail::spawn(Feed::Events, events.clone(), event_fanout.clone());
+    let (session_tail, session_tail_task) = tail::spawn(Feed::Sessions, sessions.clone(), session_fanout.clone());
     let span_fanout = Fanout::default();
-    let (span_tail, span_tail_task) = tail::spawn(spans.clone(), span_fanout.clone());
+    let (span_tail, span_tail_task) = tail::spawn(Feed::Spans, spans.clone(), span_fanout.clone());
     let (question_tail, question_tail_task) = question_tail::spawn(questions.clone(), hub.clone());
     let tails: Tails = [
         (Feed::Chunks, chunk_tail),
@@ -145,7 +147,13 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
         shutdown.cancel();
         return Err(StartError::Listener(LISTENER_START_TIMEOUT));
     }
+    let channels = Channels::new(&config, pool.clone());
     let reaper = Reaper {
+        pool: pool.clone(),
+        chunks: chunks.clone(),
+        stream_retention_seconds: config.stream_retention_seconds as i64,
+        patches: query_status::store::PatchStore::new(pool.clone()),
+        deliveries: channels.deliveries().clone(),
         messages: messages.clone(),
         questions: questions.clone(),
         keys: KeyStore::new(pool.clone()),
@@ -172,7 +180,6 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
         span_tail_task,
     ];
     background.extend(auth_task);
-    let channels = Channels::new(&config, pool.clone());
     background.extend(channel_worker::spawn(&channels, hub.clone(), shutdown.clone()));
     if let Some(client) = query_status::client(&config).await {
         background.push(query_status::spawn(client, &config, pool.clone(), hub.clone(), shutdown.clone()));

@@ -43,8 +43,38 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- end }}
 
+{{/* The image: repository@digest when app.image.digest is set (the tag is then ignored), else repository:tag. */}}
 {{- define "ark-broker.image" -}}
-{{- printf "%s:%s" .Values.app.image.repository (.Values.app.image.tag | default .Chart.AppVersion) }}
+{{- with .Values.app.image }}
+{{- if .digest }}
+{{- printf "%s@%s" .repository .digest }}
+{{- else }}
+{{- printf "%s:%s" .repository (.tag | default $.Chart.AppVersion) }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The CloudNativePG Cluster's name (cnpg.name, or "<fullname>-db"); its app Secret is "<name>-app". */}}
+{{- define "ark-broker.cnpgName" -}}
+{{- .Values.cnpg.name | default (printf "%s-db" (include "ark-broker.fullname" .)) | trunc 50 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Exact host names of the Ingress and HTTPRoute (wildcards left out), one per line. */}}
+{{- define "ark-broker.routeHosts" -}}
+{{- if .Values.ingress.enabled }}
+{{- range .Values.ingress.hosts }}
+{{- if and .host (not (hasPrefix "*" .host)) }}
+{{ .host }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if .Values.httpRoute.enabled }}
+{{- range .Values.httpRoute.hostnames }}
+{{- if not (hasPrefix "*" .) }}
+{{ . }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- end }}
 
 {{/* ARK_BROKER_MCP_ALLOWED_HOSTS: mcp.allowedHosts, or the Service's DNS names plus loopback. */}}
@@ -58,12 +88,34 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- end }}
 
-{{/* Host names the page is served under (ARK_BROKER_ALLOWED_HOSTS): the Service's DNS names, loopback, and
-allowedHosts (an Ingress's names). */}}
+{{/* Host names the page is served under (ARK_BROKER_ALLOWED_HOSTS): the Service's DNS names, loopback,
+allowedHosts, and the Ingress's and HTTPRoute's exact host names. */}}
 {{- define "ark-broker.allowedHosts" -}}
 {{- $svc := include "ark-broker.fullname" . }}
 {{- $ns := .Release.Namespace }}
-{{- concat (list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.cluster.local" $svc $ns) "localhost" "127.0.0.1") .Values.allowedHosts | join "," }}
+{{- $routes := include "ark-broker.routeHosts" . | splitList "\n" | compact }}
+{{- concat (list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.cluster.local" $svc $ns) "localhost" "127.0.0.1") .Values.allowedHosts $routes | uniq | join "," }}
+{{- end }}
+
+{{/* DATABASE_URL's value or valueFrom: the CloudNativePG app Secret's uri, database.urlSecretRef, or database.url. */}}
+{{- define "ark-broker.databaseUrl" -}}
+{{- $db := .Values.database }}
+{{- if .Values.cnpg.enabled }}
+{{- if or $db.url $db.urlSecretRef.name }}
+{{- fail "cnpg.enabled: the broker uses the CloudNativePG Cluster's app Secret; leave database.url and database.urlSecretRef.name empty" }}
+{{- end }}
+valueFrom:
+  secretKeyRef:
+    name: {{ include "ark-broker.cnpgName" . }}-app
+    key: uri
+{{- else if $db.urlSecretRef.name }}
+valueFrom:
+  secretKeyRef:
+    name: {{ $db.urlSecretRef.name }}
+    key: {{ $db.urlSecretRef.key | default "database-url" }}
+{{- else }}
+value: {{ required "set database.urlSecretRef.name (a Secret holding the PostgreSQL URL), database.url, or cnpg.enabled" $db.url | quote }}
+{{- end }}
 {{- end }}
 
 {{/* The Authorization header Ark sends to the broker, from auth.clientAuthorizationSecret (nothing when unset). */}}

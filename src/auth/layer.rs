@@ -11,10 +11,17 @@ use axum::{
 use super::Identified;
 use crate::{error::ApiError, state::AppState};
 
-/// Probes Kubernetes sends without credentials, and the channels' inbound routes, whose requests Slack and
-/// GitHub sign instead (the route checks the signature).
-const OPEN_PATHS: &[&str] =
-    &["/health", "/readyz", "/channels/github/webhook", "/channels/slack/interactions", "/channels/slack/events"];
+/// Probes Kubernetes sends without credentials, Prometheus's scrape (counts and route templates, never a
+/// body or an id), and the channels' inbound routes, whose requests Slack and GitHub sign instead (the route
+/// checks the signature).
+const OPEN_PATHS: &[&str] = &[
+    "/health",
+    "/readyz",
+    "/metrics",
+    "/channels/github/webhook",
+    "/channels/slack/interactions",
+    "/channels/slack/events",
+];
 
 /// The middleware: puts the caller's [`super::Principal`] into the request's extensions.
 pub async fn require_credentials(State(state): State<AppState>, mut request: Request, next: Next) -> Response {

@@ -26,7 +26,7 @@ pub enum Refused {
 /// at `now` (Unix seconds).
 pub fn slack(secret: &str, timestamp: &str, body: &[u8], signature: &str, now: i64) -> Result<(), Refused> {
     let sent_at: i64 = timestamp.trim().parse().map_err(|_| Refused::Unsigned)?;
-    if (now - sent_at).abs() > SLACK_WINDOW_SECONDS {
+    if now.abs_diff(sent_at) > SLACK_WINDOW_SECONDS.unsigned_abs() {
         return Err(Refused::Stale);
     }
     let expected = signature.strip_prefix("v0=").and_then(|hex| hex::decode(hex).ok()).ok_or(Refused::Unsigned)?;

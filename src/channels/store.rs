@@ -179,6 +179,33 @@ impl DeliveryStore {
         Ok(inserted.rows_affected() == 1)
     }
 
+    /// Deliveries not yet made, and delivered Slack messages not yet updated after their question closed.
+    pub async fn backlog(&self) -> StoreResult<i64> {
+        Ok(sqlx::query_scalar!(
+            r#"select count(*) as "n!" from channel_deliveries d join questions q on q.id = d.question_id
+               where d.status = 'pending'
+                  or (d.status = 'delivered' and d.update_status = 'waiting' and q.status <> 'pending')"#
+        )
+        .fetch_one(&self.pool)
+        .await?)
+    }
+
+    /// Forgets up to `limit` inbound delivery ids seen more than `keep_seconds` ago (Slack retries within
+    /// the hour; GitHub redelivers on request, which is then acted on again).
+    pub async fn forget_inbound(&self, keep_seconds: i64, limit: i64) -> StoreResult<usize> {
+        let deleted = sqlx::query!(
+            "delete from inbound_deliveries where (source, delivery_id) in (
+               select source, delivery_id from inbound_deliveries
+               where received_at < now() - make_interval(secs => $1::bigint)
+               limit $2 for update skip locked)",
+            keep_seconds,
+            limit,
+        )
+        .execute(&self.pool)
+        .await?;
+        Ok(deleted.rows_affected() as usize)
+    }
+
     /// The questions delivered to `channel`, oldest first, each with whether it is still pending.
     pub async fn questions_on(&self, channel: &str) -> StoreResult<Vec<(String, bool)>> {
         let rows = sqlx::query!(

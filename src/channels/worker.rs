@@ -13,9 +13,12 @@ use super::{
     slack_blocks::Closed,
     store::{DeliveryJob, DeliveryStore, UpdateJob},
 };
-use crate::db::{
-    hub::Hub,
-    outbox::{self, CLAIM, LEASE_SECONDS, MAX_ATTEMPTS},
+use crate::{
+    db::{
+        hub::Hub,
+        outbox::{self, CLAIM, LEASE_SECONDS, MAX_ATTEMPTS},
+    },
+    telemetry::metrics,
 };
 
 /// Starts this replica's delivery worker, when any channel is configured.
@@ -81,6 +84,9 @@ async fn settle(
     outcome: Result<Sent, SendError>,
 ) -> crate::db::StoreResult<()> {
     let channel = &job.channel;
+    if outcome.is_err() {
+        metrics::outbox_failed("channel_deliveries");
+    }
     match outcome {
         Ok(sent) => {
             tracing::info!(question.id = %job.question_id, %channel, url = sent.url.as_deref().unwrap_or(""), "question delivered");
@@ -145,6 +151,9 @@ async fn settle_update(
     outcome: Result<(), SendError>,
 ) -> crate::db::StoreResult<()> {
     let question = &job.question_id;
+    if outcome.is_err() {
+        metrics::outbox_failed("channel_deliveries");
+    }
     match outcome {
         Ok(()) => store.update_settled(job, "done", 0).await,
         Err(SendError::Permanent(error)) => {

@@ -57,7 +57,8 @@ impl Feed {
     pub const ALL: [Feed; 6] =
         [Feed::Messages, Feed::Chunks, Feed::Questions, Feed::Events, Feed::Sessions, Feed::Spans];
 
-    fn name(self) -> &'static str {
+    /// The feed's name (NOTIFY payloads, metric labels).
+    pub fn name(self) -> &'static str {
         match self {
             Feed::Messages => "messages",
             Feed::Chunks => "chunks",

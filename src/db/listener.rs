@@ -105,6 +105,7 @@ pub async fn run(
         status.set(false);
         if let Some(reason) = ended {
             tracing::warn!(reason, "LISTEN connection lost; reconnecting");
+            crate::telemetry::metrics::listener_reconnected();
         }
     }
     status.set(false);

@@ -11,6 +11,7 @@ pub mod hub;
 pub mod listener;
 pub mod outbox;
 pub mod tail;
+pub mod turn;
 pub mod watch;
 
 use std::{str::FromStr, time::Duration};
@@ -20,8 +21,6 @@ use sqlx::{
     postgres::{PgConnectOptions, PgPoolOptions},
 };
 
-/// The schema, embedded at compile time from `migrations/`.
-pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
 /// What a store call can fail with.
 #[derive(Debug, thiserror::Error)]
@@ -132,7 +131,11 @@ pub async fn connect(url: &str, max_connections: u32, timeouts: Timeouts) -> Res
 /// replicas that start at the same moment apply them once and all come up.
 pub async fn migrate(url: &str) -> Result<(), sqlx::migrate::MigrateError> {
     let mut connection = connect_options(url, "ark-broker-migrate")?.connect().await?;
-    MIGRATOR.run(&mut connection).await?;
+    // The schema, embedded at compile time from `migrations/`. Migrations are expand-only, so a binary older
+    // than the schema (a pod restarting mid-rollout, a rollback) starts on it instead of refusing.
+    let mut migrator = sqlx::migrate!("./migrations");
+    migrator.set_ignore_missing(true);
+    migrator.run(&mut connection).await?;
     connection.close().await?;
     Ok(())
 }

@@ -8,16 +8,17 @@
 //! and the listener's poll makes the tail compare each followed key's committed position with what its
 //! readers delivered, so a reader left behind for a whole poll interval catches up too.
 
-use std::collections::HashMap;
+use std::{collections::HashMap, time::Instant};
 
 use tokio::{sync::mpsc, task::JoinHandle};
 
 use super::{
     StoreResult,
     fanout::{Batch, Fanout, FeedRow},
-    feed::GlobalCursor,
+    feed::{Feed, GlobalCursor},
     follow::Page,
 };
+use crate::telemetry::metrics;
 
 /// Most transactions one read covers.
 const MAX_TXS_PER_READ: usize = 256;
@@ -55,14 +56,24 @@ pub trait FeedSource: Send + Sync + 'static {
 }
 
 /// Starts the tail of a feed; it runs until the sender is dropped.
-pub fn spawn<S: FeedSource>(source: S, fanout: Fanout<S::Row>) -> (mpsc::UnboundedSender<TailEvent>, JoinHandle<()>) {
+pub fn spawn<S: FeedSource>(
+    feed: Feed,
+    source: S,
+    fanout: Fanout<S::Row>,
+) -> (mpsc::UnboundedSender<TailEvent>, JoinHandle<()>) {
     let (sender, events) = mpsc::unbounded_channel();
-    (sender, tokio::spawn(run(source, fanout, events)))
+    (sender, tokio::spawn(run(feed, source, fanout, events)))
 }
 
-async fn run<S: FeedSource>(source: S, fanout: Fanout<S::Row>, mut events: mpsc::UnboundedReceiver<TailEvent>) {
+async fn run<S: FeedSource>(
+    feed: Feed,
+    source: S,
+    fanout: Fanout<S::Row>,
+    mut events: mpsc::UnboundedReceiver<TailEvent>,
+) {
     let mut tail = Tail { source, fanout, global: None, heads: HashMap::new() };
     while let Some(first) = events.recv().await {
+        let notified = Instant::now();
         let (mut txs, mut resync, mut poll) = (Vec::new(), false, false);
         let mut next = Some(first);
         while let Some(event) = next {
@@ -74,6 +85,9 @@ async fn run<S: FeedSource>(source: S, fanout: Fanout<S::Row>, mut events: mpsc:
             next = if txs.len() < MAX_TXS_PER_READ { events.try_recv().ok() } else { None };
         }
         tail.step(&txs, resync, poll).await;
+        if !txs.is_empty() {
+            metrics::delivered(feed.name(), notified.elapsed());
+        }
     }
 }
 

@@ -10,6 +10,8 @@ use axum::response::{
 use futures::{Stream, StreamExt, future::ready, stream};
 use tokio_util::sync::CancellationToken;
 
+use crate::telemetry::metrics;
+
 /// How long a client should wait before reconnecting after the broker ends a stream on shutdown.
 pub const RETRY_AFTER_SHUTDOWN: Duration = Duration::from_secs(1);
 
@@ -38,6 +40,8 @@ where
     S: Stream<Item = Event> + Send + 'static,
 {
     let ended_by_shutdown = shutdown.clone();
+    // Counted open for as long as the body lives: the client going away drops it.
+    let open = metrics::Open::new(metrics::SSE_READERS);
     let events = events
         .take_until(shutdown.cancelled_owned())
         .chain(
@@ -46,7 +50,10 @@ where
             })
             .filter_map(ready),
         )
-        .map(Ok::<_, Infallible>);
+        .map(move |event| {
+            let _still_open = &open;
+            Ok::<_, Infallible>(event)
+        });
     // Tells nginx-style balancers not to buffer the stream.
     let headers = [("x-accel-buffering", "no")];
     match heartbeat {

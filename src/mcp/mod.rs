@@ -24,6 +24,7 @@ use axum::{
 use rmcp::transport::streamable_http_server::{
     StreamableHttpServerConfig, StreamableHttpService, session::never::NeverSessionManager,
 };
+use tower_http::request_id::{MakeRequestUuid, SetRequestIdLayer};
 
 pub use server::BrokerMcp;
 
@@ -49,6 +50,8 @@ pub fn router(state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(state.clone(), crate::http::unreachable::fail_fast))
         .layer(middleware::from_fn_with_state(state.clone(), crate::auth::require_credentials))
         .layer(middleware::from_fn_with_state(state, refuse_foreign_callers))
+        .layer(middleware::from_fn(crate::http::access_log::record))
+        .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
         .fallback(|| async { ApiError::NotFound("Not found".into()) })
 }
 

@@ -16,6 +16,7 @@ use crate::{
         model::{Question, QuestionStatus},
     },
     state::AppState,
+    telemetry::metrics,
 };
 
 /// What woke the waiter.
@@ -39,6 +40,7 @@ pub struct Waiter {
     tick: Interval,
     /// The channels whose delivery was reported already.
     reported: HashSet<String>,
+    _open: metrics::Open,
 }
 
 impl Waiter {
@@ -47,7 +49,14 @@ impl Waiter {
         let subscription = state.hub.subscribe(Topic::Question(id.to_owned()));
         let mut tick = tokio::time::interval_at(Instant::now() + tick, tick);
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        Waiter { questions: state.questions.clone(), id: id.to_owned(), subscription, tick, reported: HashSet::new() }
+        Waiter {
+            questions: state.questions.clone(),
+            id: id.to_owned(),
+            subscription,
+            tick,
+            reported: HashSet::new(),
+            _open: metrics::Open::new(metrics::MCP_WAITERS),
+        }
     }
 
     /// Waits until the question closes or the next tick. `None` if the question does not exist.

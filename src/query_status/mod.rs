@@ -7,7 +7,7 @@
 //! never waits for Kubernetes. Without Kubernetes configuration the worker does not start.
 
 mod patch;
-mod store;
+pub mod store;
 
 pub use patch::WAITING_FOR_ANNOTATION;
 
@@ -25,6 +25,7 @@ use crate::{
         outbox::{self, CLAIM, LEASE_SECONDS, MAX_ATTEMPTS},
     },
     kubernetes::KubeSetupError,
+    telemetry::metrics,
 };
 
 /// A Kubernetes client per the configuration, or `None` (logged once) when status patching is off.
@@ -119,10 +120,12 @@ impl Worker {
             Outcome::Retry(error) if job.attempts < MAX_ATTEMPTS => {
                 let delay_ms = outbox::backoff_ms(job.attempts);
                 tracing::warn!(query = %query, attempts = job.attempts, retry_ms = delay_ms, %error, "Query status patch failed; retrying");
+                metrics::outbox_failed("status_patches");
                 self.store.retry_later(job.id, delay_ms, &error).await
             }
             Outcome::Retry(error) | Outcome::GiveUp(error) => {
                 tracing::warn!(query = %query, attempts = job.attempts, %error, "Query status patch given up");
+                metrics::outbox_failed("status_patches");
                 self.store.finish(job.id, &format!("gave up: {error}")).await
             }
         }

@@ -87,6 +87,28 @@ impl PatchStore {
         Ok(())
     }
 
+    /// Patches not yet done.
+    pub async fn backlog(&self) -> StoreResult<i64> {
+        Ok(sqlx::query_scalar!(r#"select count(*) as "n!" from query_status_patches where done_at is null"#)
+            .fetch_one(&self.pool)
+            .await?)
+    }
+
+    /// Deletes up to `limit` patches done more than `keep_seconds` ago.
+    pub async fn delete_done(&self, keep_seconds: i64, limit: i64) -> StoreResult<usize> {
+        let deleted = sqlx::query!(
+            "delete from query_status_patches where id in (
+               select id from query_status_patches
+               where done_at < now() - make_interval(secs => $1::bigint)
+               order by id limit $2 for update skip locked)",
+            keep_seconds,
+            limit,
+        )
+        .execute(&self.pool)
+        .await?;
+        Ok(deleted.rows_affected() as usize)
+    }
+
     /// The question a patch is about.
     pub async fn question(&self, question_id: &str) -> StoreResult<Option<WaitingFor>> {
         Ok(sqlx::query_as!(

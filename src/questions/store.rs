@@ -318,6 +318,19 @@ impl QuestionStore {
         Ok(rows.into_iter().map(Question::from).collect())
     }
 
+    /// How many questions there are of each status (every status, zero included).
+    pub async fn count_by_status(&self) -> StoreResult<Vec<(String, i64)>> {
+        let rows = sqlx::query!(
+            r#"select s.status as "status!", count(q.id) as "count!"
+               from unnest(array['pending', 'answered', 'cancelled', 'expired']) as s(status)
+               left join questions q on q.status = s.status
+               group by s.status order by s.status"#
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.into_iter().map(|row| (row.status, row.count)).collect())
+    }
+
     /// The newest resourceVersion.
     pub async fn current_version(&self) -> StoreResult<i64> {
         let mut connection = self.pool.acquire().await?;
@@ -354,15 +367,20 @@ impl QuestionStore {
         .await?)
     }
 
-    /// Drops watch-log rows older than `keep_seconds`; watches from before them get 410 and relist.
-    pub async fn prune_events(&self, keep_seconds: i64) -> StoreResult<u64> {
+    /// Drops up to `limit` watch-log rows older than `keep_seconds`; watches from before them get 410 and
+    /// relist.
+    pub async fn prune_events(&self, keep_seconds: i64, limit: i64) -> StoreResult<usize> {
         let pruned = sqlx::query!(
-            "delete from question_events where created_at < now() - make_interval(secs => $1::bigint)",
+            "delete from question_events where resource_version in (
+               select resource_version from question_events
+               where created_at < now() - make_interval(secs => $1::bigint)
+               order by resource_version limit $2 for update skip locked)",
             keep_seconds,
+            limit,
         )
         .execute(&self.pool)
         .await?;
-        Ok(pruned.rows_affected())
+        Ok(pruned.rows_affected() as usize)
     }
 }
 

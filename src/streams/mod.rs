@@ -9,6 +9,7 @@ pub mod budget;
 pub mod model;
 mod ndjson;
 mod reader;
+mod retention;
 mod routes;
 pub mod store;
 pub mod typed;

@@ -28,6 +28,7 @@ use super::{
 use crate::{
     db::{StoreError, StoreResult},
     idempotency::IdempotencyKey,
+    telemetry::metrics,
 };
 
 /// Hand-overs waiting for the writer; a full queue slows producers down instead of growing memory.
@@ -165,6 +166,7 @@ impl Writer {
         if batch.is_empty() {
             return;
         }
+        metrics::ingested(batch.iter().map(|h| h.append.chunks.len()).sum());
         if let Err(error) = self.create_streams(&batch).await {
             tracing::warn!(%error, requests = batch.len(), "chunk flush failed");
             batch.into_iter().for_each(|h| h.finish(Err(NotStored)));
@@ -184,8 +186,12 @@ impl Writer {
             return;
         }
         let appends: Vec<&Append> = batch.iter().map(|h| &h.append).collect();
+        let (rows, started) = (appends.iter().map(|a| a.chunks.len()).sum(), Instant::now());
         match self.store.append(&appends).await {
-            Ok(written) => self.settle(batch, &written),
+            Ok(written) => {
+                metrics::flushed(rows, started.elapsed());
+                self.settle(batch, &written);
+            }
             Err(StoreError::Database(error)) if batch.len() > 1 => {
                 // One request's bad data must not fail everyone else's chunks: retry each hand-over alone.
                 tracing::warn!(%error, "group commit failed; retrying requests one by one");
@@ -260,6 +266,9 @@ impl Writer {
                 hand_over.finish(Ok(()));
                 continue;
             }
+            // Not written: held by another writer, or gone (the reaper deleted the finished stream since it
+            // was remembered). Either way the next flush makes sure the stream exists again.
+            self.known.remove(&hand_over.append.stream_id);
             let since = *hand_over.held_since.get_or_insert_with(Instant::now);
             if since.elapsed() > HELD_LIMIT {
                 tracing::warn!(stream.id = %hand_over.append.stream_id, "stream held by another transaction too long");

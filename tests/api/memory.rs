@@ -13,6 +13,11 @@ async fn append(app: &TestApp, conversation: &str, query: &str, messages: Value)
 
 pub fn reaper(app: &TestApp) -> ark_broker::retention::Reaper {
     ark_broker::retention::Reaper {
+        pool: app.state.pool.clone(),
+        chunks: app.state.chunks.clone(),
+        stream_retention_seconds: 3600,
+        patches: ark_broker::query_status::store::PatchStore::new(app.state.pool.clone()),
+        deliveries: app.state.channels.deliveries().clone(),
         messages: app.state.messages.clone(),
         questions: app.state.questions.clone(),
         keys: ark_broker::idempotency::store::KeyStore::new(app.state.pool.clone()),

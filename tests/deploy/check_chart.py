@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
 """Checks chart/ without a cluster or a helm binary: strict lint, renders with the defaults and value variants
-(Helm's Go SDK through helm-python-sdk), validates every rendered built-in kind with kubernetes-validate
-(strict, Kubernetes KUBE_VERSION), validates Memory and MCPServer against the CRD schemas vendored in
-tests/deploy/crds/ (unknown fields rejected), and asserts what operators rely on. Prints `ok - ...` per check
-and ends with `N passed, M failed`; exits non-zero on any failure.
+(Helm's Go SDK through helm-python-sdk, which validates the values against chart/values.schema.json before
+rendering, as `helm` does), validates every rendered built-in kind with kubernetes-validate (strict, Kubernetes
+KUBE_VERSION) and every custom resource (Memory, MCPServer, the CloudNativePG Cluster, ServiceMonitor,
+HTTPRoute) against the CRD schemas vendored in tests/deploy/crds/ (unknown fields rejected), checks that bad
+values fail with a message naming the key, and asserts what operators rely on. Prints `ok - ...` per check and
+ends with `N passed, M failed`; exits non-zero on any failure.
 
 Run: tests/deploy/.venv/bin/python tests/deploy/check_chart.py   (tests/deploy/install.sh makes the venv)
 """
 
 import copy
+import json
 import pathlib
 import re
 import sys
@@ -27,7 +30,7 @@ RELEASE, NAMESPACE = "ark-broker", "ark"
 FULLNAME = "ark-broker"
 SECRET_DB = {"database": {"urlSecretRef": {"name": "ark-broker-db", "key": "url"}}}
 PLAIN_DB = {"database": {"url": "postgres://ark@pg.ark.svc:5432/ark"}}
-
+DIGEST = "sha256:" + "0123456789abcdef" * 4
 passed, failed = 0, 0
 
 
@@ -56,6 +59,29 @@ def merged(*layers):
         for key, value in layer.items():
             out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
     return out
+
+
+# Every option on at once (image digest, HPA, Ingress, HTTPRoute, ServiceMonitor, NetworkPolicy, both channels).
+ALL_ON = merged(SECRET_DB, {
+    "app": {"image": {"digest": DIGEST}},
+    "autoscaling": {"enabled": True, "maxReplicas": 6, "behavior": {"scaleDown": {"stabilizationWindowSeconds": 600}}},
+    "ingress": {"enabled": True, "className": "nginx",
+                "annotations": {"nginx.ingress.kubernetes.io/proxy-buffering": "off"},
+                "hosts": [{"host": "ark.example"},
+                          {"host": "*.apps.example", "paths": [{"path": "/ui", "pathType": "Prefix"}]}],
+                "tls": [{"secretName": "ark-broker-tls", "hosts": ["ark.example"]}]},
+    "httpRoute": {"enabled": True, "hostnames": ["ark.gw.example"], "timeouts": {"request": "0s"},
+                  "parentRefs": [{"name": "public", "namespace": "gateway-system", "sectionName": "https"}]},
+    "metrics": {"serviceMonitor": {
+        "enabled": True, "labels": {"release": "kube-prometheus-stack"}, "scrapeTimeout": "10s",
+        "authorization": {"type": "Bearer", "credentials": {"name": "ark-broker-scrape", "key": "token"}}}},
+    "networkPolicy": {"enabled": True, "ingress": {"mcpFrom": [
+        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ark-system"}}}]},
+        "egress": {"postgres": {"to": [{"ipBlock": {"cidr": "10.0.5.0/24"}}]}}},
+    "auth": {"mode": "kubernetes"},
+    "channels": {"slack": {"secretName": "ark-broker-slack"}, "github": {"secretName": "ark-broker-github"}}})
+# CloudNativePG instead of a database URL, with a NetworkPolicy.
+CNPG_ON = {"cnpg": {"enabled": True}, "networkPolicy": {"enabled": True}, "kube": {"statusPatching": "off"}}
 
 
 def render(values):
@@ -103,23 +129,29 @@ def load_crd_schemas():
     for path in sorted(CRDS.glob("*.yaml")):
         crd = yaml.safe_load(path.read_text())
         kubernetes_validate.validate(crd, KUBE_VERSION, strict=True)
-        (version,) = crd["spec"]["versions"]
-        api_version = f"{crd['spec']['group']}/{version['name']}"
-        schemas[(api_version, crd["spec"]["names"]["kind"])] = strict_schema(version["schema"]["openAPIV3Schema"])
+        for version in crd["spec"]["versions"]:
+            api_version = f"{crd['spec']['group']}/{version['name']}"
+            schema = strict_schema(version["schema"]["openAPIV3Schema"])
+            jsonschema.Draft202012Validator.check_schema(schema)
+            schemas[(api_version, crd["spec"]["names"]["kind"])] = schema
     return schemas
 
 
 CRD_SCHEMAS = {}
+VENDORED = {("ark.mckinsey.com/v1alpha1", "Memory"), ("ark.mckinsey.com/v1alpha1", "MCPServer"),
+            ("postgresql.cnpg.io/v1", "Cluster"), ("monitoring.coreos.com/v1", "ServiceMonitor"),
+            ("gateway.networking.k8s.io/v1", "HTTPRoute")}
 
 
-@check("the vendored Memory and MCPServer CRDs are valid CustomResourceDefinitions")
+@check("the vendored CRDs (Memory, MCPServer, CNPG Cluster, ServiceMonitor, HTTPRoute) are valid CRDs")
 def _():
     CRD_SCHEMAS.update(load_crd_schemas())
-    assert {kind for _, kind in CRD_SCHEMAS} == {"Memory", "MCPServer"}, CRD_SCHEMAS.keys()
+    assert set(CRD_SCHEMAS) == VENDORED, CRD_SCHEMAS.keys()
 
 
 def validate_all(objects):
-    """kubernetes-validate (strict) for built-in kinds, the vendored CRD schema for Ark's kinds."""
+    """kubernetes-validate (strict) for built-in kinds, the vendored CRD schema for custom resources; a kind that
+    has neither fails."""
     for obj in objects:
         where = f"{obj['kind']}/{obj['metadata']['name']}"
         name = obj["metadata"]["name"]
@@ -131,12 +163,16 @@ def validate_all(objects):
             else:
                 kubernetes_validate.validate(obj, KUBE_VERSION, strict=True)
         except (jsonschema.ValidationError, kubernetes_validate.ValidationError) as error:
-            raise AssertionError(f"{where}: {getattr(error, 'message', error)}") from None
+            path = "/".join(str(part) for part in getattr(error, "absolute_path", []))
+            raise AssertionError(f"{where}: {path}: {getattr(error, 'message', error)}") from None
+        except kubernetes_validate.SchemaNotFoundError:
+            raise AssertionError(f"{where}: no schema for {obj['apiVersion']} {obj['kind']}") from None
 
 
 # -- lint -----------------------------------------------------------------------------------------------------
 
-for label, values in [("defaults", None), ("a plain database.url", PLAIN_DB)]:
+for label, values in [("defaults", None), ("a plain database.url", PLAIN_DB), ("all options on", ALL_ON),
+                      ("CNPG on", CNPG_ON)]:
 
     @check(f"helm lint --strict (Kubernetes {KUBE_VERSION}) passes with {label}")
     def _():
@@ -147,6 +183,56 @@ for label, values in [("defaults", None), ("a plain database.url", PLAIN_DB)]:
                   f"{message['path']}: {message['error']}")
         errors = list(result.get("errors") or []) + [m for m in result.get("messages") or [] if m["severity"] >= 3]
         assert not errors, errors
+
+
+# -- values.schema.json ---------------------------------------------------------------------------------------
+
+VALUES_SCHEMA = json.loads((CHART / "values.schema.json").read_text())
+
+
+def merged_values(values):
+    """The values an install would use: the chart's defaults coalesced with `values`, as Helm does."""
+    with helm.Chart.load(str(CHART)) as chart:
+        return chart.merge_values(values)
+
+
+@check("values.schema.json is a draft-07 schema and values.yaml satisfies it (Python jsonschema, beside Helm)")
+def _():
+    jsonschema.Draft7Validator.check_schema(VALUES_SCHEMA)
+    assert VALUES_SCHEMA["$schema"] == "http://json-schema.org/draft-07/schema#"
+    assert VALUES_SCHEMA["additionalProperties"] is False
+    defaults = yaml.safe_load((CHART / "values.yaml").read_text())
+    errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}"
+              for e in jsonschema.Draft7Validator(VALUES_SCHEMA).iter_errors(defaults)]
+    assert not errors, errors
+    assert set(defaults) == set(VALUES_SCHEMA["properties"]), set(defaults) ^ set(VALUES_SCHEMA["properties"])
+
+
+# Values Helm must refuse before rendering: (what, values, the text Helm's message must contain).
+BAD_VALUES = [
+    ("a wrong type: replicaCount: three", {"replicaCount": "three"}, "at '/replicaCount': got string, want integer"),
+    ("an unknown top-level key", {"replicas": 3}, "additional properties 'replicas' not allowed"),
+    ("an unknown key below (service.prot)", {"service": {"prot": 80}}, "additional properties 'prot' not allowed"),
+    ("a bad enum: auth.mode oauth", {"auth": {"mode": "oauth"}}, "at '/auth/mode': value must be one of"),
+    ("a bad enum: logFormat xml", {"logFormat": "xml"}, "at '/logFormat': value must be one of"),
+    ("a bad enum: podAntiAffinity.type soft", {"podAntiAffinity": {"type": "soft"}},
+     "at '/podAntiAffinity/type': value must be one of"),
+    ("a digest that is not sha256:<hex>", {"app": {"image": {"digest": "latest"}}}, "at '/app/image/digest'"),
+    ("cnpg.synchronous.number 0", {"cnpg": {"synchronous": {"number": 0}}},
+     "at '/cnpg/synchronous/number': minimum"),
+]
+for label, bad, expected in BAD_VALUES:
+
+    @check(f"bad values fail to render, naming the key: {label}")
+    def _():
+        values = merged(SECRET_DB, bad)
+        try:
+            render(values)
+        except helm.HelmValuesError as error:
+            assert expected in str(error), error
+        else:
+            raise AssertionError(f"rendered {bad}")
+        assert not jsonschema.Draft7Validator(VALUES_SCHEMA).is_valid(merged_values(values)), "jsonschema accepts it"
 
 
 # -- renders --------------------------------------------------------------------------------------------------
@@ -167,6 +253,13 @@ variants = {
     "Slack and GitHub channels": merged(
         SECRET_DB, {"channels": {"slack": {"secretName": "ark-broker-slack"},
                                  "github": {"secretName": "ark-broker-github", "apiUrl": "https://ghe.example/api/v3"}}}),
+    "all options on": ALL_ON,
+    "CNPG on, with a NetworkPolicy and status patching off": CNPG_ON,
+    "CNPG tuned: own name, image, storage class, parameters, no synchronous commit, extra spec": {"cnpg": {
+        "enabled": True, "name": "ark-pg", "imageName": "ghcr.io/cloudnative-pg/postgresql:17.6",
+        "storage": {"size": "50Gi", "storageClass": "fast-ssd"}, "parameters": {"max_connections": "200"},
+        "synchronous": None, "podAntiAffinityType": "required", "keepOnUninstall": False,
+        "extraSpec": {"enablePDB": True, "storage": {"resizeInUseVolumes": True}}}},
 }
 rendered = {}
 for label, values in variants.items():
@@ -424,7 +517,7 @@ def _():
 @check("token auth without a tokens Secret, and an unknown auth.mode, fail to render with a clear message")
 def _():
     for values, expected in ((merged(SECRET_DB, {"auth": {"mode": "token"}}), "auth.tokensSecret.name"),
-                             (merged(SECRET_DB, {"auth": {"mode": "oauth"}}), "auth.mode must be")):
+                             (merged(SECRET_DB, {"auth": {"mode": "oauth"}}), "'/auth/mode': value must be one of")):
         try:
             render(values)
         except Exception as error:  # noqa: BLE001 - the message is what is checked
@@ -454,6 +547,192 @@ def _():
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["ARK_BROKER_AUTH"] == "none" and "ARK_BROKER_AUTH_TOKENS_FILE" not in env
     assert "headers" not in find(objects, "Memory", "default")["spec"]
+
+
+# -- all options on -------------------------------------------------------------------------------------------
+
+def parts(objects):
+    """The Deployment's pod spec, its one container and that container's env by name."""
+    pod = find(objects, "Deployment")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    return pod, container, {e["name"]: e for e in container["env"]}
+
+
+every = rendered.get("all options on") or []
+
+
+@check("all options: HPA, Ingress, HTTPRoute, ServiceMonitor and NetworkPolicy render beside the defaults")
+def _():
+    for kind in ("HorizontalPodAutoscaler", "Ingress", "HTTPRoute", "ServiceMonitor", "NetworkPolicy"):
+        find(every, kind, FULLNAME)
+    assert "Cluster" not in kinds(every)
+
+
+@check("all options: the image is pinned by digest (the tag ignored)")
+def _():
+    _, container, _ = parts(every)
+    assert container["image"] == f"ark-broker@{DIGEST}", container["image"]
+    assert parts(objects)[1]["image"] == "ark-broker:0.1.0"
+
+
+@check("all options: the HPA scales the Deployment on CPU, and the Deployment leaves replicas to it")
+def _():
+    hpa = find(every, "HorizontalPodAutoscaler")
+    assert hpa["apiVersion"] == "autoscaling/v2"
+    assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": FULLNAME}
+    assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (3, 6)
+    assert hpa["spec"]["metrics"] == [{"type": "Resource", "resource": {
+        "name": "cpu", "target": {"type": "Utilization", "averageUtilization": 70}}}], hpa["spec"]["metrics"]
+    assert hpa["spec"]["behavior"] == {"scaleDown": {"stabilizationWindowSeconds": 600}}
+    assert "replicas" not in find(every, "Deployment")["spec"]
+
+
+@check("all options: Ingress and HTTPRoute go to the Service's http port; their exact host names are allowed")
+def _():
+    ingress = find(every, "Ingress")["spec"]
+    assert ingress["ingressClassName"] == "nginx"
+    assert ingress["tls"] == [{"secretName": "ark-broker-tls", "hosts": ["ark.example"]}]
+    backend = {"service": {"name": FULLNAME, "port": {"name": "http"}}}
+    assert ingress["rules"] == [
+        {"host": "ark.example", "http": {"paths": [{"path": "/", "pathType": "Prefix", "backend": backend}]}},
+        {"host": "*.apps.example", "http": {"paths": [{"path": "/ui", "pathType": "Prefix", "backend": backend}]}},
+    ], ingress["rules"]
+    route = find(every, "HTTPRoute")["spec"]
+    assert route["parentRefs"] == [{"name": "public", "namespace": "gateway-system", "sectionName": "https"}]
+    assert route["hostnames"] == ["ark.gw.example"]
+    assert route["rules"] == [{"backendRefs": [{"name": FULLNAME, "port": 80}],
+                               "matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
+                               "timeouts": {"request": "0s"}}], route["rules"]
+    hosts = parts(every)[2]["ARK_BROKER_ALLOWED_HOSTS"]["value"].split(",")
+    assert hosts[-2:] == ["ark.example", "ark.gw.example"] and not any("*" in h for h in hosts), hosts
+
+
+@check("all options: the ServiceMonitor scrapes /metrics on the http port of this release's Service")
+def _():
+    monitor = find(every, "ServiceMonitor")
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    service = find(every, "Service", FULLNAME)
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+    assert monitor["spec"]["endpoints"] == [{
+        "port": "http", "path": "/metrics", "interval": "30s", "scrapeTimeout": "10s",
+        "authorization": {"type": "Bearer", "credentials": {"name": "ark-broker-scrape", "key": "token"}}}]
+    assert "http" in {p["name"] for p in service["spec"]["ports"]}
+
+
+@check("all options: NetworkPolicy lets peers reach http and mcp; egress only to DNS, Postgres, API, Slack, GitHub")
+def _():
+    policy = find(every, "NetworkPolicy")
+    assert policy["spec"]["podSelector"] == {"matchLabels": selector}
+    assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
+    http, mcp = policy["spec"]["ingress"]
+    assert http == {"ports": [{"port": "http", "protocol": "TCP"}]}, http  # no `from`: any source
+    assert mcp["ports"] == [{"port": "mcp", "protocol": "TCP"}]
+    assert mcp["from"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ark-system"}}}]
+    anywhere = [{"ipBlock": {"cidr": "0.0.0.0/0"}}]
+    rules = [(sorted((p["port"], p["protocol"]) for p in rule["ports"]), rule.get("to"))
+             for rule in policy["spec"]["egress"]]
+    assert rules == [
+        ([(53, "TCP"), (53, "UDP")], [{
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+            "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}]),
+        ([(5432, "TCP")], [{"ipBlock": {"cidr": "10.0.5.0/24"}}]),
+        ([(443, "TCP"), (6443, "TCP")], anywhere),  # the API server: kubernetes auth and status patching
+        ([(443, "TCP")], anywhere),  # Slack
+        ([(443, "TCP")], anywhere),  # GitHub
+    ], rules
+
+
+# -- CloudNativePG --------------------------------------------------------------------------------------------
+
+cnpg = rendered.get("CNPG on, with a NetworkPolicy and status patching off") or []
+
+
+@check("CNPG: a postgresql.cnpg.io/v1 Cluster of 3 instances with storage, resources, quorum commit and anti-affinity")
+def _():
+    cluster = find(cnpg, "Cluster", f"{FULLNAME}-db")
+    assert cluster["apiVersion"] == "postgresql.cnpg.io/v1"
+    spec = cluster["spec"]
+    assert spec["instances"] == 3 and spec["storage"] == {"size": "10Gi"}, spec
+    assert spec["bootstrap"] == {"initdb": {"database": "ark", "owner": "ark"}}
+    assert spec["resources"] == values["cnpg"]["resources"]
+    assert spec["postgresql"] == {"synchronous": {"method": "any", "number": 1, "dataDurability": "required"}}
+    assert spec["affinity"] == {"enablePodAntiAffinity": True, "podAntiAffinityType": "preferred",
+                                "topologyKey": "kubernetes.io/hostname"}
+    assert spec["primaryUpdateStrategy"] == "unsupervised" and "imageName" not in spec
+    assert cluster["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+
+
+@check("CNPG: the broker reads DATABASE_URL from the operator's app Secret (<cluster>-app, key uri)")
+def _():
+    _, _, env = parts(cnpg)
+    assert env["DATABASE_URL"] == {"name": "DATABASE_URL", "valueFrom": {"secretKeyRef": {
+        "name": f"{FULLNAME}-db-app", "key": "uri"}}}, env["DATABASE_URL"]
+    tuned = rendered["CNPG tuned: own name, image, storage class, parameters, no synchronous commit, extra spec"]
+    assert parts(tuned)[2]["DATABASE_URL"]["valueFrom"]["secretKeyRef"] == {"name": "ark-pg-app", "key": "uri"}
+
+
+@check("CNPG: the NetworkPolicy lets the broker reach the Cluster's pods only, and not the API server when unused")
+def _():
+    rules = find(cnpg, "NetworkPolicy")["spec"]["egress"]
+    postgres = [rule for rule in rules if rule["ports"] == [{"port": 5432, "protocol": "TCP"}]]
+    assert postgres == [{"ports": [{"port": 5432, "protocol": "TCP"}],
+                         "to": [{"podSelector": {"matchLabels": {"cnpg.io/cluster": f"{FULLNAME}-db"}}}]}], rules
+    assert len(rules) == 2, rules  # DNS and PostgreSQL: status patching is off, no channel is configured
+
+
+@check("CNPG tuned: name, image, storage class, parameters and extra spec pass through; synchronous off; not kept")
+def _():
+    tuned = rendered["CNPG tuned: own name, image, storage class, parameters, no synchronous commit, extra spec"]
+    cluster = find(tuned, "Cluster", "ark-pg")
+    spec = cluster["spec"]
+    assert spec["imageName"] == "ghcr.io/cloudnative-pg/postgresql:17.6"
+    assert spec["storage"] == {"size": "50Gi", "storageClass": "fast-ssd", "resizeInUseVolumes": True}, spec["storage"]
+    assert spec["postgresql"] == {"parameters": {"max_connections": "200"}}, spec["postgresql"]
+    assert spec["affinity"]["podAntiAffinityType"] == "required" and spec["enablePDB"] is True
+    assert "helm.sh/resource-policy" not in cluster["metadata"].get("annotations", {})
+
+
+@check("a typo in the CNPG Cluster, ServiceMonitor or HTTPRoute spec is rejected by its vendored schema")
+def _():
+    for kind, objects_, path, typo in (("Cluster", cnpg, ["spec"], "instance"),
+                                       ("ServiceMonitor", every, ["spec", "endpoints", 0], "intervall"),
+                                       ("HTTPRoute", every, ["spec", "rules", 0], "backendRef")):
+        obj = copy.deepcopy(find(objects_, kind))
+        node = obj
+        for part in path:
+            node = node[part]
+        node[typo] = 1
+        try:
+            validate_all([obj])
+        except AssertionError as error:
+            assert typo in str(error), error
+        else:
+            raise AssertionError(f"{kind}: an unknown field {typo} passed")
+
+
+# -- what the templates refuse --------------------------------------------------------------------------------
+
+@check("inconsistent options fail to render with a message naming the values to fix")
+def _():
+    cases = [
+        (merged(PLAIN_DB, {"cnpg": {"enabled": True}}), "leave database.url and database.urlSecretRef.name empty"),
+        (merged(SECRET_DB, {"ingress": {"enabled": True}}), "needs at least one entry in ingress.hosts"),
+        (merged(SECRET_DB, {"httpRoute": {"enabled": True}}), "httpRoute.enabled needs httpRoute.parentRefs"),
+        (merged(SECRET_DB, {"autoscaling": {"enabled": True, "minReplicas": 5, "maxReplicas": 4}}),
+         "autoscaling.minReplicas (5) must not exceed autoscaling.maxReplicas (4)"),
+        (merged(SECRET_DB, {"autoscaling": {"enabled": True}, "app": {"resources": {"requests": None}}}),
+         "autoscaling.enabled needs app.resources.requests.cpu"),
+        ({"cnpg": {"enabled": True, "instances": 2, "synchronous": {"number": 2}}},
+         "cnpg.synchronous.number (2) must be lower than cnpg.instances (2)"),
+    ]
+    for values_, expected in cases:
+        try:
+            render(values_)
+        except helm.HelmRenderError as error:
+            assert expected in str(error), error
+        else:
+            raise AssertionError(f"rendered {values_}")
 
 
 print(f"{passed} passed, {failed} failed")

@@ -1,4 +1,7 @@
-//! Tracing set-up: JSON lines when not on a terminal, text otherwise, filtered by `LOG_LEVEL`.
+//! Telemetry: logs (JSON lines when not on a terminal, text otherwise, filtered by `LOG_LEVEL`; a request's
+//! lines carry its `request.id`) and Prometheus [`metrics`].
+
+pub mod metrics;
 
 use std::io::IsTerminal;
 
@@ -16,7 +19,8 @@ pub fn init(config: &Config) {
     };
     let registry = tracing_subscriber::registry().with(filter);
     if json {
-        registry.with(fmt::layer().json().flatten_event(true).with_current_span(false)).init();
+        // The request's span (method, path, request.id) rides along on every line logged while serving it.
+        registry.with(fmt::layer().json().flatten_event(true).with_current_span(true).with_span_list(false)).init();
     } else {
         registry.with(fmt::layer()).init();
     }

@@ -1,0 +1,38 @@
+//! `GET /metrics`: Prometheus text. What is recorded as it happens comes from the recorder; counts of rows
+//! (questions by status, outbox backlogs) and of the pool are read now, so every replica reports the same
+//! cluster-wide row counts and its own pool.
+
+use std::time::Instant;
+
+use axum::{Router, extract::State, http::header, response::IntoResponse, routing::get};
+
+use crate::{query_status::store::PatchStore, state::AppState, telemetry::metrics};
+
+/// The metrics route.
+pub fn router() -> Router<AppState> {
+    Router::new().route("/metrics", get(scrape))
+}
+
+async fn scrape(State(state): State<AppState>) -> impl IntoResponse {
+    let pool = &state.pool;
+    metrics::set(metrics::POOL_CONNECTIONS, &[], f64::from(pool.size()));
+    metrics::set(metrics::POOL_IDLE, &[], pool.num_idle() as f64);
+    let started = Instant::now();
+    // The wait is what a request would wait now; the connection goes straight back.
+    if pool.acquire().await.is_ok() {
+        metrics::set(metrics::POOL_WAIT, &[], started.elapsed().as_secs_f64());
+    }
+    // Row counts are skipped (and keep their last value) while Postgres cannot answer: the scrape still works.
+    if let Ok(counts) = state.questions.count_by_status().await {
+        for (status, count) in counts {
+            metrics::set(metrics::QUESTIONS, &[("status", status)], count as f64);
+        }
+    }
+    if let Ok(backlog) = PatchStore::new(pool.clone()).backlog().await {
+        metrics::set(metrics::OUTBOX_BACKLOG, &[("outbox", "status_patches".into())], backlog as f64);
+    }
+    if let Ok(backlog) = state.channels.deliveries().backlog().await {
+        metrics::set(metrics::OUTBOX_BACKLOG, &[("outbox", "channel_deliveries".into())], backlog as f64);
+    }
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], metrics::render())
+}

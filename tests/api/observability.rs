@@ -1,0 +1,144 @@
+//! What an operator sees: `/metrics` in Prometheus text (requests by route and status, open readers, ingest
+//! and flushes, delivery lag, questions by status, outbox backlog, pool, build info), and the logs of a real
+//! broker process (one line per request with its route, status, latency and request id, none for probes and
+//! scrapes, an error logged with its request's id, the version and URLs at start-up).
+
+use serde_json::{Value, json};
+
+use crate::support::{Replica, SseReader, TestApp, fresh_database, json_of, within};
+
+/// The value of the sample `name{labels}` (labels as written, in order), if scraped.
+fn sample(metrics: &str, series: &str) -> Option<f64> {
+    metrics.lines().find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+async fn scrape(app: &TestApp) -> String {
+    let response = app.get("/metrics").await;
+    assert_eq!(response.status(), 200);
+    assert!(response.headers()["content-type"].to_str().unwrap().starts_with("text/plain; version=0.0.4"));
+    response.text().await.unwrap()
+}
+
+#[tokio::test]
+async fn metrics_count_requests_readers_ingest_questions_and_the_pool() {
+    let app = TestApp::spawn().await;
+    // The recorder is the process's: other tests' brokers count too, so counters are compared before/after.
+    let before = scrape(&app).await;
+    let created = r#"ark_broker_http_requests_total{method="POST",route="/questions",status="201"}"#;
+    let lines = "ark_broker_ingest_lines_total";
+    let mut reader = SseReader::open(&app.client, &app.url("/stream/metered")).await;
+    let open_readers = sample(&scrape(&app).await, "ark_broker_sse_readers").unwrap();
+    assert!(open_readers >= 1.0, "the open SSE reader is counted");
+
+    let (status, _) = json_of(app.post_raw("/stream/metered", "{\"n\":1}\n{\"n\":2}\n{\"n\":3}\n").await).await;
+    assert_eq!(status, 200);
+    within("the chunks at the reader", async {
+        for _ in 0..3 {
+            reader.next_data().await.expect("a chunk");
+        }
+    })
+    .await;
+    let question = json!({"sender": "ark://agents/a", "recipient": "ark://users/b", "content": "metered?"});
+    let (_, asked) = json_of(app.post_json("/questions", &question).await).await;
+    app.post_json(&format!("/questions/{}/answer", asked["id"].as_str().unwrap()), &json!({"response": "yes"})).await;
+    app.post_json("/questions", &question).await;
+
+    let after = scrape(&app).await;
+    let grew = |series: &str, by: f64| {
+        let (was, is) = (sample(&before, series).unwrap_or(0.0), sample(&after, series).unwrap_or(0.0));
+        assert!(is - was >= by, "{series}: {was} → {is}, expected +{by}\n{after}");
+    };
+    grew(created, 2.0);
+    grew(lines, 3.0);
+    grew("ark_broker_flush_rows_count", 1.0);
+    grew("ark_broker_flush_duration_seconds_count", 1.0);
+    grew(r#"ark_broker_notify_delivery_lag_seconds_count{feed="chunks"}"#, 1.0);
+    // Row counts are this broker's database's: exact.
+    assert_eq!(sample(&after, r#"ark_broker_questions{status="pending"}"#), Some(1.0), "{after}");
+    assert_eq!(sample(&after, r#"ark_broker_questions{status="answered"}"#), Some(1.0));
+    assert_eq!(sample(&after, r#"ark_broker_outbox_backlog{outbox="channel_deliveries"}"#), Some(0.0));
+    assert!(sample(&after, "ark_broker_db_pool_connections").unwrap() >= 1.0);
+    assert!(sample(&after, "ark_broker_db_pool_acquire_wait_seconds").is_some());
+    let build = after.lines().find(|l| l.starts_with("ark_broker_build_info{")).expect("build info");
+    assert!(
+        build.contains(&format!("version=\"{}\"", env!("CARGO_PKG_VERSION"))) && build.contains("git_sha="),
+        "{build}"
+    );
+    // The route template labels the series, never the raw path.
+    assert!(after.contains(r#"route="/stream/{id}""#) && !after.contains("/stream/metered"), "{after}");
+
+    drop(reader);
+    within("the reader to be counted closed", async {
+        loop {
+            let now = sample(&scrape(&app).await, "ark_broker_sse_readers").unwrap();
+            if now < open_readers {
+                return;
+            }
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+}
+
+/// The JSON log lines of `replica` that say `message`.
+fn lines_saying(replica: &Replica, message: &str) -> Vec<Value> {
+    replica
+        .log()
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|line| line["message"] == message)
+        .collect()
+}
+
+#[tokio::test]
+async fn each_request_is_logged_once_with_its_route_status_and_id_and_errors_carry_the_id() {
+    let url = fresh_database().await;
+    let replica = Replica::start(&url).await;
+    let started = lines_saying(&replica, "listening");
+    let started = started.first().expect("the start-up line");
+    assert_eq!(started["version"], env!("CARGO_PKG_VERSION"));
+    for (field, path) in [("api.url", "/"), ("page.url", "/ui"), ("mcp.url", "/mcp")] {
+        let url = started[field].as_str().unwrap();
+        assert!(url.starts_with("http://") && url.ends_with(path), "{field}: {url}");
+    }
+
+    let client = reqwest::Client::new();
+    let get = |path: &str, id: &str| client.get(replica.url(path)).header("x-request-id", id).send();
+    assert_eq!(get("/questions", "log-ok").await.unwrap().status(), 200);
+    assert_eq!(get("/questions/q-missing", "log-404").await.unwrap().status(), 404);
+    for quiet in ["/health", "/readyz", "/metrics"] {
+        get(quiet, "log-quiet").await.unwrap();
+    }
+    // A table gone from under the broker: the request fails with 500, and the error is logged with its id.
+    let pool = sqlx::PgPool::connect(&url).await.unwrap();
+    sqlx::query("alter table messages rename to messages_gone").execute(&pool).await.unwrap();
+    assert_eq!(get("/messages", "log-500").await.unwrap().status(), 500);
+
+    let requests = within("the request lines", async {
+        loop {
+            let lines = lines_saying(&replica, "request");
+            if lines.iter().any(|l| l["request.id"] == "log-500") {
+                return lines;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let line = |id: &str| {
+        let found: Vec<&Value> = requests.iter().filter(|l| l["request.id"] == id).collect();
+        assert_eq!(found.len(), 1, "one line for {id}: {requests:?}");
+        found[0].clone()
+    };
+    let ok = line("log-ok");
+    assert_eq!((ok["level"].as_str(), ok["http.method"].as_str()), (Some("INFO"), Some("GET")));
+    assert_eq!((ok["http.route"].as_str(), ok["http.status"].as_u64()), (Some("/questions"), Some(200)));
+    assert!(ok["latency_ms"].as_f64().is_some_and(|ms| ms >= 0.0));
+    let missing = line("log-404");
+    assert_eq!((missing["http.route"].as_str(), missing["http.status"].as_u64()), (Some("/questions/{id}"), Some(404)));
+    assert_eq!(line("log-500")["http.status"], 500);
+    assert!(requests.iter().all(|l| l["request.id"] != "log-quiet"), "probes and scrapes are not logged");
+    let errors: Vec<Value> =
+        lines_saying(&replica, "request failed").into_iter().filter(|l| l["level"] == "ERROR").collect();
+    assert_eq!(errors.len(), 1, "{}", replica.log());
+    assert_eq!(errors[0]["span"]["request.id"], "log-500", "the error names its request");
+}

@@ -1,0 +1,86 @@
+//! Bounded tables: the reaper deletes finished streams and their chunks after the stream retention, the
+//! question watch log after its window, done Query status patches and old inbound delivery ids, and keeps
+//! everything younger or still in use; one replica at a time makes a pass.
+
+use serde_json::json;
+
+use crate::{
+    memory::reaper,
+    support::{TestApp, json_of},
+};
+
+async fn count(app: &TestApp, sql: &'static str) -> i64 {
+    sqlx::query_scalar(sql).fetch_one(&app.pool()).await.unwrap()
+}
+
+#[tokio::test]
+async fn finished_streams_and_old_log_and_outbox_rows_are_deleted_and_the_rest_kept() {
+    let app = TestApp::spawn().await;
+    for stream in ["old-done", "new-done", "open"] {
+        let (status, _) = json_of(app.post_raw(&format!("/stream/{stream}"), "{\"n\":1}\n{\"n\":2}\n").await).await;
+        assert_eq!(status, 200);
+    }
+    for stream in ["old-done", "new-done"] {
+        app.post_json(&format!("/stream/{stream}/complete"), &json!({})).await;
+    }
+    // Finished two hours ago (the retention is an hour in this reaper), instead of waiting for it.
+    let pool = app.pool();
+    sqlx::query("update streams set completed_at = now() - interval '2 hours' where stream_id = 'old-done'")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let (_, asked) = json_of(
+        app.post_json(
+            "/questions",
+            &json!({"sender": "ark://agents/a", "recipient": "ark://users/b", "content": "ok?",
+                    "query": {"namespace": "ns", "name": "q"}}),
+        )
+        .await,
+    )
+    .await;
+    let id = asked["id"].as_str().unwrap();
+    app.post_json(&format!("/questions/{id}/answer"), &json!({"response": "yes"})).await;
+    sqlx::query("update question_events set created_at = now() - interval '2 hours' where kind = 'question_created'")
+        .execute(&pool)
+        .await
+        .unwrap();
+    sqlx::query("update query_status_patches set done_at = now() - interval '2 days', outcome = 'patched' where action = 'wait'")
+        .execute(&pool)
+        .await
+        .unwrap();
+    sqlx::query("insert into inbound_deliveries (source, delivery_id, received_at) values ('github', 'old', now() - interval '2 days'), ('github', 'new', now())")
+        .execute(&pool)
+        .await
+        .unwrap();
+
+    let report = reaper(&app).pass().await;
+    let deleted = |kind: &str| report.iter().find(|(k, _)| *k == kind).map(|(_, n)| *n).unwrap();
+    assert_eq!(deleted("streams"), 3 + 1, "the old stream's two chunks, its completion marker, and the stream");
+    assert_eq!(deleted("question_events"), 1);
+    assert_eq!((deleted("status_patches"), deleted("inbound_deliveries")), (1, 1));
+
+    assert_eq!(count(&app, "select count(*) from chunks where stream_id = 'old-done'").await, 0);
+    assert_eq!(count(&app, "select count(*) from streams where stream_id = 'old-done'").await, 0);
+    assert_eq!(count(&app, "select count(*) from chunks where stream_id in ('new-done', 'open')").await, 2 + 1 + 2);
+    assert_eq!(count(&app, "select count(*) from question_events").await, 1, "the answer's change is kept");
+    assert_eq!(count(&app, "select count(*) from query_status_patches").await, 1, "the resume is kept");
+    assert_eq!(count(&app, "select count(*) from inbound_deliveries").await, 1);
+    // A deleted stream is unknown again; one written anew starts over.
+    let (status, _) = json_of(app.post_raw("/stream/old-done", "{\"n\":3}\n").await).await;
+    assert_eq!(status, 200);
+    assert_eq!(count(&app, "select max(position) from chunks where stream_id = 'old-done'").await, 1);
+
+    // Nothing left to delete: a second pass deletes nothing.
+    assert!(reaper(&app).pass().await.iter().all(|(_, n)| *n == 0));
+}
+
+#[tokio::test]
+async fn one_replica_at_a_time_makes_a_pass() {
+    let app = TestApp::spawn().await;
+    let held = ark_broker::db::turn::try_take(&app.pool(), ark_broker::db::turn::REAPER).await.unwrap();
+    let held = held.expect("the turn is free at first");
+    assert!(reaper(&app).pass_if_our_turn().await.is_none(), "another holder: this replica skips its pass");
+    held.end().await;
+    assert!(reaper(&app).pass_if_our_turn().await.is_some(), "the turn is free once its holder ended it");
+    assert!(reaper(&app).pass_if_our_turn().await.is_some(), "and after each pass");
+}
