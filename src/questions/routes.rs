@@ -74,7 +74,7 @@ pub async fn list(
         status: given(params.status).as_deref().map(parse_status).transpose()?,
         recipient: given(params.recipient),
         sender: given(params.sender),
-        owner: None,
+        ..QuestionFilter::default()
     };
     if flag("watch", params.watch.as_deref())? {
         let from = match params.resource_version.as_deref() {

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
@@ -81,6 +82,16 @@ pub struct QuestionFilter {
     pub sender: Option<String>,
     /// Only the questions this principal asked.
     pub owner: Option<String>,
+    /// Only questions whose content contains this text, ignoring case (the page's search box; `strpos`, not
+    /// `ilike`, so `%` and `_` need no escaping).
+    pub text: Option<String>,
+    /// Only the questions of Queries of this name (and in this namespace).
+    pub query_name: Option<String>,
+    pub query_namespace: Option<String>,
+    /// Only closed questions, most recently closed first (the page's Closed tab); `after` is then unused and
+    /// `closed_before`, the `(closed_at, sequence)` of the previous page's last question, pages on.
+    pub closed: bool,
+    pub closed_before: Option<(DateTime<Utc>, i64)>,
 }
 
 /// Questions in Postgres.
@@ -230,32 +241,67 @@ impl QuestionStore {
         Ok(row.map(Question::from))
     }
 
-    /// Up to `limit` questions created after `after`, oldest first, with the resourceVersion of the same
-    /// snapshot.
+    /// Up to `limit` questions created after `after`, oldest first (or with `filter.closed` the most recently
+    /// closed first), with the resourceVersion of the same snapshot.
     pub async fn list(&self, filter: &QuestionFilter, after: i64, limit: i64) -> StoreResult<(i64, Vec<Question>)> {
         let mut tx = self.pool.begin().await?;
         sqlx::query!("set transaction isolation level repeatable read, read only").execute(&mut *tx).await?;
         db::plan_per_execution(&mut tx).await?;
         let version = current_version(&mut tx).await?;
-        let rows = sqlx::query_as!(
-            QuestionRow,
-            r#"select * from questions
-               where ($1::text is null or status = $1)
-                 and ($2::text is null or recipient = $2)
-                 and ($3::text is null or sender = $3)
-                 and ($6::text is null or owner = $6)
-                 and sequence_number > $4
-               order by sequence_number
-               limit $5"#,
-            filter.status.map(QuestionStatus::as_str),
-            filter.recipient,
-            filter.sender,
-            after,
-            limit,
-            filter.owner,
-        )
-        .fetch_all(&mut *tx)
-        .await?;
+        let rows = if filter.closed {
+            let (closed_before, sequence_before) = filter.closed_before.unzip();
+            sqlx::query_as!(
+                QuestionRow,
+                r#"select * from questions
+                   where status <> 'pending'
+                     and ($1::text is null or recipient = $1)
+                     and ($2::text is null or sender = $2)
+                     and ($3::text is null or owner = $3)
+                     and ($4::text is null or strpos(lower(content), lower($4)) > 0)
+                     and ($5::text is null or query_name = $5)
+                     and ($6::text is null or query_namespace = $6)
+                     and ($7::timestamptz is null or (closed_at, sequence_number) < ($7, $8::bigint))
+                   order by closed_at desc, sequence_number desc
+                   limit $9"#,
+                filter.recipient,
+                filter.sender,
+                filter.owner,
+                filter.text,
+                filter.query_name,
+                filter.query_namespace,
+                closed_before,
+                sequence_before,
+                limit,
+            )
+            .fetch_all(&mut *tx)
+            .await?
+        } else {
+            sqlx::query_as!(
+                QuestionRow,
+                r#"select * from questions
+                   where ($1::text is null or status = $1)
+                     and ($2::text is null or recipient = $2)
+                     and ($3::text is null or sender = $3)
+                     and ($6::text is null or owner = $6)
+                     and ($7::text is null or strpos(lower(content), lower($7)) > 0)
+                     and ($8::text is null or query_name = $8)
+                     and ($9::text is null or query_namespace = $9)
+                     and sequence_number > $4
+                   order by sequence_number
+                   limit $5"#,
+                filter.status.map(QuestionStatus::as_str),
+                filter.recipient,
+                filter.sender,
+                after,
+                limit,
+                filter.owner,
+                filter.text,
+                filter.query_name,
+                filter.query_namespace,
+            )
+            .fetch_all(&mut *tx)
+            .await?
+        };
         tx.commit().await?;
         Ok((version, rows.into_iter().map(Question::from).collect()))
     }

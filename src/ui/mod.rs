@@ -1,8 +1,13 @@
-//! The built-in web page at `/ui`: pending questions with an answer form that works without JavaScript
-//! (POST, then a redirect back), kept live from the questions watch when JavaScript runs; and a page per
-//! Query (`/ui/queries/{namespace}/{name}`) rendering its unified stream, live from the same stream.
-//! Server-rendered, assets embedded in the binary, no CDN.
+//! The built-in web page at `/ui`: pending and closed questions (searched, filtered, paged) with an answer
+//! form that works without JavaScript (POST, then a redirect back), kept live from the questions watch when
+//! JavaScript runs; and a page per Query (`/ui/queries/{namespace}/{name}`) rendering its unified stream, live
+//! from the same stream. Server-rendered (content from Markdown, sanitised), errors as HTML pages, assets
+//! embedded in the binary, no CDN.
 
+mod cards;
+mod error_page;
+mod filters;
+mod markdown;
 mod page;
 mod query_page;
 mod routes;
@@ -23,10 +28,12 @@ pub fn router() -> Router<AppState> {
         .route("/ui", get(routes::page))
         .route("/ui/", get(routes::page))
         .route("/ui/questions/{id}/answer", post(routes::answer))
+        .route("/ui/questions/{id}/card", get(routes::card))
         .route("/ui/queries/{namespace}/{name}", get(routes::query_page))
         .route("/ui/assets/app.js", get(routes::script))
         .route("/ui/assets/query.js", get(routes::query_script))
         .route("/ui/assets/app.css", get(routes::stylesheet))
+        .layer(middleware::from_fn(error_page::as_html))
         .layer(middleware::map_response(security_headers))
 }
 

@@ -1,8 +1,12 @@
-//! The HTML of the page (maud escapes every interpolated value).
+//! The HTML of the questions page (maud escapes every interpolated value): its two tabs, the search form,
+//! paging, the connection banner and the screen-reader announcer; the cards are [`super::cards`]'.
 
-use chrono::Utc;
 use maud::{DOCTYPE, Markup, html};
 
+use super::{
+    cards::card,
+    filters::{self, Search},
+};
 use crate::questions::model::Question;
 
 /// Which tab is shown.
@@ -27,51 +31,87 @@ pub enum Flash {
     Invalid(String),
 }
 
-/// The whole page; `person` is who answers when a trusted proxy or a token names them.
-pub fn render(
-    view: View,
-    version: i64,
-    pending: &[Question],
-    closed: &[Question],
-    flash: Option<&Flash>,
-    person: Option<&str>,
-) -> Markup {
+/// What one rendering of the page shows.
+#[derive(Debug)]
+pub struct Listing<'a> {
+    pub view: View,
+    /// The resourceVersion the list was read at; the script watches from there.
+    pub version: i64,
+    /// The tab's questions, one page of them.
+    pub questions: &'a [Question],
+    /// How many questions are pending under the search: a number, or "500+" past one page.
+    pub pending: String,
+    /// The next page's cursor, when there is one.
+    pub next: Option<String>,
+    /// Whether this is the first page (live additions only go where they belong: the pending list's last
+    /// page, the closed list's first).
+    pub first_page: bool,
+    pub search: &'a Search,
+    pub flash: Option<&'a Flash>,
+    /// Who answers when a trusted proxy or a token names them.
+    pub person: Option<&'a str>,
+}
+
+/// The whole page.
+pub fn render(listing: &Listing) -> Markup {
+    let Listing { view, search, .. } = listing;
+    let (name, tab_title) = match view {
+        View::Pending => ("pending", "Questions"),
+        View::Closed => ("closed", "Answered & closed"),
+    };
     html! {
         (DOCTYPE)
         html lang="en" {
-            (head("Questions", "/ui/assets/app.js"))
-            body data-view=(match view { View::Pending => "pending", View::Closed => "closed" })
-                 data-resource-version=(version) {
+            (head(&format!("({}) {tab_title}", listing.pending), "/ui/assets/app.js"))
+            body data-view=(name) data-resource-version=(listing.version) data-title=(tab_title)
+                 data-first-page=(listing.first_page) data-last-page=(listing.next.is_none())
+                 data-q=[search.q.as_deref()] data-recipient=[search.recipient.as_deref()]
+                 data-sender=[search.sender.as_deref()] data-query=[search.query.as_deref()] {
+                // Shown by the script while the live connection is down; the page itself stays usable.
+                div #connection .banner role="status" hidden { "Offline — reconnecting…" }
                 header {
                     h1 { "Questions" }
                     nav {
-                        a href="/ui" aria-current=[(view == View::Pending).then_some("page")] {
-                            "Pending " span #pending-count .count { (pending.len()) }
+                        a href=(search.url(None, None)) aria-current=[(*view == View::Pending).then_some("page")] {
+                            "Pending " span #pending-count .count { (listing.pending) }
                         }
-                        a href="/ui?view=closed" aria-current=[(view == View::Closed).then_some("page")] {
+                        a href=(search.url(Some(View::Closed), None)) aria-current=[(*view == View::Closed).then_some("page")] {
                             "Answered & closed"
                         }
                     }
                 }
                 main {
-                    @if let Some(flash) = flash { (flash_message(flash)) }
-                    @match view {
-                        View::Pending => {
-                            p #empty .empty hidden[!pending.is_empty()] { "No pending questions. New ones appear here as agents ask them." }
-                            ul #pending .questions {
-                                @for question in pending { (pending_card(question, person)) }
-                            }
-                            template #question-template { (pending_card_skeleton(person)) }
-                        }
-                        View::Closed => {
-                            @if closed.is_empty() { p .empty { "Nothing answered, cancelled or expired yet." } }
-                            ul #closed .questions {
-                                @for question in closed { (closed_card(question)) }
-                            }
+                    @if let Some(flash) = listing.flash { (flash_message(flash)) }
+                    (filters::form(*view, search))
+                    (list(listing))
+                    nav .pager aria-label="Pages" {
+                        @if !listing.first_page { a .first href=(search.url(Some(*view), None)) { "← First page" } }
+                        @if let Some(next) = &listing.next {
+                            a .next rel="next" href=(search.url(Some(*view), Some(next))) { "Next page →" }
                         }
                     }
+                    // Polite: a new question is announced once the reader finishes what it is saying.
+                    div #announcer .visually-hidden aria-live="polite" aria-atomic="true" {}
                 }
             }
+        }
+    }
+}
+
+fn list(listing: &Listing) -> Markup {
+    let empty = match (listing.view, listing.search.is_empty()) {
+        (_, false) => "No questions match this search.",
+        (View::Pending, true) => "No pending questions. New ones appear here as agents ask them.",
+        (View::Closed, true) => "Nothing answered, cancelled or expired yet. Closed questions appear here.",
+    };
+    let id = match listing.view {
+        View::Pending => "pending",
+        View::Closed => "closed",
+    };
+    html! {
+        p #empty .empty hidden[!listing.questions.is_empty()] { (empty) }
+        ul .questions #(id) {
+            @for question in listing.questions { (card(question, listing.person)) }
         }
     }
 }
@@ -100,113 +140,6 @@ pub fn flash_message(flash: &Flash) -> Markup {
         Flash::Invalid(id) => ("warn", format!("The answer to {id} was empty; nothing was stored.")),
     };
     html! { p .flash .(class) role="status" { (text) } }
-}
-
-fn meta(question: &Question) -> Markup {
-    html! {
-        p .meta {
-            span .sender { (question.sender) } " → " span .recipient { (question.recipient) }
-            " · " time .age datetime=(question.created_at) title=(question.created_at) { (age(question)) }
-            @if let Some(query) = &question.query {
-                " · Query "
-                @match &query.namespace {
-                    Some(namespace) => a .query href={"/ui/queries/" (path_segment(namespace)) "/" (path_segment(&query.name))} {
-                        (namespace) "/" (query.name)
-                    },
-                    None => span .query { (query.name) },
-                }
-            }
-            span .channels { @for channel in &question.channels { " " (delivery(question, channel)) } }
-        }
-    }
-}
-
-/// A channel the question names, with where its delivery stands (in words, not colour alone; `app.js`'s
-/// `showChannels` draws the same as deliveries move on).
-fn delivery(question: &Question, channel: &str) -> Markup {
-    let deliveries = question.deliveries.as_array().map(Vec::as_slice).unwrap_or_default();
-    let Some(delivery) = deliveries.iter().find(|d| d["channel"] == channel) else {
-        return html! { span .channel { (channel) } };
-    };
-    let field = |name: &str| delivery[name].as_str();
-    let error = field("error").unwrap_or_default();
-    // The link comes from Slack's or GitHub's reply: only a web address becomes one.
-    let url = field("url").filter(|url| url.starts_with("https://") || url.starts_with("http://"));
-    match (field("status").unwrap_or_default(), url) {
-        ("delivered", Some(url)) => html! { a .channel .delivered href=(url) { (channel) " · delivered" } },
-        ("delivered", None) => html! { span .channel .delivered { (channel) " · delivered" } },
-        ("failed", _) => html! { span .channel .failed title=(error) { (channel) " · not delivered: " (error) } },
-        _ if !error.is_empty() => html! { span .channel .retrying title=(error) { (channel) " · retrying" } },
-        _ => html! { span .channel .sending { (channel) " · sending" } },
-    }
-}
-
-fn pending_card(question: &Question, person: Option<&str>) -> Markup {
-    html! {
-        li .question #{"question-" (question.id)} data-id=(question.id) {
-            (meta(question))
-            p .content { (question.content) }
-            (answer_form(&question.id, None, person))
-        }
-    }
-}
-
-/// The empty card JavaScript fills in for questions that arrive while the page is open.
-fn pending_card_skeleton(person: Option<&str>) -> Markup {
-    html! {
-        li .question {
-            p .meta {
-                span .sender {} " → " span .recipient {} " · " time .age {} span .query-part hidden { " · Query " a .query {} } span .channels {}
-            }
-            p .content {}
-            (answer_form("", None, person))
-        }
-    }
-}
-
-/// A pending question's answer form (on both pages). `back` is the page a no-JS answer returns to (the
-/// questions page when absent); with a `person`, the broker records them as the answerer, so the form says so
-/// instead of asking for a name.
-pub fn answer_form(id: &str, back: Option<&str>, person: Option<&str>) -> Markup {
-    html! {
-        form .answer method="post" action={"/ui/questions/" (id) "/answer"} {
-            @if let Some(back) = back { input type="hidden" name="back" value=(back); }
-            label { span .label { "Answer" } textarea name="response" rows="2" required {} }
-            div .row {
-                @match person {
-                    Some(person) => p .answering-as { "Answering as " strong { (person) } },
-                    None => label { span .label { "Your name" } input name="answeredBy" autocomplete="name" placeholder="optional"; },
-                }
-                button type="submit" { "Send answer" }
-            }
-            p .form-error role="alert" hidden {}
-        }
-    }
-}
-
-fn closed_card(question: &Question) -> Markup {
-    html! {
-        li .question .closed #{"question-" (question.id)} data-id=(question.id) {
-            (meta(question))
-            p .content { (question.content) }
-            p .outcome {
-                span .status .(question.status.as_str()) { (question.status.as_str()) }
-                @if let Some(response) = &question.response { " " span .response { (response) } }
-                @if let Some(by) = &question.answered_by { " — " span .by { (by) } }
-            }
-        }
-    }
-}
-
-/// "3 min ago" as the server sees it; the script keeps it current.
-fn age(question: &Question) -> String {
-    let seconds = (Utc::now() - question.created).num_seconds().max(0);
-    match seconds {
-        0..60 => "just now".to_owned(),
-        60..3600 => format!("{} min ago", seconds / 60),
-        3600..86_400 => format!("{} h ago", seconds / 3600),
-        _ => format!("{} d ago", seconds / 86_400),
-    }
 }
 
 /// Percent-encodes one URL path segment (everything but RFC 3986's unreserved characters).

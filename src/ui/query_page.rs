@@ -6,7 +6,11 @@
 use maud::{DOCTYPE, Markup, html};
 use serde_json::Value;
 
-use super::page::{Flash, answer_form, flash_message, head, path_segment};
+use super::{
+    cards::answer_form,
+    markdown,
+    page::{Flash, flash_message, head, path_segment},
+};
 use crate::streams::unified::UnifiedEvent;
 
 /// One entry of the timeline.
@@ -161,7 +165,7 @@ fn render_item(item: &Item, back: &str, person: Option<&str>) -> Markup {
         Item::Question { id, recipient, content, outcome } => html! {
             li .question .asked #{"question-" (id)} data-id=(id) {
                 p .meta { span .badge { "question" } " to " span .recipient { (recipient) } }
-                p .content { (content) }
+                div .content { (markdown::render(content)) }
                 @match outcome {
                     None => (answer_form(id, Some(back), person)),
                     Some(outcome) => p .outcome {

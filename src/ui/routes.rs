@@ -1,4 +1,5 @@
-//! Handlers of the web page: render it, take a form answer, serve the embedded assets.
+//! Handlers of the web page: render it (a page of a tab, searched and filtered), render one card for the
+//! script, take a form answer, serve the embedded assets.
 
 use axum::{
     Extension,
@@ -9,7 +10,10 @@ use axum::{
 use serde::Deserialize;
 
 use super::{
-    page::{self, Flash, View},
+    cards,
+    error_page::{Unsent, reachable},
+    filters::{self, Search},
+    page::{self, Flash, Listing, View},
     query_page,
 };
 use crate::{
@@ -27,13 +31,16 @@ use crate::{
     validate,
 };
 
-/// Most questions one view shows.
-const VIEW_LIMIT: i64 = 500;
+/// Most questions one page of a tab shows; the pager goes on from there.
+const VIEW_LIMIT: usize = 500;
 
-/// Query parameters of `/ui`: which tab, and the outcome of a form post to report.
+/// Query parameters of `/ui`: which tab, which page, the search, and the outcome of a form post to report.
 #[derive(Debug, Default, Deserialize)]
 pub struct PageParams {
     view: Option<String>,
+    cursor: Option<String>,
+    #[serde(flatten)]
+    search: Search,
     answered: Option<String>,
     conflict: Option<String>,
     missing: Option<String>,
@@ -42,16 +49,12 @@ pub struct PageParams {
 
 impl PageParams {
     /// The outcome of the form post that redirected here, if any.
-    fn flash(self) -> Option<Flash> {
-        if let Some(id) = self.answered {
-            Some(Flash::Answered(id))
-        } else if let Some(id) = self.conflict {
-            Some(Flash::Conflict(id))
-        } else if let Some(id) = self.missing {
-            Some(Flash::Missing(id))
-        } else {
-            self.invalid.map(Flash::Invalid)
-        }
+    fn flash(&self) -> Option<Flash> {
+        let flash = |make: fn(String) -> Flash, id: &Option<String>| id.clone().map(make);
+        flash(Flash::Answered, &self.answered)
+            .or_else(|| flash(Flash::Conflict, &self.conflict))
+            .or_else(|| flash(Flash::Missing, &self.missing))
+            .or_else(|| flash(Flash::Invalid, &self.invalid))
     }
 }
 
@@ -61,19 +64,71 @@ pub async fn page(
     principal: Option<Extension<Principal>>,
     ApiQuery(params): ApiQuery<PageParams>,
 ) -> Result<Response, ApiError> {
+    reachable(&state)?;
     let view = match params.view.as_deref() {
         Some("closed") => View::Closed,
         _ => View::Pending,
     };
     let flash = params.flash();
-    let pending = QuestionFilter { status: Some(QuestionStatus::Pending), ..QuestionFilter::default() };
-    let (version, pending) = state.questions.list(&pending, 0, VIEW_LIMIT).await?;
-    let closed = match view {
-        View::Closed => state.questions.recently_closed(VIEW_LIMIT).await?,
-        View::Pending => Vec::new(),
+    let search = params.search.cleaned();
+    let cursor = params.cursor.as_deref();
+    let pending = QuestionFilter { status: Some(QuestionStatus::Pending), ..search.filter() };
+    let more = VIEW_LIMIT as i64 + 1;
+    let (version, mut questions) = match view {
+        View::Pending => state.questions.list(&pending, filters::pending_cursor(cursor)?, more).await?,
+        View::Closed => {
+            let closed =
+                QuestionFilter { closed: true, closed_before: filters::closed_cursor(cursor)?, ..search.filter() };
+            state.questions.list(&closed, 0, more).await?
+        }
+    };
+    let has_more = questions.len() > VIEW_LIMIT;
+    questions.truncate(VIEW_LIMIT);
+    let next = has_more.then(|| questions.last()).flatten().map(|last| match view {
+        View::Pending => last.sequence.to_string(),
+        View::Closed => filters::closed_cursor_after(last.closed.unwrap_or(last.created), last.sequence),
+    });
+    // The count the tab and the title show: exact while the pending list fits one page.
+    let pending_shown = match view {
+        View::Pending => (questions.len(), has_more || cursor.is_some()),
+        View::Closed => {
+            let (_, first) = state.questions.list(&pending, 0, more).await?;
+            (first.len().min(VIEW_LIMIT), first.len() > VIEW_LIMIT)
+        }
+    };
+    let pending_count = match pending_shown {
+        (_, true) => format!("{VIEW_LIMIT}+"),
+        (count, false) => count.to_string(),
     };
     let person = principal.as_ref().map(|Extension(principal)| principal.name());
-    Ok(page::render(view, version, &pending, &closed, flash.as_ref(), person).into_response())
+    let listing = Listing {
+        view,
+        version,
+        questions: &questions,
+        pending: pending_count,
+        next,
+        first_page: cursor.is_none_or(str::is_empty),
+        search: &search,
+        flash: flash.as_ref(),
+        person,
+    };
+    Ok(page::render(&listing).into_response())
+}
+
+/// `GET /ui/questions/{id}/card`: one question's card as an HTML fragment, for the script to insert when a
+/// question arrives or closes while the page is open. Rendering it here rather than in the script keeps one
+/// renderer for cards (Markdown sanitised by ammonia, friendly names, outcome), and the watch's JSON carries
+/// nothing page-specific. The fragment is built by maud (escaped) and ammonia (sanitised); inserting it cannot
+/// run script, and the page's Content-Security-Policy forbids inline script besides.
+pub async fn card(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    principal: Option<Extension<Principal>>,
+) -> Result<Response, ApiError> {
+    reachable(&state)?;
+    let question = state.questions.get(&id).await?.ok_or_else(|| ApiError::NotFound("Question not found".into()))?;
+    let person = principal.as_ref().map(|Extension(principal)| principal.name());
+    Ok(cards::card(&question, person).into_response())
 }
 
 /// `GET /ui/queries/{namespace}/{name}`: the Query's timeline as stored; the script keeps it live.
@@ -83,6 +138,7 @@ pub async fn query_page(
     principal: Option<Extension<Principal>>,
     ApiQuery(params): ApiQuery<PageParams>,
 ) -> Result<Response, ApiError> {
+    reachable(&state)?;
     validate::key("namespace", &namespace)?;
     validate::key("name", &name)?;
     // Not started yet (or not streamed): `unknown`, and the page waits for it.
@@ -106,30 +162,45 @@ pub struct AnswerForm {
     back: Option<String>,
 }
 
-/// `POST /ui/questions/{id}/answer`: answers, then redirects back to the page with the outcome.
+/// `POST /ui/questions/{id}/answer`: answers, then redirects back to the page with the outcome. When the
+/// answer cannot be stored (the database is down), the error page shows the form again with the text in it.
 pub async fn answer(
     State(state): State<AppState>,
     Path(id): Path<String>,
     principal: Option<Extension<Principal>>,
     ApiForm(form): ApiForm<AnswerForm>,
-) -> Result<Redirect, ApiError> {
-    let answered_by = match principal {
-        Some(Extension(principal)) => Some(principal.name().to_owned()),
+) -> Response {
+    let person = principal.map(|Extension(principal)| principal.name().to_owned());
+    let answered_by = match &person {
+        Some(person) => Some(person.clone()),
         None => Some(form.answered_by.trim()).filter(|by| !by.is_empty()).map(str::to_owned),
     };
+    let back = form.back.filter(|back| is_query_page(back));
     let answer = Answer { response: form.response, answered_by };
     let outcome = if answer.validate().is_err() {
         "invalid"
     } else {
-        match state.questions.answer(&id, &answer.response, answer.answered_by.as_deref()).await? {
-            Change::Made(_) => "answered",
-            Change::Conflict(_) => "conflict",
-            Change::NotFound => "missing",
+        let stored = match reachable(&state) {
+            Ok(()) => state
+                .questions
+                .answer(&id, &answer.response, answer.answered_by.as_deref())
+                .await
+                .map_err(ApiError::from),
+            Err(error) => Err(error),
+        };
+        match stored {
+            Ok(Change::Made(_)) => "answered",
+            Ok(Change::Conflict(_)) => "conflict",
+            Ok(Change::NotFound) => "missing",
+            Err(error) => {
+                let unsent = Unsent { id, response: answer.response, answered_by: form.answered_by, back, person };
+                return (Extension(unsent), error).into_response();
+            }
         }
     };
     let id: String = url_safe(&id);
-    let back = form.back.filter(|back| is_query_page(back)).unwrap_or_else(|| "/ui".to_owned());
-    Ok(Redirect::to(&format!("{back}?{outcome}={id}")))
+    let back = back.unwrap_or_else(|| "/ui".to_owned());
+    Redirect::to(&format!("{back}?{outcome}={id}")).into_response()
 }
 
 /// Whether `path` is a Query page's path (so the redirect cannot be pointed anywhere else).

@@ -1,12 +1,17 @@
-//! The web page: server-rendered HTML and the no-JavaScript form over HTTP, and the whole page driven in
-//! headless Chromium across two replicas (tests/browser/questions-page.mjs).
+//! The web page: server-rendered HTML (Markdown, friendly names, search, filters, paging, HTML error pages)
+//! and the no-JavaScript form over HTTP, and the whole page driven in headless Chromium across two replicas:
+//! live behaviour (tests/browser/questions-page.mjs), search and paging (questions-search.mjs), and real
+//! outages — the database stopped, the page's replica killed (questions-outage.mjs).
+
+use std::{path::Path, process::Stdio, time::Duration};
 
 use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
 use crate::support::{
-    Replica, TestApp, browser,
+    OwnServer, Replica, TestApp,
     fake_channels::{FakeApi, SLACK_TOKEN},
-    fresh_database,
+    fresh_database, within,
 };
 
 async fn ask(app: &TestApp, content: &str) -> Value {
@@ -62,12 +67,245 @@ async fn the_form_answers_and_redirects_back_and_a_second_answer_is_reported_as_
 }
 
 #[tokio::test]
+async fn content_is_markdown_rendered_safely_and_addresses_get_friendly_names() {
+    let app = TestApp::spawn().await;
+    ask(&app, "**Ship** it? See https://example.com/x\n\n<script>alert(1)</script>").await;
+    let html = app.get("/ui").await.text().await.unwrap();
+    assert!(html.contains("<strong>Ship</strong>"), "{html}");
+    assert!(html.contains(r#"<a href="https://example.com/x" rel="noopener nofollow">https://example.com/x</a>"#));
+    assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;") && !html.contains("<script>alert"));
+    assert!(html.contains(r#"title="ark://agents/reviewer">reviewer (agent)</a>"#), "the full address on hover");
+    assert!(html.contains(r#"title="ark://users/dave">dave (user)</a>"#));
+    assert!(html.contains("<title>(1) Questions · Ark Broker</title>"), "the pending count in the title");
+    assert!(html.contains(r#"aria-live="polite""#));
+}
+
+#[tokio::test]
+async fn a_card_renders_alone_for_the_script_and_the_pages_errors_are_html_while_the_api_keeps_json() {
+    let app = TestApp::spawn().await;
+    let id = ask(&app, "Merge?").await["id"].as_str().unwrap().to_owned();
+    let card = app.get(&format!("/ui/questions/{id}/card")).await.text().await.unwrap();
+    assert!(
+        card.starts_with(&format!(r#"<li class="question" id="question-{id}""#)) && card.contains("<form"),
+        "{card}"
+    );
+    let answer = json!({"response": "yes", "answeredBy": "erin"});
+    assert_eq!(app.post_json(&format!("/questions/{id}/answer"), &answer).await.status(), 200);
+    let card = app.get(&format!("/ui/questions/{id}/card")).await.text().await.unwrap();
+    assert!(card.contains(r#"data-status="answered""#) && card.contains(r#"<span class="by">erin</span>"#), "{card}");
+    assert!(card.contains("just now") && !card.contains("<form"), "{card}");
+
+    for (path, status, says) in [
+        ("/ui/questions/q-none/card", 404, "<h1>Not found</h1>"),
+        ("/ui?cursor=zzz", 400, "cursor: not one this page made"),
+    ] {
+        let response = app.get(path).await;
+        assert_eq!(response.status(), status, "{path}");
+        assert!(response.headers()["content-type"].to_str().unwrap().starts_with("text/html"), "{path}");
+        let html = response.text().await.unwrap();
+        assert!(html.contains(says) && html.contains("Request ID: <code>"), "{path}: {html}");
+    }
+    let api = app.get("/questions/q-none").await;
+    assert_eq!(api.headers()["content-type"], "application/json; charset=utf-8", "the API keeps its JSON errors");
+}
+
+#[tokio::test]
+async fn search_and_filters_narrow_both_tabs() {
+    let app = TestApp::spawn().await;
+    let mut ids = Vec::new();
+    for (content, sender, recipient, query) in [
+        (
+            "Rotate the TLS certificates?",
+            "security",
+            "ark://users/erin",
+            json!({"namespace": "team-b", "name": "certs"}),
+        ),
+        ("Renew the tls wildcard?", "security", "ark://teams/sre", Value::Null),
+        ("Scale the workers?", "scaler", "ark://users/erin", json!({"namespace": "team-b", "name": "scale"})),
+    ] {
+        let body = json!({"sender": format!("ark://agents/{sender}"), "recipient": recipient, "content": content, "query": query});
+        let response: Value = app.post_json("/questions", &body).await.json().await.unwrap();
+        ids.push(response["id"].as_str().unwrap().to_owned());
+    }
+    let answer = json!({"response": "done"});
+    assert_eq!(app.post_json(&format!("/questions/{}/answer", ids[2]), &answer).await.status(), 200);
+    for (path, expected) in [
+        ("/ui?q=TLS", vec![0, 1]),
+        ("/ui?q=tls&sender=ark://agents/security&recipient=&query=", vec![0, 1]),
+        ("/ui?recipient=ark://users/erin", vec![0]),
+        ("/ui?view=closed&recipient=ark://users/erin", vec![2]),
+        ("/ui?query=team-b/certs", vec![0]),
+        ("/ui?view=closed&query=scale", vec![2]),
+        ("/ui?view=closed&query=other/scale", vec![]),
+        ("/ui?sender=ark://agents/security&q=wildcard", vec![1]),
+    ] {
+        let html = app.get(path).await.text().await.unwrap();
+        assert_eq!(listed(&html), expected.iter().map(|&i| ids[i].clone()).collect::<Vec<_>>(), "{path}");
+    }
+}
+
+#[tokio::test]
+async fn both_tabs_page_on_past_500_questions() {
+    let app = &TestApp::spawn().await;
+    let numbers: Vec<usize> = (0..505).collect();
+    let mut ids = Vec::new();
+    for chunk in numbers.chunks(25) {
+        let asked =
+            futures::future::join_all(chunk.iter().map(|n| async move { ask(app, &format!("Question {n}?")).await }))
+                .await;
+        ids.extend(asked.iter().map(|q| q["id"].as_str().unwrap().to_owned()));
+    }
+    let first = app.get("/ui").await.text().await.unwrap();
+    assert!(first.contains("<title>(500+) Questions · Ark Broker</title>"), "past one page the count reads 500+");
+    let pending = pages(app, "/ui").await;
+    assert_eq!(pending.iter().map(Vec::len).collect::<Vec<_>>(), [500, 5]);
+    let (mut listed, mut asked) = (pending.concat(), ids.clone());
+    listed.sort();
+    asked.sort();
+    assert!(listed == asked, "every pending question once");
+    for chunk in ids.chunks(25) {
+        futures::future::join_all(chunk.iter().map(|id| async move { app.delete(&format!("/questions/{id}")).await }))
+            .await;
+    }
+    let closed = pages(app, "/ui?view=closed").await;
+    assert_eq!(closed.iter().map(Vec::len).collect::<Vec<_>>(), [500, 5]);
+    let mut all = closed.concat();
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), 505, "every closed question once");
+}
+
+/// The ids of the cards a page lists, in order.
+fn listed(html: &str) -> Vec<String> {
+    html.split(r#"data-id=""#).skip(1).map(|rest| rest[..rest.find('"').unwrap()].to_owned()).collect()
+}
+
+/// The cards of every page from `path` on, following the pager's Next links.
+async fn pages(app: &TestApp, path: &str) -> Vec<Vec<String>> {
+    let mut pages = Vec::new();
+    let mut next = Some(path.to_owned());
+    while let Some(path) = next {
+        let html = app.get(&path).await.text().await.unwrap();
+        next =
+            html.split(r#"rel="next" href=""#).nth(1).map(|rest| rest[..rest.find('"').unwrap()].replace("&amp;", "&"));
+        pages.push(listed(&html));
+    }
+    pages
+}
+
+#[tokio::test]
 async fn the_page_works_in_headless_chromium_across_two_replicas() {
     // A fake Slack, so the page shows a delivery move on.
     let slack = FakeApi::slack().await;
     let url = fresh_database().await;
     let args = ["--slack-bot-token", SLACK_TOKEN, "--slack-api-url", &slack.url];
-    let (a, b) = tokio::join!(Replica::start_with(&url, &args), Replica::start_with(&url, &args));
-    let stdout = browser::run_scenario("questions-page.mjs", &a, &b).await;
-    assert!(stdout.contains("7 passed, 0 failed"), "{stdout}");
+    let (a, mut b) = tokio::join!(Replica::start_with(&url, &args), Replica::start_with(&url, &args));
+    let stdout = run_long("questions-page.mjs", &a, &mut b, None).await;
+    assert!(stdout.contains("13 passed, 0 failed"), "{stdout}");
+}
+
+#[tokio::test]
+async fn the_pages_search_filters_and_paging_work_in_headless_chromium_across_two_replicas() {
+    let url = fresh_database().await;
+    let (a, mut b) = tokio::join!(Replica::start(&url), Replica::start(&url));
+    let stdout = run_long("questions-search.mjs", &a, &mut b, None).await;
+    assert!(stdout.contains("5 passed, 0 failed"), "{stdout}");
+}
+
+#[tokio::test]
+async fn the_page_rides_out_a_database_outage_and_shows_when_its_replica_is_gone_in_headless_chromium() {
+    let (server, url) = OwnServer::start().await;
+    let (a, mut b) = tokio::join!(Replica::start(&url), Replica::start(&url));
+    let stdout = run_long("questions-outage.mjs", &a, &mut b, Some(&server)).await;
+    assert!(stdout.contains("4 passed, 0 failed"), "{stdout}");
+}
+
+/// Runs `tests/browser/<script>` as [`crate::support::browser::run_scenario`] does, with two minutes for the whole scenario
+/// rather than one [`crate::support::PATIENCE`] (these scenarios create hundreds of questions, or wait out
+/// outages, on a shared machine), and does what it asks for in between (`@@ stop-database`, `@@
+/// start-database` on `server`, the replicas' PostgreSQL; `@@ kill-b`), answering `done` on its stdin once the
+/// replicas have seen the change.
+async fn run_long(script: &str, a: &Replica, b: &mut Replica, server: Option<&OwnServer>) -> String {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    assert!(
+        Path::new(&chromium).exists() && root.join("tests/browser/node_modules/playwright-core").exists(),
+        "this test needs Chromium ({chromium}) and tests/browser's npm packages; ./scripts/test installs both"
+    );
+    let mut node = tokio::process::Command::new("node")
+        .arg(root.join("tests/browser").join(script))
+        .env("BROKER_A", &a.base)
+        .env("BROKER_B", &b.base)
+        .env("CHROMIUM", &chromium)
+        .envs(std::env::var("SCREENSHOT_DIR").ok().map(|dir| ("SCREENSHOT_DIR", dir)))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("run node");
+    let mut stdin = node.stdin.take().expect("piped stdin");
+    let mut lines = BufReader::new(node.stdout.take().expect("piped stdout")).lines();
+    let mut stderr = node.stderr.take().expect("piped stderr");
+    let errors = tokio::spawn(async move {
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text).await;
+        text
+    });
+    let client = reqwest::Client::new();
+    let mut printed = String::new();
+    let run = async {
+        while let Some(line) = lines.next_line().await.expect("read the scenario's output") {
+            let Some(request) = line.strip_prefix("@@ ") else {
+                printed.push_str(&line);
+                printed.push('\n');
+                continue;
+            };
+            match request {
+                "stop-database" => {
+                    server.expect("a PostgreSQL of the test's own to stop").stop().await;
+                    // Each replica knows once its LISTEN connection fails to connect again (it logs that).
+                    for replica in [a, &*b] {
+                        within("a replica to notice the outage", async {
+                            while !replica.log().contains("LISTEN connection failed") {
+                                tokio::time::sleep(Duration::from_millis(50)).await;
+                            }
+                        })
+                        .await;
+                    }
+                }
+                "start-database" => {
+                    server.expect("a PostgreSQL of the test's own to start").start_again().await;
+                    for replica in [a, &*b] {
+                        within("a replica to recover", async {
+                            let ok =
+                                || async { client.get(replica.url("/questions")).send().await.map(|r| r.status()) };
+                            while ok().await.ok() != Some(reqwest::StatusCode::OK) {
+                                tokio::time::sleep(Duration::from_millis(50)).await;
+                            }
+                        })
+                        .await;
+                    }
+                }
+                "kill-b" => b.kill().await,
+                other => panic!("the scenario asked for {other}, which this test does not do"),
+            }
+            stdin.write_all(b"done\n").await.expect("answer the scenario");
+        }
+        node.wait().await.expect("wait for node")
+    };
+    let finished = tokio::time::timeout(Duration::from_secs(120), run).await;
+    if finished.is_err() {
+        let _ = node.start_kill();
+    }
+    let errors = errors.await.unwrap_or_default();
+    let failed = match finished {
+        Ok(status) if status.success() => None,
+        Ok(status) => Some(format!("the browser scenario failed ({status})")),
+        Err(_) => Some("the browser scenario did not finish in two minutes".to_owned()),
+    };
+    if let Some(failed) = failed {
+        panic!("{failed}:\n{printed}\n{errors}\nreplica B:\n{}", b.log());
+    }
+    printed
 }

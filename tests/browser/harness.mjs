@@ -2,6 +2,7 @@
 // headless Chromium through playwright-core.
 import { chromium } from "playwright-core";
 import assert from "node:assert/strict";
+import { createInterface } from "node:readline";
 
 export const A = process.env.BROKER_A;
 export const B = process.env.BROKER_B;
@@ -31,6 +32,8 @@ export async function check(name, fn) {
 /// Prints the summary line the Rust test looks for.
 export function summary() {
   console.log(`${passed} passed, 0 failed`);
+  // An open stdin (see `cluster`) would keep node running.
+  lines?.close();
 }
 
 export function launch() {
@@ -39,4 +42,17 @@ export function launch() {
     args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
            "--disable-component-update", "--disable-sync"],
   });
+}
+
+let lines;
+let replies;
+
+/// Asks the Rust test driving this scenario to do something to the cluster (`stop-database`,
+/// `start-database`, `kill-b`): prints `@@ <what>` and waits for its line on stdin saying it is done.
+export async function cluster(what) {
+  lines ??= createInterface({ input: process.stdin });
+  replies ??= lines[Symbol.asyncIterator]();
+  console.log(`@@ ${what}`);
+  const { value, done } = await replies.next();
+  assert.ok(!done && value === "done", `the test did not do ${what}: ${value}`);
 }

@@ -62,10 +62,12 @@ try {
   });
 
   let question;
-  await check("a question appears inline with its form and the Query's phase turns waiting", async () => {
-    question = await ask("Deploy to prod?");
+  await check("a question appears inline (Markdown rendered) with its form and the Query's phase turns waiting", async () => {
+    question = await ask("**Deploy** to prod?");
     const card = page.locator(`#question-${question.id}`);
     await card.waitFor({ timeout: 10000 });
+    // Markdown, rendered by the server (the same as on the questions page).
+    await card.locator(".content strong").waitFor({ timeout: 10000 });
     assert.equal(await card.locator(".content").textContent(), "Deploy to prod?");
     await page.waitForFunction(() => document.getElementById("phase").textContent === "waiting");
     if (shots) await page.screenshot({ path: `${shots}/query-laptop.png`, fullPage: true });

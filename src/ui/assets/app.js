@@ -1,15 +1,23 @@
-// Keeps the pending list live from the questions watch (new questions appear, answered, cancelled and
-// expired ones leave) and answers through the REST API without leaving the page. Without JavaScript the
-// page still works: the forms POST and the server redirects back.
+// Keeps the questions page live from the questions watch — new questions appear (and are announced to
+// screen readers), closed ones leave the Pending tab and appear on the Closed tab — and answers through the
+// REST API without leaving the page, saying what happened when an answer loses a race or cannot be sent.
+// Without JavaScript the page still works: the forms POST and the server redirects back, and searching and
+// paging are plain links and GET forms.
 "use strict";
 
 (() => {
   const body = document.body;
-  const list = document.getElementById("pending");
-  if (body.dataset.view !== "pending" || !list) return;
-  const template = document.getElementById("question-template");
+  const view = body.dataset.view;
+  const list = document.getElementById(view);
+  if (!list || !window.EventSource) return;
   const empty = document.getElementById("empty");
   const count = document.getElementById("pending-count");
+  const banner = document.getElementById("connection");
+  const announcer = document.getElementById("announcer");
+  const search = { q: body.dataset.q, recipient: body.dataset.recipient, sender: body.dataset.sender, query: body.dataset.query };
+  // Past one page the count reads "500+" and stays so; otherwise it follows the questions.
+  const countFixed = count.textContent.endsWith("+");
+  let pendingCount = Number(count.textContent) || 0;
 
   function age(iso) {
     const seconds = Math.max(0, (Date.now() - Date.parse(iso)) / 1000);
@@ -19,69 +27,161 @@
     return `${Math.floor(seconds / 86400)} d ago`;
   }
 
+  function el(tag, className, text) {
+    const node = document.createElement(tag);
+    if (className) node.className = className;
+    if (text !== undefined) node.textContent = text;
+    return node;
+  }
+
   function refreshCounts() {
-    const n = list.children.length;
-    count.textContent = String(n);
-    empty.hidden = n > 0;
+    if (view === "pending") pendingCount = list.querySelectorAll('.question[data-status="pending"]').length;
+    if (!countFixed) {
+      count.textContent = String(pendingCount);
+      document.title = `(${pendingCount}) ${body.dataset.title} · Ark Broker`;
+    }
+    empty.hidden = list.children.length > 0;
+  }
+
+  function announce(text) {
+    announcer.textContent = text;
+  }
+
+  // The search and filters the server applied, applied to a question that arrives live (the watch already
+  // filters by recipient and sender; the content search ignores case, as the server's does).
+  function matches(question) {
+    if (search.recipient && question.recipient !== search.recipient) return false;
+    if (search.sender && question.sender !== search.sender) return false;
+    if (search.q && !question.content.toLowerCase().includes(search.q.toLowerCase())) return false;
+    if (search.query) {
+      const query = question.query || {};
+      const [ns, name] = search.query.includes("/") ? search.query.split("/", 2) : [undefined, search.query];
+      if (query.name !== name || (ns !== undefined && query.namespace !== ns)) return false;
+    }
+    return true;
+  }
+
+  // The card as the server renders it (see routes.rs, `card`, for why the server and not this script).
+  async function fetchCard(id) {
+    try {
+      const reply = await fetch(`/ui/questions/${encodeURIComponent(id)}/card`);
+      if (!reply.ok) return null;
+      const holder = document.createElement("template");
+      holder.innerHTML = (await reply.text()).trim();
+      return holder.content.firstElementChild;
+    } catch (_) {
+      return null;
+    }
+  }
+
+  // Someone is answering this card: they typed, the focus is in it, or their answer is on its way.
+  function busy(card) {
+    const text = card.querySelector("textarea");
+    return (text && text.value.trim() !== "") || card.contains(document.activeElement) || card.dataset.sending === "true";
+  }
+
+  // "answered by erin · just now" and the answer, as the server draws a closed card (cards.rs, `outcome`).
+  function outcomeLine(question) {
+    const outcome = el("div", "outcome");
+    const line = el("p", "outcome-line");
+    line.append(el("span", `status ${question.status}`, question.status));
+    if (question.answeredBy) line.append(" by ", el("span", "by", question.answeredBy));
+    const at = question.closedAt || question.answeredAt;
+    if (at) {
+      const time = el("time", "age closed-at", age(at));
+      time.dateTime = at;
+      time.title = at;
+      line.append(" · ", time);
+    }
+    outcome.append(line);
+    if (question.response) outcome.append(el("p", "response", question.response));
+    return outcome;
+  }
+
+  // Closed while someone was answering it: the card stays, says how it closed, and keeps their text (to
+  // copy) until they dismiss it; it can no longer be sent.
+  function markClosed(card, question) {
+    if (card.dataset.status !== "pending") return;
+    card.dataset.status = question.status;
+    card.classList.add("closed", "closed-here");
+    const form = card.querySelector("form.answer");
+    form.querySelector("button[type=submit]").disabled = true;
+    form.before(outcomeLine(question));
+    const dismiss = el("button", "dismiss", "Dismiss");
+    dismiss.type = "button";
+    dismiss.addEventListener("click", () => {
+      card.remove();
+      refreshCounts();
+    });
+    form.querySelector(".row").append(dismiss);
+    refreshCounts();
+  }
+
+  function lostRace(question) {
+    const by = question.answeredBy ? `${question.answeredBy} answered first` : "someone answered first";
+    switch (question.status) {
+      case "answered": return `Your answer was not stored: ${by}: “${question.response}”.`;
+      case "cancelled": return "Your answer was not stored: the question was cancelled.";
+      case "expired": return "Your answer was not stored: the question expired.";
+      default: return "Your answer was not stored: the question is no longer pending.";
+    }
   }
 
   function wireForm(card) {
     const form = card.querySelector("form.answer");
+    if (!form) return;
+    const error = form.querySelector(".form-error");
+    const say = (text) => {
+      error.textContent = text;
+      error.hidden = !text;
+    };
     form.addEventListener("submit", async (event) => {
       event.preventDefault();
       const data = new FormData(form);
       const answer = { response: data.get("response") };
       const by = String(data.get("answeredBy") || "").trim();
       if (by) answer.answeredBy = by;
-      const button = form.querySelector("button");
+      const button = form.querySelector("button[type=submit]");
       button.disabled = true;
+      card.dataset.sending = "true";
+      say("");
+      let reply = null;
+      let result = {};
       try {
-        const reply = await fetch(`/questions/${encodeURIComponent(card.dataset.id)}/answer`, {
+        reply = await fetch(`/questions/${encodeURIComponent(card.dataset.id)}/answer`, {
           method: "POST",
           headers: { "content-type": "application/json" },
           body: JSON.stringify(answer),
         });
-        if (reply.ok || reply.status === 409 || reply.status === 404) {
-          card.remove();
-          refreshCounts();
-        } else {
-          button.disabled = false;
-        }
+        result = await reply.json().catch(() => ({}));
       } catch (_) {
-        form.submit(); // network trouble: fall back to the plain form post
+        reply = null; // the broker could not be reached at all
+      }
+      delete card.dataset.sending;
+      if (reply && reply.ok) {
+        card.remove();
+        refreshCounts();
+        announce("Answer sent.");
+      } else if (reply && reply.status === 409 && result.question) {
+        markClosed(card, result.question);
+        say(lostRace(result.question));
+      } else if (reply && reply.status === 404) {
+        markClosed(card, { status: "gone" });
+        say("Your answer was not stored: this question no longer exists.");
+      } else {
+        // Nothing was stored: the text stays in the form to send again.
+        button.disabled = card.dataset.status !== "pending";
+        const why = !reply
+          ? "the broker could not be reached"
+          : reply.status === 503
+            ? "the broker is unavailable right now (503)"
+            : `the broker answered ${reply.status}${result.error && result.error.message ? `: ${result.error.message}` : ""}`;
+        say(`Your answer was not sent: ${why}. Your text is kept; send it again in a moment.`);
       }
     });
   }
 
-  function add(question) {
-    if (question.status !== "pending" || document.getElementById(`question-${question.id}`)) return;
-    const card = template.content.firstElementChild.cloneNode(true);
-    card.id = `question-${question.id}`;
-    card.dataset.id = question.id;
-    card.querySelector(".sender").textContent = question.sender;
-    card.querySelector(".recipient").textContent = question.recipient;
-    const time = card.querySelector("time.age");
-    time.dateTime = question.createdAt;
-    time.title = question.createdAt;
-    time.textContent = age(question.createdAt);
-    if (question.query) {
-      const ns = question.query.namespace ? `${question.query.namespace}/` : "";
-      const link = card.querySelector(".query");
-      link.textContent = ns + question.query.name;
-      if (question.query.namespace) {
-        link.href = `/ui/queries/${encodeURIComponent(question.query.namespace)}/${encodeURIComponent(question.query.name)}`;
-      }
-      card.querySelector(".query-part").hidden = false;
-    }
-    showChannels(card, question);
-    card.querySelector(".content").textContent = question.content;
-    card.querySelector("form.answer").action = `/ui/questions/${encodeURIComponent(question.id)}/answer`;
-    wireForm(card);
-    list.appendChild(card);
-    refreshCounts();
-  }
-
-  // The channels and where each delivery stands, as the server draws them (page.rs, `delivery`).
+  // The channels and where each delivery stands, as the server draws them (cards.rs, `delivery`).
   function showChannels(card, question) {
     const place = card.querySelector(".channels");
     if (!place) return;
@@ -90,8 +190,7 @@
       const delivery = (question.deliveries || []).find((d) => d.channel === channel);
       const status = delivery ? delivery.status : "";
       const link = delivery && /^https?:\/\//.test(delivery.url || "") ? delivery.url : null;
-      const element = document.createElement(status === "delivered" && link ? "a" : "span");
-      element.className = "channel";
+      const element = el(status === "delivered" && link ? "a" : "span", "channel");
       let words = channel;
       if (status === "delivered") {
         element.classList.add("delivered");
@@ -114,32 +213,116 @@
     }
   }
 
-  function update(question) {
-    const card = document.getElementById(`question-${question.id}`);
-    if (card) showChannels(card, question);
+  async function created(question) {
+    if (!matches(question)) return;
+    if (view !== "pending") {
+      pendingCount += 1;
+      return refreshCounts();
+    }
+    // New questions belong on the last page of the pending list, after every other.
+    if (body.dataset.lastPage !== "true" || document.getElementById(`question-${question.id}`)) return;
+    const card = await fetchCard(question.id);
+    if (!card || card.dataset.status !== "pending" || document.getElementById(card.id)) return;
+    wireForm(card);
+    list.append(card);
+    refreshCounts();
+    const from = card.querySelector(".sender");
+    announce(`New question from ${from ? from.textContent : question.sender}: ${card.querySelector(".content").textContent.slice(0, 200)}`);
   }
 
-  function remove(question) {
-    const card = document.getElementById(`question-${question.id}`);
-    if (card) card.remove();
+  async function closed(question) {
+    if (view === "pending") {
+      const card = document.getElementById(`question-${question.id}`);
+      if (!card) return;
+      if (busy(card)) markClosed(card, question);
+      else card.remove();
+      return refreshCounts();
+    }
+    if (!matches(question)) return;
+    pendingCount = Math.max(0, pendingCount - 1);
     refreshCounts();
+    // The closed list runs newest first: a question that just closed goes on top of its first page.
+    if (body.dataset.firstPage !== "true") return;
+    const card = await fetchCard(question.id);
+    if (!card || card.dataset.status === "pending") return;
+    const old = document.getElementById(card.id);
+    if (old) old.remove();
+    list.prepend(card);
+    refreshCounts();
+  }
+
+  function updated(question) {
+    const card = document.getElementById(`question-${question.id}`);
+    if (card && card.dataset.status === "pending") showChannels(card, question);
+  }
+
+  // Changes are handled one after the other, in the watch's order, even while a card is being fetched.
+  let queue = Promise.resolve();
+  function handle(fn, question) {
+    queue = queue.then(() => fn(question)).catch(() => {});
+  }
+
+  // The live connection. EventSource retries by itself after a network error (a replica going away); after
+  // an HTTP error (503 while the database is down, 410 when the page's version is older than the watch log
+  // keeps) it gives up, so the page tries again itself, backing off, from the last change it saw.
+  let version = body.dataset.resourceVersion;
+  let source = null;
+  let delay = 1000;
+
+  function watchUrl() {
+    const params = new URLSearchParams({ watch: "true", resourceVersion: version });
+    if (search.recipient) params.set("recipient", search.recipient);
+    if (search.sender) params.set("sender", search.sender);
+    return `/questions?${params}`;
+  }
+
+  function online(up) {
+    banner.hidden = up;
+    body.dataset.live = up ? "true" : "offline";
+  }
+
+  function connect() {
+    source = new EventSource(watchUrl());
+    source.addEventListener("open", () => {
+      online(true);
+      delay = 1000;
+    });
+    source.addEventListener("error", () => {
+      online(false);
+      if (source.readyState === EventSource.CLOSED) {
+        setTimeout(reconnect, delay);
+        delay = Math.min(delay * 2, 15000);
+      }
+    });
+    const on = (kind, fn) => source.addEventListener(kind, (e) => {
+      if (e.lastEventId) version = e.lastEventId;
+      handle(fn, JSON.parse(e.data));
+    });
+    on("question_created", created);
+    on("question_updated", updated);
+    for (const kind of ["question_answered", "question_cancelled", "question_expired"]) on(kind, closed);
+  }
+
+  async function reconnect() {
+    let status = 0;
+    try {
+      // Only the status matters: whether the watch can resume from here at all.
+      const controller = new AbortController();
+      status = (await fetch(watchUrl(), { signal: controller.signal })).status;
+      controller.abort();
+    } catch (_) {
+      status = 0;
+    }
+    if (status !== 410) return connect();
+    // Too old to resume: a fresh list is needed. Reload, unless someone is typing an answer.
+    if (![...list.children].some(busy)) return location.reload();
+    banner.textContent = "This page is out of date. Reload it once you have sent your answer.";
   }
 
   for (const card of list.children) wireForm(card);
   setInterval(() => {
     for (const time of document.querySelectorAll("time.age")) time.textContent = age(time.dateTime);
   }, 30000);
-
-  // EventSource resends the last id on reconnect, which the watch resumes from.
-  const watch = new EventSource(`/questions?watch=true&resourceVersion=${encodeURIComponent(body.dataset.resourceVersion)}`);
-  watch.addEventListener("question_created", (e) => add(JSON.parse(e.data)));
-  watch.addEventListener("question_updated", (e) => update(JSON.parse(e.data)));
-  for (const kind of ["question_answered", "question_cancelled", "question_expired"]) {
-    watch.addEventListener(kind, (e) => remove(JSON.parse(e.data)));
-  }
-  watch.addEventListener("error", () => {
-    // A closed stream (e.g. 410: our version is too old) cannot resume: reload for a fresh list.
-    if (watch.readyState === EventSource.CLOSED) setTimeout(() => location.reload(), 3000);
-  });
-  body.dataset.live = "true";
+  refreshCounts();
+  connect();
 })();

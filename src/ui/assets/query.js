@@ -76,12 +76,29 @@
     item.dataset.id = data.question_id;
     const meta = el("p", "meta");
     meta.append(el("span", "badge", "question"), " to ", el("span", "recipient", data.recipient));
-    item.append(meta, el("p", "content", data.content));
+    const content = el("div", "content", data.content);
+    item.append(meta, content);
     const form = formTemplate.content.firstElementChild.cloneNode(true);
     form.action = `/ui/questions/${encodeURIComponent(data.question_id)}/answer`;
     wireForm(item, form);
     item.appendChild(form);
     append(item);
+    renderContent(data.question_id, content);
+  }
+
+  // The content as the server renders it from Markdown (sanitised; routes.rs, `card`), in place of the plain
+  // text shown meanwhile.
+  async function renderContent(id, content) {
+    try {
+      const reply = await fetch(`/ui/questions/${encodeURIComponent(id)}/card`);
+      if (!reply.ok) return;
+      const holder = document.createElement("template");
+      holder.innerHTML = await reply.text();
+      const rendered = holder.content.querySelector(".content");
+      if (rendered) content.replaceChildren(...rendered.childNodes);
+    } catch (_) {
+      // the plain text stays
+    }
   }
 
   function outcome(item, status, response, by) {
@@ -109,26 +126,40 @@
       if (by) answer.answeredBy = by;
       const button = form.querySelector("button");
       const error = form.querySelector(".form-error");
+      const say = (text) => {
+        error.textContent = text;
+        error.hidden = !text;
+      };
       button.disabled = true;
+      say("");
+      let reply = null;
+      let result = {};
       try {
-        const reply = await fetch(`/questions/${encodeURIComponent(item.dataset.id)}/answer`, {
+        reply = await fetch(`/questions/${encodeURIComponent(item.dataset.id)}/answer`, {
           method: "POST",
           headers: { "content-type": "application/json" },
           body: JSON.stringify(answer),
         });
-        const result = await reply.json().catch(() => ({}));
-        if (reply.ok) {
-          outcome(item, "answered", result.response, result.answeredBy);
-        } else if (reply.status === 409 && result.question) {
-          const q = result.question;
-          outcome(item, q.status, q.response, q.answeredBy);
-        } else {
-          error.textContent = (result.error && result.error.message) || `The answer was not stored (${reply.status}).`;
-          error.hidden = false;
-          button.disabled = false;
-        }
+        result = await reply.json().catch(() => ({}));
       } catch (_) {
-        form.submit(); // network trouble: fall back to the plain form post
+        reply = null; // the broker could not be reached at all
+      }
+      if (reply && reply.ok) {
+        outcome(item, "answered", result.response, result.answeredBy);
+      } else if (reply && reply.status === 409 && result.question) {
+        // Lost the race: show what won, and say that this answer (kept below) was not stored.
+        const q = result.question;
+        const typed = answer.response;
+        outcome(item, q.status, q.response, q.answeredBy);
+        const by = q.answeredBy ? `${q.answeredBy} answered first` : `the question was ${q.status} first`;
+        item.append(el("p", "form-error", `Your answer was not stored: ${by}. Yours was: “${typed}”`));
+      } else {
+        // Nothing was stored: the text stays in the form to send again.
+        button.disabled = false;
+        const why = !reply
+          ? "the broker could not be reached"
+          : `the broker answered ${reply.status}${result.error && result.error.message ? `: ${result.error.message}` : ""}`;
+        say(`Your answer was not sent: ${why}. Your text is kept; send it again in a moment.`);
       }
     });
   }
