@@ -9,6 +9,7 @@ pub mod store;
 pub mod tail;
 pub mod tool_calls;
 mod watch;
+pub mod watch_log;
 
 pub use store::{Change, QuestionStore};
 

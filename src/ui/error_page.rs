@@ -53,10 +53,15 @@ pub async fn as_html(request: Request, next: Next) -> Response {
     };
     let unsent = response.extensions().get::<Unsent>().cloned();
     let retry_after = response.headers().get(header::RETRY_AFTER).cloned();
+    // A 408's `Connection: close` stays: the rest of the body may still be on its way.
+    let connection = response.headers().get(header::CONNECTION).cloned();
     let mut page = render(status, &message, &request_id, again.as_deref(), unsent.as_ref());
     *page.status_mut() = status;
     if let Some(retry_after) = retry_after {
         page.headers_mut().insert(header::RETRY_AFTER, retry_after);
+    }
+    if let Some(connection) = connection {
+        page.headers_mut().insert(header::CONNECTION, connection);
     }
     page.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     // Already the body this route documents: the API's error-body layer leaves it alone.
