@@ -1,5 +1,6 @@
-//! The application: [`app`] (the router, with upstream's cross-cutting behaviour) and [`serve`] (run the HTTP
-//! and MCP listeners until shutdown, then drain). The shared state is in [`crate::state`].
+//! The application: [`app`] (the router, with upstream's cross-cutting behaviour, and the OpenAPI document
+//! its REST routes register) and [`serve`] (run the HTTP and MCP listeners until shutdown, then drain). The
+//! shared state is in [`crate::state`].
 
 use std::{future::Future, time::Duration};
 
@@ -16,6 +17,8 @@ use tower_http::{
     request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer},
     trace::TraceLayer,
 };
+use utoipa::OpenApi;
+use utoipa_axum::{router::OpenApiRouter, routes};
 
 pub use crate::state::{AppState, StartError, build_state};
 use crate::{
@@ -26,6 +29,7 @@ use crate::{
         access_log,
         extract::BodyDeadline,
         health, metrics, nul,
+        openapi::{self, ApiDoc},
         same_origin::{self, TrustedOrigins},
         unreachable,
     },
@@ -57,18 +61,11 @@ pub fn app(state: AppState) -> Router {
         // At info, so every line logged while serving the request (errors included) carries its request.id.
         tracing::info_span!("http", method = %request.method(), path = %request.uri().path(), request.id = %request_id)
     });
+    let (rest, document) = rest_routes().split_for_parts();
     Router::new()
-        .merge(health::router())
-        .merge(metrics::router())
-        .merge(messages::router())
-        .merge(events::router())
-        .merge(sessions::router())
-        .merge(traces::router())
-        .merge(streams::router())
-        .merge(questions::router())
-        .merge(queries::router())
+        .merge(rest)
         .merge(ui::router())
-        .merge(channels::router())
+        .layer(Extension(openapi::finish(document, auth::OPEN_PATHS)))
         .route_layer(middleware::from_fn_with_state(state.clone(), unreachable::fail_fast))
         .route_layer(middleware::from_fn(nul::refuse_nul))
         .route_layer(middleware::from_fn(move |request, next| {
@@ -85,6 +82,22 @@ pub fn app(state: AppState) -> Router {
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
         .layer(option_layer(cors))
         .with_state(state)
+}
+
+/// The REST routes, each registered with its OpenAPI description (the page, `/ui`, is HTML and not in it).
+pub fn rest_routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .merge(health::router())
+        .merge(metrics::router())
+        .routes(routes!(openapi::document))
+        .merge(messages::router())
+        .merge(events::router())
+        .merge(sessions::router())
+        .merge(traces::router())
+        .merge(streams::router())
+        .merge(questions::router())
+        .merge(queries::router())
+        .merge(channels::router())
 }
 
 /// Where a replica listens: the HTTP API, and the MCP endpoint when it has one.

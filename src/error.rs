@@ -13,7 +13,8 @@ use axum::{
     middleware::Next,
     response::{IntoResponse, Response},
 };
-use serde_json::json;
+use serde::Serialize;
+use utoipa::ToSchema;
 
 use crate::db::StoreError;
 
@@ -95,11 +96,67 @@ pub enum ApiError {
     Internal(String),
 }
 
+/// Upstream's machine-readable error codes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ErrorCode {
+    /// A body or parameter failed validation (400).
+    ValidationError,
+    /// `limit` or `cursor` is out of range (400).
+    PaginationError,
+    /// The request could not be read (400, 413, and other 4xx without a code of their own).
+    RequestError,
+    /// No valid credential (401).
+    Unauthorized,
+    /// A state-changing request from another site's page (403).
+    Forbidden,
+    /// A JSON route got a body not declared JSON (415).
+    UnsupportedMediaType,
+    /// Nothing there (404).
+    NotFound,
+    /// The change conflicts with the current state (409).
+    Conflict,
+    /// The requested version is no longer kept (410).
+    Gone,
+    /// An `Idempotency-Key` was first used for a different request (422).
+    IdempotencyKeyReused,
+    /// Retry: Postgres is unreachable, the replica drains or is at a limit (503).
+    ServiceUnavailable,
+    /// The request body did not arrive in time (408).
+    RequestTimeout,
+    /// Anything else (500).
+    InternalError,
+}
+
+/// The body of every error response of the API: `{"error":{"code","message","requestId"}}`. A few errors
+/// add top-level fields next to `error`: a 409 on a question its `question`, a chunk POST that ended early
+/// its `chunks_stored`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    /// What went wrong.
+    pub error: ErrorObject,
+    /// Extra top-level fields.
+    #[serde(flatten)]
+    pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
+/// The `error` of an [`ErrorBody`].
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorObject {
+    /// Upstream's machine-readable code.
+    pub code: ErrorCode,
+    /// What went wrong, for people; for a validation error it starts with the field.
+    pub message: String,
+    /// The request's `X-Request-ID` (also in the response header): the logs of the request carry it.
+    pub request_id: String,
+}
+
 /// The code and message of an error response, left in the response extensions for [`render_error_body`].
 #[derive(Debug, Clone)]
 pub struct ErrorDetails {
     /// Upstream's machine-readable code, e.g. `VALIDATION_ERROR`.
-    pub code: &'static str,
+    pub code: ErrorCode,
     /// The human-readable message.
     pub message: String,
     /// Extra top-level fields next to `error`.
@@ -107,25 +164,25 @@ pub struct ErrorDetails {
 }
 
 impl ApiError {
-    fn status_and_code(&self) -> (StatusCode, &'static str) {
+    fn status_and_code(&self) -> (StatusCode, ErrorCode) {
         match self {
-            ApiError::Validation(_) => (StatusCode::BAD_REQUEST, "VALIDATION_ERROR"),
-            ApiError::Pagination(_) => (StatusCode::BAD_REQUEST, "PAGINATION_ERROR"),
-            ApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, "REQUEST_ERROR"),
-            ApiError::Unauthorized { .. } => (StatusCode::UNAUTHORIZED, "UNAUTHORIZED"),
-            ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "FORBIDDEN"),
-            ApiError::UnsupportedMediaType(_) => (StatusCode::UNSUPPORTED_MEDIA_TYPE, "UNSUPPORTED_MEDIA_TYPE"),
-            ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "NOT_FOUND"),
-            ApiError::Conflict { .. } => (StatusCode::CONFLICT, "CONFLICT"),
-            ApiError::Gone(_) => (StatusCode::GONE, "GONE"),
-            ApiError::KeyReused(_) => (StatusCode::UNPROCESSABLE_ENTITY, "IDEMPOTENCY_KEY_REUSED"),
+            ApiError::Validation(_) => (StatusCode::BAD_REQUEST, ErrorCode::ValidationError),
+            ApiError::Pagination(_) => (StatusCode::BAD_REQUEST, ErrorCode::PaginationError),
+            ApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, ErrorCode::RequestError),
+            ApiError::Unauthorized { .. } => (StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized),
+            ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, ErrorCode::Forbidden),
+            ApiError::UnsupportedMediaType(_) => (StatusCode::UNSUPPORTED_MEDIA_TYPE, ErrorCode::UnsupportedMediaType),
+            ApiError::NotFound(_) => (StatusCode::NOT_FOUND, ErrorCode::NotFound),
+            ApiError::Conflict { .. } => (StatusCode::CONFLICT, ErrorCode::Conflict),
+            ApiError::Gone(_) => (StatusCode::GONE, ErrorCode::Gone),
+            ApiError::KeyReused(_) => (StatusCode::UNPROCESSABLE_ENTITY, ErrorCode::IdempotencyKeyReused),
             ApiError::PartlyStored { cause, .. } => cause.status_and_code(),
-            ApiError::PayloadTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "REQUEST_ERROR"),
+            ApiError::PayloadTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, ErrorCode::RequestError),
             ApiError::Unavailable(_) | ApiError::Draining(_) | ApiError::Unverifiable(_) | ApiError::AtCapacity(_) => {
-                (StatusCode::SERVICE_UNAVAILABLE, "SERVICE_UNAVAILABLE")
+                (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::ServiceUnavailable)
             }
-            ApiError::RequestTimeout(_) => (StatusCode::REQUEST_TIMEOUT, "REQUEST_TIMEOUT"),
-            ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL_ERROR"),
+            ApiError::RequestTimeout(_) => (StatusCode::REQUEST_TIMEOUT, ErrorCode::RequestTimeout),
+            ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::InternalError),
         }
     }
 }
@@ -231,19 +288,19 @@ fn with_body(response: Response, request_id: &str) -> Response {
             extra: serde_json::Map::new(),
         },
     };
-    let mut body = details.extra;
-    body.insert("error".into(), json!({"code": details.code, "message": details.message, "requestId": request_id}));
+    let error = ErrorObject { code: details.code, message: details.message, request_id: request_id.to_owned() };
+    let body = ErrorBody { error, extra: details.extra };
     let (mut parts, _) = response.into_parts();
     parts.headers.remove(header::CONTENT_LENGTH);
     parts.headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json; charset=utf-8"));
-    (parts, Json(serde_json::Value::Object(body))).into_response()
+    (parts, Json(body)).into_response()
 }
 
-fn fallback_code(status: StatusCode) -> &'static str {
+fn fallback_code(status: StatusCode) -> ErrorCode {
     match status {
-        StatusCode::NOT_FOUND => "NOT_FOUND",
-        s if s.is_server_error() => "INTERNAL_ERROR",
-        _ => "REQUEST_ERROR",
+        StatusCode::NOT_FOUND => ErrorCode::NotFound,
+        s if s.is_server_error() => ErrorCode::InternalError,
+        _ => ErrorCode::RequestError,
     }
 }
 

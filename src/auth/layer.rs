@@ -14,7 +14,7 @@ use crate::{error::ApiError, state::AppState};
 /// Probes Kubernetes sends without credentials, Prometheus's scrape (counts and route templates, never a
 /// body or an id), and the channels' inbound routes, whose requests Slack and GitHub sign instead (the route
 /// checks the signature).
-const OPEN_PATHS: &[&str] = &[
+pub const OPEN_PATHS: &[&str] = &[
     "/health",
     "/readyz",
     "/metrics",

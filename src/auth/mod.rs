@@ -12,7 +12,7 @@ use axum::http::{HeaderMap, HeaderName, Method, header};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-pub use layer::require_credentials;
+pub use layer::{OPEN_PATHS, require_credentials};
 pub use token_review::ReviewError;
 pub use tokens::TokensFileError;
 

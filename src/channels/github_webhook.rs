@@ -10,16 +10,39 @@ use axum::{
     http::{HeaderMap, StatusCode},
     response::{IntoResponse, Response},
 };
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::{
     Channel,
     answer::{self, Answered},
+    receipt::Receipt,
     short_id, signature,
 };
-use crate::{error::ApiError, http::extract::WholeBody, state::AppState};
+use crate::{
+    error::{ApiError, ErrorBody},
+    http::extract::WholeBody,
+    state::AppState,
+};
 
 /// The handler.
+#[utoipa::path(
+    post,
+    path = "/channels/github/webhook",
+    tag = "channels",
+    operation_id = "github_webhook",
+    params(
+        ("X-Hub-Signature-256" = String, Header, description = "`sha256=<hex>`: HMAC-SHA256 of the body with the webhook secret"),
+        ("X-GitHub-Delivery" = String, Header, description = "The delivery's id: each is acted on once"),
+        ("X-GitHub-Event" = String, Header, description = "`ping`, `issue_comment`, …"),
+    ),
+    request_body(content = serde_json::Value, content_type = "application/json", description = "GitHub's event payload"),
+    responses(
+        (status = 200, description = "Taken: what was done, or that the delivery was acted on before", body = Receipt),
+        (status = 400, description = "Not JSON, a bad `X-GitHub-Delivery`, or an `issue_comment` without its repository or issue", body = ErrorBody),
+        (status = 401, description = "The signature is missing or wrong", body = ErrorBody),
+        (status = 404, description = "GitHub webhooks are not configured (`--github-webhook-secret`)", body = ErrorBody),
+    )
+)]
 pub async fn receive(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -37,7 +60,7 @@ pub async fn receive(
         serde_json::from_slice(&body).map_err(|e| ApiError::BadRequest(format!("invalid JSON body: {e}")))?;
     let deliveries = state.channels.deliveries();
     if !deliveries.first_sight("github", delivery).await? {
-        return Ok(Json(json!({"ok": true, "duplicate": true})).into_response());
+        return Ok(Json(Receipt::duplicate()).into_response());
     }
     let outcome = match header("x-github-event") {
         "ping" => Ok("pong".to_owned()),
@@ -52,7 +75,7 @@ pub async fn receive(
             return Err(error);
         }
     };
-    Ok((StatusCode::OK, Json(json!({"ok": true, "outcome": outcome}))).into_response())
+    Ok((StatusCode::OK, Json(Receipt::outcome(outcome))).into_response())
 }
 
 /// A new comment: an `/answer` answers; anything else (bots, the broker's own comments) is ignored.

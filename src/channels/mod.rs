@@ -9,6 +9,7 @@ mod answer;
 mod github;
 mod github_webhook;
 pub mod outbound;
+mod receipt;
 mod send;
 pub mod signature;
 mod slack;
@@ -17,7 +18,7 @@ mod slack_inbound;
 pub mod store;
 pub mod worker;
 
-use axum::{Router, routing::post};
+use utoipa_axum::{router::OpenApiRouter, routes};
 
 pub use address::Channel;
 pub use github::short_id;
@@ -25,9 +26,9 @@ pub use github::short_id;
 use crate::state::AppState;
 
 /// The inbound routes (Slack and GitHub call them; their signatures are the credential).
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/channels/github/webhook", post(github_webhook::receive))
-        .route("/channels/slack/interactions", post(slack_inbound::interactions))
-        .route("/channels/slack/events", post(slack_inbound::events))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(github_webhook::receive))
+        .routes(routes!(slack_inbound::interactions))
+        .routes(routes!(slack_inbound::events))
 }

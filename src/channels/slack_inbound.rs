@@ -19,18 +19,37 @@ use serde_json::{Value, json};
 
 use super::{
     answer::{Answered, answer},
+    receipt::{Challenge, EventReply, InteractionReply, ModalErrors, Receipt},
     signature,
     slack::Slack,
     slack_blocks::{self, ANSWER_ACTION, ANSWER_BLOCK, ANSWER_BUTTON, Closed, MODAL_CALLBACK},
 };
 use crate::{
-    error::ApiError,
+    error::{ApiError, ErrorBody},
     http::extract::WholeBody,
     questions::model::{Question, QuestionStatus},
     state::AppState,
 };
 
 /// `POST /channels/slack/interactions`: a form with one field, `payload`, the interaction as JSON.
+#[utoipa::path(
+    post,
+    path = "/channels/slack/interactions",
+    tag = "channels",
+    operation_id = "slack_interactions",
+    params(
+        ("X-Slack-Request-Timestamp" = String, Header, description = "Unix seconds, within five minutes of now"),
+        ("X-Slack-Signature" = String, Header, description = "`v0=<hex>`: HMAC-SHA256 of `v0:{timestamp}:{body}` with the signing secret"),
+    ),
+    request_body(content = inline(SlackForm), content_type = "application/x-www-form-urlencoded"),
+    responses(
+        (status = 200, description = "Taken: a button's receipt, a modal's field error, or nothing (the modal closes)",
+            body = InteractionReply),
+        (status = 400, description = "Not a form with a JSON `payload`, or a field Slack always sends is missing or wrong", body = ErrorBody),
+        (status = 401, description = "The signature is missing, stale or wrong", body = ErrorBody),
+        (status = 404, description = "Slack is not configured (`--slack-signing-secret` and `--slack-bot-token`)", body = ErrorBody),
+    )
+)]
 pub async fn interactions(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -55,7 +74,33 @@ pub async fn interactions(
     }
 }
 
+/// The form Slack posts interactions as.
+#[derive(Debug, utoipa::ToSchema)]
+#[allow(dead_code)]
+pub struct SlackForm {
+    /// The interaction, JSON.
+    payload: String,
+}
+
 /// `POST /channels/slack/events`: the Events API's JSON.
+#[utoipa::path(
+    post,
+    path = "/channels/slack/events",
+    tag = "channels",
+    operation_id = "slack_events",
+    params(
+        ("X-Slack-Request-Timestamp" = String, Header, description = "Unix seconds, within five minutes of now"),
+        ("X-Slack-Signature" = String, Header, description = "`v0=<hex>`: HMAC-SHA256 of `v0:{timestamp}:{body}` with the signing secret"),
+    ),
+    request_body(content = serde_json::Value, content_type = "application/json",
+        description = "An Events API callback (`url_verification` or `event_callback`)"),
+    responses(
+        (status = 200, description = "Taken (or a URL verification answered)", body = EventReply),
+        (status = 400, description = "Not JSON, or a field Slack always sends is missing or wrong", body = ErrorBody),
+        (status = 401, description = "The signature is missing, stale or wrong", body = ErrorBody),
+        (status = 404, description = "Slack is not configured (`--slack-signing-secret` and `--slack-bot-token`)", body = ErrorBody),
+    )
+)]
 pub async fn events(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -65,7 +110,10 @@ pub async fn events(
     let event: Value =
         serde_json::from_slice(&body).map_err(|e| ApiError::BadRequest(format!("invalid JSON body: {e}")))?;
     let outcome = match event["type"].as_str() {
-        Some("url_verification") => return Ok(Json(json!({"challenge": event["challenge"]})).into_response()),
+        Some("url_verification") => {
+            let challenge = Challenge { challenge: event["challenge"].clone() };
+            return Ok(Json(challenge).into_response());
+        }
         Some("event_callback") => {
             let event_id = text_field(&event["event_id"], "event_id")?;
             let deliveries = state.channels.deliveries();
@@ -86,7 +134,7 @@ pub async fn events(
         }
         _ => "ignored",
     };
-    Ok(Json(json!({"ok": true, "outcome": outcome})).into_response())
+    Ok(Json(Receipt::outcome(outcome)).into_response())
 }
 
 /// Checks the signature; returns the Slack client to answer through.
@@ -117,11 +165,11 @@ async fn block_action(state: &AppState, slack: Slack, payload: &Value, user: &st
             Some((question_id, index)) => (question_id, index.parse::<usize>().ok()),
             None => return Err(ApiError::BadRequest(format!("an option button's value '{value}' names no question"))),
         },
-        _ => return Ok(Json(json!({"ok": true, "outcome": "ignored"})).into_response()),
+        _ => return Ok(Json(Receipt::outcome("ignored")).into_response()),
     };
     let Some(question) = state.questions.get(question_id).await? else {
         tell(slack, response_url, "This question no longer exists.".into());
-        return Ok(Json(json!({"ok": true, "outcome": "not found"})).into_response());
+        return Ok(Json(Receipt::outcome("not found")).into_response());
     };
     if action_id == ANSWER_BUTTON {
         if question.status != QuestionStatus::Pending {
@@ -134,7 +182,7 @@ async fn block_action(state: &AppState, slack: Slack, payload: &Value, user: &st
                 }
             });
         }
-        return Ok(Json(json!({"ok": true, "outcome": "modal"})).into_response());
+        return Ok(Json(Receipt::outcome("modal")).into_response());
     }
     let Some(text) = option.and_then(|index| question.options.get(index)) else {
         return Err(ApiError::BadRequest(format!("question {question_id} offers no such option")));
@@ -151,7 +199,7 @@ async fn block_action(state: &AppState, slack: Slack, payload: &Value, user: &st
             "refused"
         }
     };
-    Ok(Json(json!({"ok": true, "outcome": outcome})).into_response())
+    Ok(Json(Receipt::outcome(outcome)).into_response())
 }
 
 /// The modal, submitted: answers with its text; a lost race or an unacceptable answer is shown on the field.
@@ -167,7 +215,8 @@ async fn submission(state: &AppState, view: &Value, user: &str) -> Result<Respon
         Answered::NotFound => "This question no longer exists.".to_owned(),
         Answered::Refused(why) => why,
     };
-    Ok(Json(json!({"response_action": "errors", "errors": {ANSWER_BLOCK: problem}})).into_response())
+    let errors = [(ANSWER_BLOCK.to_owned(), problem)].into_iter().collect();
+    Ok(Json(ModalErrors { response_action: "errors", errors }).into_response())
 }
 
 /// A message event: a person's reply in a question's thread answers it.

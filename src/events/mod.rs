@@ -9,13 +9,13 @@ mod watch;
 
 pub use store::EventStore;
 
-use axum::{Router, routing::get};
+use utoipa_axum::{router::OpenApiRouter, routes};
 
 use crate::state::AppState;
 
 /// The `/events` routes.
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/events", get(routes::list).post(routes::append).delete(routes::purge))
-        .route("/events/{query_id}", get(routes::query).delete(routes::delete_query))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(routes::list, routes::append, routes::purge))
+        .routes(routes!(routes::query, routes::delete_query))
 }

@@ -5,6 +5,7 @@
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::Value;
+use utoipa::ToSchema;
 
 use crate::{
     error::ApiError,
@@ -31,23 +32,57 @@ const STRING_DATA_FIELDS: [&str; 11] = [
     "durationMs",
 ];
 
-/// What serde checks of the body; everything else passes through untouched, as upstream's `passthrough()`.
-#[derive(Debug, Deserialize)]
+/// An event as `POST /events` takes it and the event routes serve it: what serde checks of the body;
+/// everything else passes through untouched, as upstream's `passthrough()`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[schema(as = Event)]
 #[allow(dead_code)]
-struct Shape {
+pub struct Shape {
+    /// What the event is about; the fields the broker reads are strings.
     data: DataShape,
+    /// When it happened (RFC 3339).
     timestamp: Option<String>,
+    /// `Normal` or `Warning`.
     #[serde(rename = "eventType")]
     event_type: Option<String>,
+    /// The controller's reason, e.g. `QueryExecutionComplete`.
     reason: Option<String>,
+    /// Its message.
     message: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
+/// The `data` of an event.
+#[derive(Debug, Deserialize, ToSchema)]
+#[schema(as = EventData)]
 #[allow(dead_code)]
-struct DataShape {
+pub struct DataShape {
+    /// The Query's UID.
     #[serde(rename = "queryId")]
+    #[schema(min_length = 1, max_length = 512)]
     query_id: String,
+    /// The Query's name (with `sessionId`, the event joins the session).
+    #[serde(rename = "queryName", default)]
+    query_name: Option<String>,
+    /// The Query's namespace.
+    #[serde(rename = "queryNamespace", default)]
+    query_namespace: Option<String>,
+    /// The session the Query belongs to.
+    #[serde(rename = "sessionId", default)]
+    session_id: Option<String>,
+}
+
+/// The body of `POST /events`: an event, and how long to keep it (the OpenAPI document's description of
+/// what [`NewEvent::parse`] reads).
+#[derive(Debug, Deserialize, ToSchema)]
+#[allow(dead_code)]
+pub struct PostEvent {
+    /// The event.
+    #[serde(flatten)]
+    event: Shape,
+    /// Seconds to keep it (default `--event-ttl-seconds`); a string holding the number is taken too. Not
+    /// stored with the event.
+    #[schema(minimum = 1, maximum = 3_153_600_000_i64)]
+    ttl_seconds: Option<i64>,
 }
 
 /// A checked `POST /events` body.

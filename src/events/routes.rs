@@ -1,5 +1,6 @@
 //! Handlers of `/events`: parse, make one store call, answer in upstream's shapes (`201 {"status":"success"}`
-//! on POST, which the controller's emitter requires exactly).
+//! on POST, which the controller's emitter requires exactly). Each handler's `#[utoipa::path]` is its route
+//! and its OpenAPI description.
 
 use axum::{
     Json,
@@ -7,27 +8,54 @@ use axum::{
     http::StatusCode,
     response::{IntoResponse, Response},
 };
-use serde_json::json;
 
-use super::{model::NewEvent, watch};
+use super::{
+    model::{NewEvent, PostEvent, Shape},
+    watch,
+};
 use crate::{
-    error::ApiError,
+    error::{ApiError, ErrorBody},
     http::{
         extract::{ApiQuery, json_body},
-        params::{FeedParams, Page, PageRequest, flag},
-        reply::StatusMessage,
+        params::{FeedParams, KeyFeedParams, Page, PageRequest, flag},
+        reply::{StatusMessage, Success},
+        sse::SseEvent,
     },
     state::AppState,
 };
 
 /// `POST /events`: stores the event and applies it to its session; 201.
+#[utoipa::path(
+    post,
+    path = "/events",
+    tag = "events",
+    operation_id = "append_event",
+    request_body = PostEvent,
+    responses(
+        (status = 201, description = "Stored, and applied to its session", body = Success),
+        (status = 400, description = "A field is missing or wrong (`VALIDATION_ERROR`), or the body is not JSON (`REQUEST_ERROR`)", body = ErrorBody),
+        (status = 415, description = "The body is not declared JSON", body = ErrorBody),
+    )
+)]
 pub async fn append(State(state): State<AppState>, request: Request) -> Result<Response, ApiError> {
     let event = NewEvent::parse(json_body(request, &()).await?)?;
     state.events.append(&event, state.config.event_ttl_seconds as i64).await?;
-    Ok((StatusCode::CREATED, Json(json!({"status": "success"}))).into_response())
+    Ok((StatusCode::CREATED, Json(Success::new())).into_response())
 }
 
 /// `GET /events`: a page (optionally of one session), or with `watch=true` an SSE feed.
+#[utoipa::path(
+    get,
+    path = "/events",
+    tag = "events",
+    operation_id = "list_events",
+    params(FeedParams),
+    responses(
+        (status = 200, description = "A page of events, oldest first (`nextCursor` is a sequence number; no `total`); with `watch=true` one `data:` frame per event",
+            content((Page<Shape> = "application/json"), (SseEvent = "text/event-stream"))),
+        (status = 400, description = "A bad `limit` or `cursor` (`PAGINATION_ERROR`), `watch` or `from-beginning`", body = ErrorBody),
+    )
+)]
 pub async fn list(State(state): State<AppState>, ApiQuery(params): ApiQuery<FeedParams>) -> Result<Response, ApiError> {
     let page = PageRequest::parse(params.limit.as_deref(), params.cursor.as_deref())?;
     if flag("watch", params.watch.as_deref())? {
@@ -39,10 +67,22 @@ pub async fn list(State(state): State<AppState>, ApiQuery(params): ApiQuery<Feed
 }
 
 /// `GET /events/{queryUID}`: a page of one query's events, or with `watch=true` an SSE feed.
+#[utoipa::path(
+    get,
+    path = "/events/{query_id}",
+    tag = "events",
+    operation_id = "list_query_events",
+    params(("query_id" = String, Path, description = "The Query's UID (`data.queryId`)"), KeyFeedParams),
+    responses(
+        (status = 200, description = "A page of the Query's events, oldest first; with `watch=true` one `data:` frame per event",
+            content((Page<Shape> = "application/json"), (SseEvent = "text/event-stream"))),
+        (status = 400, description = "A bad `limit` or `cursor` (`PAGINATION_ERROR`), `watch` or `from-beginning`", body = ErrorBody),
+    )
+)]
 pub async fn query(
     State(state): State<AppState>,
     Path(query_id): Path<String>,
-    ApiQuery(params): ApiQuery<FeedParams>,
+    ApiQuery(params): ApiQuery<KeyFeedParams>,
 ) -> Result<Response, ApiError> {
     let page = PageRequest::parse(params.limit.as_deref(), params.cursor.as_deref())?;
     if flag("watch", params.watch.as_deref())? {
@@ -61,13 +101,18 @@ fn page_of(records: Vec<super::model::EventRecord>, limit: i64) -> Response {
     Json(Page { items, total: None, has_more: page.has_more, next_cursor: page.next_cursor }).into_response()
 }
 
-/// `DELETE /events`.
+/// `DELETE /events`: every event.
+#[utoipa::path(delete, path = "/events", tag = "events", operation_id = "purge_events",
+    responses((status = 200, description = "`Event data purged`", body = StatusMessage)))]
 pub async fn purge(State(state): State<AppState>) -> Result<Json<StatusMessage>, ApiError> {
     state.events.delete_all().await?;
     Ok(Json(StatusMessage::success("Event data purged")))
 }
 
 /// `DELETE /events/{uid}`: the controller's finalizer.
+#[utoipa::path(delete, path = "/events/{query_id}", tag = "events", operation_id = "delete_query_events",
+    params(("query_id" = String, Path, description = "The Query's UID")),
+    responses((status = 200, description = "Deleted (or there was nothing)", body = StatusMessage)))]
 pub async fn delete_query(
     State(state): State<AppState>,
     Path(query_id): Path<String>,

@@ -1,19 +1,40 @@
 //! `/health` (the process answers) and `/readyz` (Postgres and the LISTEN connection are up, and the
 //! replica is not draining), both plain text as upstream.
 
-use axum::{Extension, Router, extract::State, http::StatusCode, routing::get};
+use axum::{Extension, extract::State, http::StatusCode};
+use utoipa_axum::{router::OpenApiRouter, routes};
 
 use crate::{error::Verbatim, state::AppState};
 
 /// The health routes.
-pub fn router() -> Router<AppState> {
-    Router::new().route("/health", get(health)).route("/readyz", get(ready))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(health)).routes(routes!(ready))
 }
 
+/// `GET /health`: the process answers (liveness).
+#[utoipa::path(
+    get,
+    path = "/health",
+    tag = "operations",
+    operation_id = "health",
+    responses((status = 200, description = "Always `OK`", body = String, content_type = "text/plain"))
+)]
 async fn health() -> &'static str {
     "OK"
 }
 
+/// `GET /readyz`: Postgres and the LISTEN connection are up and the replica is not draining (readiness).
+#[utoipa::path(
+    get,
+    path = "/readyz",
+    tag = "operations",
+    operation_id = "readyz",
+    responses(
+        (status = 200, description = "`OK`: ready", body = String, content_type = "text/plain"),
+        (status = 503, description = "`Service Unavailable`: not ready (draining, or Postgres unreachable)",
+            body = String, content_type = "text/plain"),
+    )
+)]
 async fn ready(State(state): State<AppState>) -> (StatusCode, Extension<Verbatim>, &'static str) {
     let unavailable = (StatusCode::SERVICE_UNAVAILABLE, Extension(Verbatim), "Service Unavailable");
     if state.shutdown.is_cancelled() || !state.listener.is_up() {

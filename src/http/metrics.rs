@@ -4,15 +4,25 @@
 
 use std::time::Instant;
 
-use axum::{Router, extract::State, http::header, response::IntoResponse, routing::get};
+use axum::{extract::State, http::header, response::IntoResponse};
+use utoipa_axum::{router::OpenApiRouter, routes};
 
 use crate::{query_status::store::PatchStore, state::AppState, telemetry::metrics};
 
 /// The metrics route.
-pub fn router() -> Router<AppState> {
-    Router::new().route("/metrics", get(scrape))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(scrape))
 }
 
+/// `GET /metrics`: Prometheus text (open like the probes even with `--auth`).
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = "operations",
+    operation_id = "metrics",
+    responses((status = 200, description = "Prometheus text format 0.0.4", body = String,
+        content_type = "text/plain"))
+)]
 async fn scrape(State(state): State<AppState>) -> impl IntoResponse {
     let pool = &state.pool;
     metrics::set(metrics::POOL_CONNECTIONS, &[], f64::from(pool.size()));

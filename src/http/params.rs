@@ -1,7 +1,10 @@
 //! The query-parameter rules every list route shares: `limit`/`cursor` paging with upstream's
-//! `PAGINATION_ERROR` messages, and the `'true'|'false'` flags (`watch`, `from-beginning`).
+//! `PAGINATION_ERROR` messages, and the `'true'|'false'` flags (`watch`, `from-beginning`). The parameter
+//! structs are what the OpenAPI document describes (parameters arrive as text and are checked here, so each
+//! names the type it is checked as).
 
 use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
 
 use crate::{db::watch::Start, error::ApiError};
 
@@ -46,6 +49,16 @@ fn is_huge_integer(raw: &str) -> bool {
     !raw.is_empty() && raw.bytes().all(|b| b.is_ascii_digit()) && raw.trim_start_matches('0').len() > 18
 }
 
+/// A `'true'|'false'` flag as the OpenAPI document describes it ([`flag`] reads it).
+#[derive(Debug, Clone, Copy, ToSchema)]
+#[schema(rename_all = "lowercase")]
+pub enum Flag {
+    /// On.
+    True,
+    /// Off (the default).
+    False,
+}
+
 /// Parses a `'true'|'false'` flag; anything else is a 400, as upstream's zod enum.
 pub fn flag(name: &str, raw: Option<&str>) -> Result<bool, ApiError> {
     match raw {
@@ -59,7 +72,7 @@ pub fn flag(name: &str, raw: Option<&str>) -> Result<bool, ApiError> {
 
 /// Upstream's page envelope `{items,total?,hasMore,nextCursor?}`; `nextCursor` is a JSON number and only
 /// present when `hasMore`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct Page<T> {
     /// The items, sequence ascending.
     pub items: Vec<T>,
@@ -84,43 +97,81 @@ impl<T> Page<T> {
     }
 }
 
-/// The parameters of a list route that can also watch (`GET /messages`, `GET /stream`).
-#[derive(Debug, Default, Deserialize)]
+/// The parameters of `GET /stream`: a page, or with `watch=true` the SSE feed.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ListParams {
-    /// Page size.
+    /// Page size, 1 to 1000 (default 100).
+    #[param(value_type = Option<i64>, minimum = 1, maximum = 1000)]
     pub limit: Option<String>,
-    /// Exclusive cursor.
+    /// Only items after this sequence number (the previous page's `nextCursor`); with `watch=true`, resume
+    /// after it.
+    #[param(value_type = Option<i64>, minimum = 0)]
     pub cursor: Option<String>,
-    /// `true` switches to SSE.
+    /// `true`: a `text/event-stream` of new items instead of a page.
+    #[param(value_type = Option<Flag>, inline)]
     pub watch: Option<String>,
-    /// Filter on a conversation (messages only).
-    pub conversation_id: Option<String>,
-    /// Filter on a query (messages only).
-    pub query_id: Option<String>,
 }
 
-/// The parameters of the event and trace routes: a page, or a watch with upstream's start parameters.
-#[derive(Debug, Default, Deserialize)]
+/// The parameters of `GET /events` and `GET /traces`: a page, or a watch with upstream's start parameters.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct FeedParams {
-    /// Page size.
+    /// Page size, 1 to 1000 (default 100).
+    #[param(value_type = Option<i64>, minimum = 1, maximum = 1000)]
     pub limit: Option<String>,
-    /// Exclusive cursor (a sequence number).
+    /// Exclusive cursor (a sequence number, the previous page's `nextCursor`); with `watch=true`, resume
+    /// after it.
+    #[param(value_type = Option<i64>, minimum = 0)]
     pub cursor: Option<String>,
-    /// `true` switches to SSE.
+    /// `true`: a `text/event-stream` instead of a page.
+    #[param(value_type = Option<Flag>, inline)]
     pub watch: Option<String>,
     /// Only this session.
     pub session_id: Option<String>,
-    /// `true` replays everything kept (watches of one query or trace).
+    /// `true` replays everything kept before going live (a watch of events).
     #[serde(rename = "from-beginning")]
+    #[param(rename = "from-beginning", value_type = Option<Flag>, inline)]
     pub from_beginning: Option<String>,
 }
 
 impl FeedParams {
     /// Where a watch starts: `from-beginning=true`, else after `cursor`, else live.
     pub fn start(&self, page: PageRequest) -> Result<Start, ApiError> {
-        let from_beginning = flag("from-beginning", self.from_beginning.as_deref())?;
-        Ok(Start::of(from_beginning, self.cursor.is_some().then_some(page.cursor)))
+        start(self.from_beginning.as_deref(), self.cursor.is_some(), page)
     }
+}
+
+/// The parameters of one key's feed (`GET /events/{queryUID}`, `GET /traces/{id}`): a page (events) or
+/// the key itself (traces), or a watch with upstream's start parameters.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct KeyFeedParams {
+    /// Page size, 1 to 1000 (default 100).
+    #[param(value_type = Option<i64>, minimum = 1, maximum = 1000)]
+    pub limit: Option<String>,
+    /// Exclusive cursor (a sequence number); with `watch=true`, resume after it.
+    #[param(value_type = Option<i64>, minimum = 0)]
+    pub cursor: Option<String>,
+    /// `true`: a `text/event-stream` instead of a page.
+    #[param(value_type = Option<Flag>, inline)]
+    pub watch: Option<String>,
+    /// `true` replays everything kept before going live.
+    #[serde(rename = "from-beginning")]
+    #[param(rename = "from-beginning", value_type = Option<Flag>, inline)]
+    pub from_beginning: Option<String>,
+}
+
+impl KeyFeedParams {
+    /// Where a watch starts: `from-beginning=true`, else after `cursor`, else live.
+    pub fn start(&self, page: PageRequest) -> Result<Start, ApiError> {
+        start(self.from_beginning.as_deref(), self.cursor.is_some(), page)
+    }
+}
+
+fn start(from_beginning: Option<&str>, has_cursor: bool, page: PageRequest) -> Result<Start, ApiError> {
+    let from_beginning = flag("from-beginning", from_beginning)?;
+    Ok(Start::of(from_beginning, has_cursor.then_some(page.cursor)))
 }
 
 #[cfg(test)]

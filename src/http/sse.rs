@@ -12,6 +12,21 @@ use tokio_util::sync::CancellationToken;
 
 use crate::telemetry::metrics;
 
+/// One server-sent event, as the OpenAPI document describes the events of a `text/event-stream` response
+/// (comments such as `: connected` and `: heartbeat` are not events). `data` is one line: JSON text, or
+/// `[DONE]` at the end of a chunk stream.
+#[derive(Debug, utoipa::ToSchema)]
+pub struct SseEvent {
+    /// The frame's `data:` line.
+    pub data: String,
+    /// The `event:` name (`message` when the frame has none).
+    pub event: Option<String>,
+    /// The `id:` (a question watch's resourceVersion).
+    pub id: Option<String>,
+    /// The `retry:` hint in milliseconds (sent when the replica shuts down).
+    pub retry: Option<u64>,
+}
+
 /// How long a client should wait before reconnecting after the broker ends a stream on shutdown.
 pub const RETRY_AFTER_SHUTDOWN: Duration = Duration::from_secs(1);
 

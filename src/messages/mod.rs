@@ -8,26 +8,17 @@ mod watch;
 
 pub use store::MessageStore;
 
-use axum::{
-    Router,
-    routing::{delete, get},
-};
+use utoipa_axum::{router::OpenApiRouter, routes};
 
 use crate::state::AppState;
 
 /// The Memory API routes.
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/messages", get(routes::list).post(routes::append).delete(routes::purge))
-        .route("/memory-status", get(routes::status))
-        .route(
-            "/conversations",
-            get(routes::conversations).post(routes::new_conversation).delete(routes::purge_conversations),
-        )
-        .route("/conversations/{id}", get(routes::conversation).delete(routes::delete_conversation))
-        .route(
-            "/conversations/{conversation_id}/queries/{query_id}/messages",
-            delete(routes::delete_conversation_query),
-        )
-        .route("/queries/{query_id}/messages", delete(routes::delete_query))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(routes::list, routes::append, routes::purge))
+        .routes(routes!(routes::status))
+        .routes(routes!(routes::conversations, routes::new_conversation, routes::purge_conversations))
+        .routes(routes!(routes::conversation, routes::delete_conversation))
+        .routes(routes!(routes::delete_conversation_query))
+        .routes(routes!(routes::delete_query))
 }

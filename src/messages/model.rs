@@ -1,7 +1,9 @@
-//! The shapes of the Memory API: upstream's MessageItem and the POST /messages body, with its checks.
+//! The shapes of the Memory API: upstream's MessageItem, the POST /messages body with its checks, the list
+//! parameters and the replies of the conversation routes.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use utoipa::{IntoParams, ToSchema};
 
 use crate::{error::ApiError, validate};
 
@@ -9,7 +11,7 @@ use crate::{error::ApiError, validate};
 const MAX_TTL_SECONDS: i64 = 100 * 365 * 24 * 3600;
 
 /// One stored message, as upstream serves it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct MessageItem {
     /// When it was stored, ISO 8601 with milliseconds.
     pub timestamp: String,
@@ -35,15 +37,18 @@ pub struct MessageItem {
 crate::feed_row!(MessageItem, conversation_id);
 
 /// The body of `POST /messages`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 pub struct AppendMessages {
     /// Conversation to append to; it need not exist yet.
+    #[schema(min_length = 1, max_length = 512)]
     pub conversation_id: String,
     /// The query (name) appending.
+    #[schema(min_length = 1, max_length = 512)]
     pub query_id: String,
     /// Messages, in order.
     pub messages: Vec<Value>,
-    /// Seconds until the messages are hidden and reaped.
+    /// Seconds until the messages are hidden and reaped (at most 100 years).
+    #[schema(minimum = 1, maximum = 3_153_600_000_i64)]
     pub ttl_seconds: Option<i64>,
 }
 
@@ -74,6 +79,70 @@ impl AppendMessages {
         }
         Ok(())
     }
+}
+
+/// The parameters of `GET /messages`: a page, or with `watch=true` the SSE feed.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct MessageParams {
+    /// Page size, 1 to 1000 (default 100).
+    #[param(value_type = Option<i64>, minimum = 1, maximum = 1000)]
+    pub limit: Option<String>,
+    /// Only messages after this sequence number (the previous page's `nextCursor`); with `watch=true`,
+    /// resume after it.
+    #[param(value_type = Option<i64>, minimum = 0)]
+    pub cursor: Option<String>,
+    /// `true`: a `text/event-stream` of new messages instead of a page.
+    #[param(value_type = Option<crate::http::params::Flag>, inline)]
+    pub watch: Option<String>,
+    /// Only this conversation.
+    pub conversation_id: Option<String>,
+    /// Only this query.
+    pub query_id: Option<String>,
+}
+
+/// `GET /memory-status`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MemoryStatus {
+    /// How many conversations have visible messages.
+    pub total_conversations: usize,
+    /// How many visible messages there are.
+    pub total_messages: i64,
+    /// Each conversation's counts, by conversation id.
+    #[schema(value_type = std::collections::HashMap<String, ConversationCounts>)]
+    pub conversations: serde_json::Map<String, Value>,
+}
+
+/// One conversation's counts in `GET /memory-status`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ConversationCounts {
+    /// Its visible messages.
+    pub message_count: i64,
+    /// The queries that wrote them.
+    pub query_count: i64,
+}
+
+/// `GET /conversations`: the ids of conversations with visible messages.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ConversationIds {
+    /// The ids.
+    pub conversations: Vec<String>,
+}
+
+/// `POST /conversations`: a fresh id.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct NewConversation {
+    /// A new UUID; nothing is stored until messages arrive.
+    pub conversation_id: String,
+}
+
+/// `GET /conversations/{id}`: a conversation's visible messages.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Conversation {
+    /// Its id.
+    pub conversation_id: String,
+    /// Its messages, in order.
+    pub messages: Vec<MessageItem>,
 }
 
 /// Which messages a list or watch covers.

@@ -1,4 +1,5 @@
-//! Handlers of the Memory API: parse, make one store call, answer in upstream's shapes.
+//! Handlers of the Memory API: parse, make one store call, answer in upstream's shapes. Each handler's
+//! `#[utoipa::path]` is its route and its OpenAPI description.
 
 use axum::{
     Json,
@@ -6,18 +7,22 @@ use axum::{
     http::StatusCode,
     response::{IntoResponse, Response},
 };
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use super::{
-    model::{AppendMessages, MessageFilter},
+    model::{
+        AppendMessages, Conversation, ConversationCounts, ConversationIds, MemoryStatus, MessageFilter, MessageItem,
+        MessageParams, NewConversation,
+    },
     watch,
 };
 use crate::{
-    error::ApiError,
+    error::{ApiError, ErrorBody},
     http::{
         extract::{ApiJson, ApiQuery},
-        params::{ListParams, Page, PageRequest, flag},
+        params::{Page, PageRequest, flag},
         reply::StatusMessage,
+        sse::SseEvent,
     },
     idempotency::{KeyHeader, KeyState},
     state::AppState,
@@ -25,6 +30,20 @@ use crate::{
 
 /// `POST /messages`: 200 with an empty body once stored. With an `Idempotency-Key`, a retry of the same body
 /// stores nothing more and gets the first reply.
+#[utoipa::path(
+    post,
+    path = "/messages",
+    tag = "memory",
+    operation_id = "append_messages",
+    params(("Idempotency-Key" = Option<String>, Header, description = "1 to 255 visible ASCII characters: a retry within 24 h has exactly one effect")),
+    request_body = AppendMessages,
+    responses(
+        (status = 200, description = "Stored (an empty body)"),
+        (status = 400, description = "A field is missing or wrong (`VALIDATION_ERROR`), or the body is not JSON (`REQUEST_ERROR`)", body = ErrorBody),
+        (status = 415, description = "The body is not declared JSON", body = ErrorBody),
+        (status = 422, description = "The `Idempotency-Key` was first used for another body", body = ErrorBody),
+    )
+)]
 pub async fn append(
     State(state): State<AppState>,
     KeyHeader(key): KeyHeader,
@@ -45,7 +64,22 @@ pub async fn append(
 }
 
 /// `GET /messages`: a page, or with `watch=true` an SSE feed.
-pub async fn list(State(state): State<AppState>, ApiQuery(params): ApiQuery<ListParams>) -> Result<Response, ApiError> {
+#[utoipa::path(
+    get,
+    path = "/messages",
+    tag = "memory",
+    operation_id = "list_messages",
+    params(MessageParams),
+    responses(
+        (status = 200, description = "A page of messages, oldest first; with `watch=true` one `data:` frame per new message (a `MessageItem`)",
+            content((Page<MessageItem> = "application/json"), (SseEvent = "text/event-stream"))),
+        (status = 400, description = "A bad `limit` or `cursor` (`PAGINATION_ERROR`) or `watch`", body = ErrorBody),
+    )
+)]
+pub async fn list(
+    State(state): State<AppState>,
+    ApiQuery(params): ApiQuery<MessageParams>,
+) -> Result<Response, ApiError> {
     let watching = flag("watch", params.watch.as_deref())?;
     let page = PageRequest::parse(params.limit.as_deref(), params.cursor.as_deref())?;
     let filter = MessageFilter { conversation_id: params.conversation_id, query_id: params.query_id };
@@ -57,48 +91,67 @@ pub async fn list(State(state): State<AppState>, ApiQuery(params): ApiQuery<List
     Ok(Json(Page::from_overfetch(items, page.limit, None, |item| item.sequence)).into_response())
 }
 
-/// `DELETE /messages`.
+/// `DELETE /messages`: every message.
+#[utoipa::path(delete, path = "/messages", tag = "memory", operation_id = "purge_messages",
+    responses((status = 200, description = "`Memory purged`", body = StatusMessage)))]
 pub async fn purge(State(state): State<AppState>) -> Result<Json<StatusMessage>, ApiError> {
     state.messages.delete_all().await?;
     Ok(Json(StatusMessage::success("Memory purged")))
 }
 
-/// `GET /memory-status`.
-pub async fn status(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+/// `GET /memory-status`: counts per conversation.
+#[utoipa::path(get, path = "/memory-status", tag = "memory", operation_id = "memory_status",
+    responses((status = 200, description = "The counts", body = MemoryStatus)))]
+pub async fn status(State(state): State<AppState>) -> Result<Json<MemoryStatus>, ApiError> {
     let counts = state.messages.counts().await?;
     let total_messages: i64 = counts.iter().map(|c| c.message_count).sum();
     let conversations: Map<String, Value> = counts
         .iter()
-        .map(|c| (c.conversation_id.clone(), json!({"message_count": c.message_count, "query_count": c.query_count})))
+        .map(|c| {
+            let counts = ConversationCounts { message_count: c.message_count, query_count: c.query_count };
+            (c.conversation_id.clone(), serde_json::to_value(counts).unwrap_or_default())
+        })
         .collect();
-    Ok(Json(json!({
-        "total_conversations": counts.len(),
-        "total_messages": total_messages,
-        "conversations": conversations,
-    })))
+    Ok(Json(MemoryStatus { total_conversations: counts.len(), total_messages, conversations }))
 }
 
-/// `GET /conversations`.
-pub async fn conversations(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
-    Ok(Json(json!({"conversations": state.messages.conversation_ids().await?})))
+/// `GET /conversations`: the ids of conversations with visible messages.
+#[utoipa::path(get, path = "/conversations", tag = "memory", operation_id = "list_conversations",
+    responses((status = 200, description = "The ids", body = ConversationIds)))]
+pub async fn conversations(State(state): State<AppState>) -> Result<Json<ConversationIds>, ApiError> {
+    Ok(Json(ConversationIds { conversations: state.messages.conversation_ids().await? }))
 }
 
 /// `POST /conversations`: a fresh id; nothing is stored until messages arrive.
-pub async fn new_conversation() -> (StatusCode, Json<Value>) {
-    (StatusCode::CREATED, Json(json!({"conversation_id": uuid::Uuid::new_v4().to_string()})))
+#[utoipa::path(post, path = "/conversations", tag = "memory", operation_id = "new_conversation",
+    responses((status = 201, description = "A new conversation id", body = NewConversation)))]
+pub async fn new_conversation() -> (StatusCode, Json<NewConversation>) {
+    (StatusCode::CREATED, Json(NewConversation { conversation_id: uuid::Uuid::new_v4().to_string() }))
 }
 
 /// `GET /conversations/{id}`: all its visible messages, or 404.
-pub async fn conversation(State(state): State<AppState>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+#[utoipa::path(get, path = "/conversations/{id}", tag = "memory", operation_id = "get_conversation",
+    params(("id" = String, Path, description = "The conversation")),
+    responses(
+        (status = 200, description = "Its messages", body = Conversation),
+        (status = 404, description = "`Conversation not found`: no visible message", body = ErrorBody),
+    ))]
+pub async fn conversation(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Conversation>, ApiError> {
     let filter = MessageFilter { conversation_id: Some(id.clone()), query_id: None };
     let messages = state.messages.list(&filter, 0, i64::MAX).await?;
     if messages.is_empty() {
         return Err(ApiError::NotFound("Conversation not found".into()));
     }
-    Ok(Json(json!({"conversation_id": id, "messages": messages})))
+    Ok(Json(Conversation { conversation_id: id, messages }))
 }
 
 /// `DELETE /conversations/{id}` (idempotent).
+#[utoipa::path(delete, path = "/conversations/{id}", tag = "memory", operation_id = "delete_conversation",
+    params(("id" = String, Path, description = "The conversation")),
+    responses((status = 200, description = "Deleted (or there was nothing)", body = StatusMessage)))]
 pub async fn delete_conversation(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -107,13 +160,20 @@ pub async fn delete_conversation(
     Ok(Json(StatusMessage::success(format!("Conversation {id} deleted"))))
 }
 
-/// `DELETE /conversations`.
+/// `DELETE /conversations`: every message.
+#[utoipa::path(delete, path = "/conversations", tag = "memory", operation_id = "purge_conversations",
+    responses((status = 200, description = "`All conversations deleted`", body = StatusMessage)))]
 pub async fn purge_conversations(State(state): State<AppState>) -> Result<Json<StatusMessage>, ApiError> {
     state.messages.delete_all().await?;
     Ok(Json(StatusMessage::success("All conversations deleted")))
 }
 
-/// `DELETE /conversations/{c}/queries/{q}/messages`.
+/// `DELETE /conversations/{c}/queries/{q}/messages`: one query's messages in one conversation.
+#[utoipa::path(delete, path = "/conversations/{conversation_id}/queries/{query_id}/messages", tag = "memory",
+    operation_id = "delete_conversation_query_messages",
+    params(("conversation_id" = String, Path, description = "The conversation"),
+        ("query_id" = String, Path, description = "The query (name)")),
+    responses((status = 200, description = "Deleted (or there was nothing)", body = StatusMessage)))]
 pub async fn delete_conversation_query(
     State(state): State<AppState>,
     Path((conversation_id, query_id)): Path<(String, String)>,
@@ -122,7 +182,10 @@ pub async fn delete_conversation_query(
     Ok(Json(StatusMessage::success(format!("Query {query_id} messages deleted from conversation {conversation_id}"))))
 }
 
-/// `DELETE /queries/{q}/messages` (the controller's finalizer).
+/// `DELETE /queries/{q}/messages` (the controller's finalizer): one query's messages everywhere.
+#[utoipa::path(delete, path = "/queries/{query_id}/messages", tag = "memory", operation_id = "delete_query_messages",
+    params(("query_id" = String, Path, description = "The query (name)")),
+    responses((status = 200, description = "Deleted (or there was nothing)", body = StatusMessage)))]
 pub async fn delete_query(
     State(state): State<AppState>,
     Path(query_id): Path<String>,

@@ -10,17 +10,12 @@ pub mod store;
 
 pub use store::QueryStore;
 
-use axum::{
-    Router,
-    routing::{get, put},
-};
+use utoipa_axum::{router::OpenApiRouter, routes};
 
 use crate::state::AppState;
 
 /// The `/queries/{namespace}/{name}/…` routes.
-pub fn router() -> Router<AppState> {
-    Router::new()
-        // The first segment is named as in `/queries/{query_id}/messages` (the router needs one name per segment).
-        .route("/queries/{query_id}/{name}/state", get(routes::state))
-        .route("/queries/{query_id}/{name}/tool-calls/{tool_call_id}", put(routes::map_tool_call))
+pub fn router() -> OpenApiRouter<AppState> {
+    // The first segment is named as in `/queries/{query_id}/messages` (the router needs one name per segment).
+    OpenApiRouter::new().routes(routes!(routes::state)).routes(routes!(routes::map_tool_call))
 }

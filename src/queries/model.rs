@@ -2,12 +2,16 @@
 
 use serde::Serialize;
 use serde_json::Value;
+use utoipa::ToSchema;
 use uuid::Uuid;
 
+use crate::questions::model::QuestionStatus;
+
 /// `GET /queries/{namespace}/{name}/state`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ResumeState {
+    /// Which Query.
     pub query: QueryName,
     /// `waiting` while a question of it is open; otherwise `completed` once its stream was completed, else
     /// the latest `phase_change` in its stream (`running` when there is none).
@@ -21,52 +25,68 @@ pub struct ResumeState {
     pub blocked_on: Option<BlockedOn>,
     /// Whether the task it is blocked on has a result (answered, cancelled or expired).
     pub can_resume: bool,
+    /// Where the conversation stands.
     pub conversation_checkpoint: Checkpoint,
 }
 
 /// Which Query.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct QueryName {
+    /// Its namespace.
     pub namespace: String,
+    /// Its name.
     pub name: String,
 }
 
 /// What the Query waits on.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WaitingFor {
+    /// The open question.
     pub question_id: String,
+    /// Its MCP task.
     pub task_id: Option<Uuid>,
+    /// The tool call that asked.
     pub tool_call_id: Option<String>,
+    /// Since when (ISO 8601).
     pub since: String,
 }
 
 /// A tool call the LLM asked for that has no result yet.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PendingToolCall {
+    /// The tool call.
     pub tool_call_id: String,
+    /// The tool.
     pub tool_name: String,
+    /// Its arguments: the parsed JSON, or the raw string.
     pub arguments: Value,
+    /// Since when (ISO 8601).
     pub since: String,
 }
 
 /// What blocks the Query.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct BlockedOn {
     /// Always `question` (the only blocking kind the broker knows).
     #[serde(rename = "type")]
+    #[schema(value_type = String, pattern = "^question$")]
     pub kind: &'static str,
+    /// The question.
     pub question_id: String,
+    /// Its MCP task.
     pub task_id: Option<Uuid>,
+    /// The tool call that asked.
     pub tool_call_id: Option<String>,
-    /// The question's status: `pending`, `answered`, `cancelled` or `expired`.
+    /// The question's status.
+    #[schema(value_type = QuestionStatus)]
     pub status: String,
 }
 
 /// Where the conversation stands.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Checkpoint {
     /// The sequence number of the Query's last stored message (`GET /messages`), or null.
@@ -76,8 +96,26 @@ pub struct Checkpoint {
 }
 
 /// The body of `PUT /queries/{namespace}/{name}/tool-calls/{toolCallId}`.
-#[derive(Debug, serde::Deserialize)]
+#[derive(Debug, serde::Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolCallMapping {
+    /// The MCP task (a UUID) that answers the tool call.
+    #[schema(format = Uuid)]
     pub task_id: String,
+}
+
+/// The reply to `PUT /queries/{namespace}/{name}/tool-calls/{toolCallId}`: the mapping as recorded.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MappedToolCall {
+    /// Which Query.
+    pub query: QueryName,
+    /// The tool call.
+    pub tool_call_id: String,
+    /// The task that answers it.
+    pub task_id: Uuid,
+    /// The task's question.
+    pub question_id: String,
+    /// The question's status.
+    pub status: QuestionStatus,
 }

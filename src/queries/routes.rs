@@ -1,20 +1,43 @@
-//! Handlers of the resume-state routes.
+//! Handlers of the resume-state routes. Each handler's `#[utoipa::path]` is its route and its OpenAPI
+//! description. The first segment is the Query's namespace; it is named `query_id` because the router
+//! shares it with `/queries/{query_id}/messages` (one name per segment).
 
 use axum::{
     Json,
     extract::{Path, State},
 };
-use serde_json::{Map, Value, json};
+use serde_json::Map;
 use uuid::Uuid;
 
 use super::{
-    model::{ResumeState, ToolCallMapping},
+    model::{MappedToolCall, QueryName, ResumeState, ToolCallMapping},
     resume,
 };
-use crate::{error::ApiError, http::extract::ApiJson, questions::tool_calls::Mapping, state::AppState, validate};
+use crate::{
+    error::{ApiError, ErrorBody},
+    http::extract::ApiJson,
+    questions::tool_calls::Mapping,
+    state::AppState,
+    validate,
+};
 
 /// `GET /queries/{namespace}/{name}/state`: 404 when the broker knows nothing of the Query (no question
 /// named it, it has no stream and no messages).
+#[utoipa::path(
+    get,
+    path = "/queries/{query_id}/{name}/state",
+    tag = "queries",
+    operation_id = "query_state",
+    params(
+        ("query_id" = String, Path, description = "The Query's namespace", min_length = 1, max_length = 512),
+        ("name" = String, Path, description = "The Query's name", min_length = 1, max_length = 512),
+    ),
+    responses(
+        (status = 200, description = "Its resume state", body = ResumeState),
+        (status = 400, description = "A bad namespace or name", body = ErrorBody),
+        (status = 404, description = "`Query not found`: the broker knows nothing of it", body = ErrorBody),
+    )
+)]
 pub async fn state(
     State(state): State<AppState>,
     Path((namespace, name)): Path<(String, String)>,
@@ -29,11 +52,30 @@ pub async fn state(
 
 /// `PUT /queries/{namespace}/{name}/tool-calls/{toolCallId}` `{"taskId"}`: records which task answers the
 /// tool call. Idempotent; 404 for an unknown task, 409 when the task belongs to another Query or tool call.
+#[utoipa::path(
+    put,
+    path = "/queries/{query_id}/{name}/tool-calls/{tool_call_id}",
+    tag = "queries",
+    operation_id = "map_tool_call",
+    params(
+        ("query_id" = String, Path, description = "The Query's namespace", min_length = 1, max_length = 512),
+        ("name" = String, Path, description = "The Query's name", min_length = 1, max_length = 512),
+        ("tool_call_id" = String, Path, description = "The LLM's tool call", min_length = 1, max_length = 512),
+    ),
+    request_body = ToolCallMapping,
+    responses(
+        (status = 200, description = "Recorded (or it was already)", body = MappedToolCall),
+        (status = 400, description = "A bad parameter or `taskId`, or the body is not JSON", body = ErrorBody),
+        (status = 404, description = "`Task not found`", body = ErrorBody),
+        (status = 409, description = "The task was asked by another Query, or already answers another tool call", body = ErrorBody),
+        (status = 415, description = "The body is not declared JSON", body = ErrorBody),
+    )
+)]
 pub async fn map_tool_call(
     State(state): State<AppState>,
     Path((namespace, name, tool_call_id)): Path<(String, String, String)>,
     ApiJson(body): ApiJson<ToolCallMapping>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<MappedToolCall>, ApiError> {
     validate::key("namespace", &namespace)?;
     validate::key("name", &name)?;
     validate::key("toolCallId", &tool_call_id)?;
@@ -41,13 +83,13 @@ pub async fn map_tool_call(
         ApiError::Validation(format!("taskId: expected a task id (a UUID), received '{}'", body.task_id))
     })?;
     match state.questions.map_tool_call(&namespace, &name, &tool_call_id, task_id).await? {
-        Mapping::Recorded(question) => Ok(Json(json!({
-            "query": {"namespace": namespace, "name": name},
-            "toolCallId": tool_call_id,
-            "taskId": task_id,
-            "questionId": question.id,
-            "status": question.status,
-        }))),
+        Mapping::Recorded(question) => Ok(Json(MappedToolCall {
+            query: QueryName { namespace, name },
+            tool_call_id,
+            task_id,
+            question_id: question.id,
+            status: question.status,
+        })),
         Mapping::UnknownTask => Err(ApiError::NotFound("Task not found".into())),
         Mapping::OtherQuery(query) => {
             let asked_by = match query {

@@ -13,17 +13,14 @@ pub mod watch_log;
 
 pub use store::{Change, QuestionStore};
 
-use axum::{
-    Router,
-    routing::{get, post},
-};
+use utoipa_axum::{router::OpenApiRouter, routes};
 
 use crate::state::AppState;
 
 /// The questions routes.
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/questions", get(routes::list).post(routes::create))
-        .route("/questions/{id}", get(routes::get).patch(routes::answer).delete(routes::cancel))
-        .route("/questions/{id}/answer", post(routes::answer))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(routes::list, routes::create))
+        .routes(routes!(routes::get, routes::answer, routes::cancel))
+        .routes(routes!(routes::post_answer))
 }

@@ -3,9 +3,13 @@
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::{error::ApiError, http::reply::iso_timestamp};
+use crate::{
+    error::{ApiError, ErrorObject},
+    http::reply::iso_timestamp,
+};
 
 /// Longest `ttlSeconds` accepted (a year).
 const MAX_TTL_SECONDS: i64 = 365 * 24 * 3600;
@@ -17,7 +21,7 @@ const MAX_OPTIONS: usize = 10;
 const MAX_OPTION_CHARS: usize = 75;
 
 /// Where a question is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum QuestionStatus {
     /// Waiting for an answer.
@@ -81,47 +85,107 @@ pub struct QuestionRow {
 }
 
 /// The Query that asked, when known.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct QueryRef {
     /// Its namespace (may be unknown).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1, max_length = 512)]
     pub namespace: Option<String>,
     /// Its name.
+    #[schema(min_length = 1, max_length = 512)]
     pub name: String,
 }
 
+/// One channel delivery of a question, as the API shows it (written by the outbox's SQL).
+#[derive(Debug, ToSchema)]
+#[schema(rename_all = "camelCase")]
+#[allow(dead_code)]
+pub struct Delivery {
+    /// The channel entry, e.g. `slack:#ops`.
+    channel: String,
+    /// Where it stands.
+    status: DeliveryStatus,
+    /// Sends tried so far.
+    attempts: i64,
+    /// The message or comment, once delivered.
+    #[schema(nullable = false)]
+    url: Option<String>,
+    /// The last failure.
+    #[schema(nullable = false)]
+    error: Option<String>,
+    /// When it was delivered (ISO 8601).
+    #[schema(nullable = false)]
+    delivered_at: Option<String>,
+}
+
+/// [`Delivery::status`].
+#[derive(Debug, ToSchema)]
+#[schema(rename_all = "lowercase")]
+pub enum DeliveryStatus {
+    /// Not sent yet, or being retried.
+    Pending,
+    /// Sent.
+    Delivered,
+    /// Given up.
+    Failed,
+}
+
 /// A question as the API shows it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Question {
+    /// Its id.
     pub id: String,
+    /// Who asks: `ark://agents|users|teams|channels/<name>`.
     pub sender: String,
+    /// Who is asked: `ark://agents|users|teams|channels/<name>`.
     pub recipient: String,
+    /// Where else it is delivered (`slack:<channel>`, `github:<owner>/<repo>#<number>`).
     pub channels: Vec<String>,
     /// Short answers offered as buttons.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub options: Vec<String>,
-    /// Where each channel delivery stands: `{channel, status, attempts, url?, error?, deliveredAt?}`.
+    /// Where each channel delivery stands.
     #[serde(skip_serializing_if = "no_deliveries")]
+    #[schema(value_type = Vec<Delivery>)]
     pub deliveries: serde_json::Value,
+    /// The question.
     pub content: String,
+    /// Where it is in its life.
     pub status: QuestionStatus,
+    /// The answer.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub response: Option<String>,
+    /// Who answered.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub answered_by: Option<String>,
+    /// When it was asked (ISO 8601).
     pub created_at: String,
+    /// When it was answered.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub answered_at: Option<String>,
+    /// When it stopped being pending.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub closed_at: Option<String>,
+    /// When it expires unless answered.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub expires_at: Option<String>,
+    /// The asking Query.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub query: Option<QueryRef>,
+    /// The tool call that asked.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub tool_call_id: Option<String>,
+    /// The MCP task waiting for it.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub task_id: Option<Uuid>,
     /// The version of the last change, a string as in Kubernetes.
     pub resource_version: String,
@@ -177,20 +241,26 @@ impl From<QuestionRow> for Question {
 }
 
 /// The body of `POST /questions` (and what the MCP tool fills in).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NewQuestion {
     /// `ark://agents|users|teams|channels/<name>`.
+    #[schema(pattern = "^ark://(agents|users|teams|channels)/[^/\\s]{1,253}$")]
     pub sender: String,
     /// `ark://agents|users|teams|channels/<name>`.
+    #[schema(pattern = "^ark://(agents|users|teams|channels)/[^/\\s]{1,253}$")]
     pub recipient: String,
-    /// The question.
+    /// The question (Markdown on the page).
+    #[schema(min_length = 1)]
     pub content: String,
-    /// Where to deliver it besides the API and the page: `slack:<channel>`, `github:<owner>/<repo>#<number>`.
+    /// Where to deliver it besides the API and the page: `slack:<channel>`, `github:<owner>/<repo>#<number>`
+    /// (each kind needs its token; others are a 400).
     #[serde(default)]
+    #[schema(max_items = 16)]
     pub channels: Vec<String>,
-    /// Short answers offered as buttons (e.g. `["Yes, proceed", "No, cancel"]`).
+    /// Short answers offered as buttons (e.g. `["Yes, proceed", "No, cancel"]`), 1 to 75 characters each.
     #[serde(default)]
+    #[schema(max_items = 10)]
     pub options: Vec<String>,
     /// The asking Query.
     #[serde(default)]
@@ -198,8 +268,9 @@ pub struct NewQuestion {
     /// The tool call that asked.
     #[serde(default)]
     pub tool_call_id: Option<String>,
-    /// Seconds until a pending question expires.
+    /// Seconds until a pending question expires (at most a year).
     #[serde(default)]
+    #[schema(minimum = 1, maximum = 31_536_000)]
     pub ttl_seconds: Option<i64>,
     /// The MCP task waiting for it (set by the MCP server, not by REST clients).
     #[serde(skip)]
@@ -256,11 +327,22 @@ impl NewQuestion {
     }
 }
 
+/// The body of a 409 on a question: the error, and the question as it is (who answered first, and what).
+#[derive(Debug, ToSchema)]
+#[allow(dead_code)]
+pub struct QuestionConflict {
+    /// What conflicted (`CONFLICT`).
+    error: ErrorObject,
+    /// The question as stored.
+    question: Question,
+}
+
 /// The body of `PATCH /questions/{id}` and `POST /questions/{id}/answer`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Answer {
     /// The answer.
+    #[schema(min_length = 1)]
     pub response: String,
     /// Who answered (a user, or a channel's identity).
     #[serde(default)]

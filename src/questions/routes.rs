@@ -1,4 +1,5 @@
-//! Handlers of the questions REST API.
+//! Handlers of the questions REST API. Each handler's `#[utoipa::path]` is its route and its OpenAPI
+//! description.
 
 use axum::{
     Extension, Json,
@@ -7,48 +8,82 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
 
 use super::{
-    model::{Answer, NewQuestion, Question, QuestionStatus},
+    model::{Answer, NewQuestion, Question, QuestionConflict, QuestionStatus},
     store::{Change, QuestionFilter},
     watch,
 };
 use crate::{
     auth::Principal,
-    error::ApiError,
+    error::{ApiError, ErrorBody},
     http::{
         extract::{ApiJson, ApiQuery},
-        params::{PageRequest, flag},
+        params::{Flag, PageRequest, flag},
+        sse::SseEvent,
     },
     state::AppState,
 };
 
-/// Parameters of `GET /questions`.
-#[derive(Debug, Deserialize)]
+/// Parameters of `GET /questions` (an empty value means "any").
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ListParams {
+    /// Only questions with this status.
+    #[param(value_type = Option<QuestionStatus>, inline)]
     status: Option<String>,
+    /// Only questions to this `ark://` address.
     recipient: Option<String>,
+    /// Only questions from this `ark://` address.
     sender: Option<String>,
+    /// Page size, 1 to 1000; with it (or `cursor`) the reply has `hasMore` and `nextCursor`.
+    #[param(value_type = Option<i64>, minimum = 1, maximum = 1000)]
     limit: Option<String>,
+    /// Only questions created after this one (the previous page's `nextCursor`).
+    #[param(value_type = Option<i64>, minimum = 0)]
     cursor: Option<String>,
+    /// `true`: a `text/event-stream` of changes (`event:` the change, `id:` the resourceVersion, `data:` the
+    /// question).
+    #[param(value_type = Option<Flag>, inline)]
     watch: Option<String>,
+    /// Watch: resume after this version (else after `Last-Event-ID`, else from now).
     #[serde(rename = "resourceVersion")]
+    #[param(rename = "resourceVersion", value_type = Option<i64>, minimum = 0)]
     resource_version: Option<String>,
 }
 
 /// `{"resourceVersion":"N","items":[…]}`, plus the page fields when the request was paginated.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 struct QuestionList {
+    /// The version the list is as of (a watch resumes after it).
     #[serde(rename = "resourceVersion")]
     resource_version: String,
+    /// The questions, oldest first.
     items: Vec<Question>,
+    /// With `limit` or `cursor`: whether more follow.
     #[serde(rename = "hasMore", skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     has_more: Option<bool>,
+    /// With `limit` or `cursor`, when more follow: the next page's `cursor`.
     #[serde(rename = "nextCursor", skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     next_cursor: Option<i64>,
 }
 
 /// `POST /questions`: 201 with the stored question.
+#[utoipa::path(
+    post,
+    path = "/questions",
+    tag = "questions",
+    operation_id = "create_question",
+    request_body = NewQuestion,
+    responses(
+        (status = 201, description = "Stored and announced", body = Question),
+        (status = 400, description = "A field is missing or wrong, a channel cannot be reached, or the body is not JSON", body = ErrorBody),
+        (status = 415, description = "The body is not declared JSON", body = ErrorBody),
+    )
+)]
 pub async fn create(
     State(state): State<AppState>,
     principal: Option<Extension<Principal>>,
@@ -63,6 +98,19 @@ pub async fn create(
 }
 
 /// `GET /questions`: the list with its resourceVersion, or with `watch=true` the change stream.
+#[utoipa::path(
+    get,
+    path = "/questions",
+    tag = "questions",
+    operation_id = "list_questions",
+    params(ListParams, ("Last-Event-ID" = Option<String>, Header, description = "Watch: resume after this version")),
+    responses(
+        (status = 200, description = "The questions; with `watch=true` one event per change (`question_created`, `question_answered`, `question_cancelled`, `question_expired`, `question_updated`)",
+            content((QuestionList = "application/json"), (SseEvent = "text/event-stream"))),
+        (status = 400, description = "A bad `status`, `limit`, `cursor`, `watch` or `resourceVersion`", body = ErrorBody),
+        (status = 410, description = "The watch log no longer keeps `resourceVersion`: list again", body = ErrorBody),
+    )
+)]
 pub async fn list(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -99,13 +147,34 @@ pub async fn list(
     Ok(Json(list).into_response())
 }
 
-/// `GET /questions/{id}`.
+/// `GET /questions/{id}`: one question.
+#[utoipa::path(get, path = "/questions/{id}", tag = "questions", operation_id = "get_question",
+    params(("id" = String, Path, description = "The question")),
+    responses(
+        (status = 200, description = "The question", body = Question),
+        (status = 404, description = "`Question not found`", body = ErrorBody),
+    ))]
 pub async fn get(State(state): State<AppState>, Path(id): Path<String>) -> Result<Json<Question>, ApiError> {
     state.questions.get(&id).await?.map(Json).ok_or_else(not_found)
 }
 
-/// `PATCH /questions/{id}` and `POST /questions/{id}/answer`: the first answer wins, later ones get 409. Who
-/// answered is the authenticated principal (or the person a trusted proxy names) when there is one.
+/// `PATCH /questions/{id}`: answers it; the first answer wins, later ones get 409. Who answered is the
+/// authenticated principal (or the person a trusted proxy names) when there is one.
+#[utoipa::path(
+    patch,
+    path = "/questions/{id}",
+    tag = "questions",
+    operation_id = "answer_question",
+    params(("id" = String, Path, description = "The question")),
+    request_body = Answer,
+    responses(
+        (status = 200, description = "Answered", body = Question),
+        (status = 400, description = "`response` is missing or empty, or the body is not JSON", body = ErrorBody),
+        (status = 404, description = "`Question not found`", body = ErrorBody),
+        (status = 409, description = "Answered, cancelled or expired already: the question as it is", body = QuestionConflict),
+        (status = 415, description = "The body is not declared JSON", body = ErrorBody),
+    )
+)]
 pub async fn answer(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -120,7 +189,39 @@ pub async fn answer(
     into_reply(change)
 }
 
+/// `POST /questions/{id}/answer`: the same as `PATCH /questions/{id}`.
+#[utoipa::path(
+    post,
+    path = "/questions/{id}/answer",
+    tag = "questions",
+    operation_id = "post_answer",
+    params(("id" = String, Path, description = "The question")),
+    request_body = Answer,
+    responses(
+        (status = 200, description = "Answered", body = Question),
+        (status = 400, description = "`response` is missing or empty, or the body is not JSON", body = ErrorBody),
+        (status = 404, description = "`Question not found`", body = ErrorBody),
+        (status = 409, description = "Answered, cancelled or expired already: the question as it is", body = QuestionConflict),
+        (status = 415, description = "The body is not declared JSON", body = ErrorBody),
+    )
+)]
+pub async fn post_answer(
+    state: State<AppState>,
+    id: Path<String>,
+    principal: Option<Extension<Principal>>,
+    body: ApiJson<Answer>,
+) -> Result<Json<Question>, ApiError> {
+    answer(state, id, principal, body).await
+}
+
 /// `DELETE /questions/{id}`: cancels a pending question (the row stays).
+#[utoipa::path(delete, path = "/questions/{id}", tag = "questions", operation_id = "cancel_question",
+    params(("id" = String, Path, description = "The question")),
+    responses(
+        (status = 200, description = "Cancelled", body = Question),
+        (status = 404, description = "`Question not found`", body = ErrorBody),
+        (status = 409, description = "Answered, cancelled or expired already: the question as it is", body = QuestionConflict),
+    ))]
 pub async fn cancel(State(state): State<AppState>, Path(id): Path<String>) -> Result<Json<Question>, ApiError> {
     into_reply(state.questions.cancel(&id).await?)
 }

@@ -11,13 +11,11 @@ mod watch;
 
 pub use store::SessionStore;
 
-use axum::{Router, routing::get};
+use utoipa_axum::{router::OpenApiRouter, routes};
 
 use crate::state::AppState;
 
 /// The `/sessions` routes.
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/sessions", get(routes::list).post(routes::post).delete(routes::purge))
-        .route("/sessions/{id}", get(routes::get_one))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(routes::list, routes::post, routes::purge)).routes(routes!(routes::get_one))
 }

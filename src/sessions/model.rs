@@ -3,6 +3,7 @@
 
 use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
 use serde::{Deserialize, Serialize, ser::SerializeMap};
+use utoipa::{IntoParams, ToSchema};
 
 use super::rules::{ConversationSummary, Participant, Phase, QueryState, SessionState, Status};
 use crate::{
@@ -12,17 +13,27 @@ use crate::{
 };
 
 /// A session as upstream serves it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionEntry {
+    /// Its id.
     session_id: String,
+    /// The id without a `session-` prefix.
     name: String,
+    /// Its queries by name, in the order they joined.
+    #[schema(value_type = std::collections::HashMap<String, QueryEntry>)]
     queries: Queries,
+    /// Derived from the queries' phases.
     status: Status,
+    /// Queries in `error`.
     error_count: usize,
+    /// Who took part.
     participants: Vec<Participant>,
+    /// Its conversations.
     conversations: Vec<ConversationSummary>,
+    /// When it was first seen (ISO 8601).
     created_at: String,
+    /// When it last changed (ISO 8601).
     last_activity: String,
 }
 
@@ -41,9 +52,9 @@ impl Serialize for Queries {
 }
 
 /// One query of a session as upstream serves it (absent fields are left out).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-struct QueryEntry {
+pub struct QueryEntry {
     name: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     namespace: Option<String>,
@@ -108,29 +119,46 @@ impl SessionEntry {
 }
 
 /// `{"sessions":{"<id>":SessionEntry,…}}`, in the order the sessions were created.
-#[derive(Debug)]
-pub struct WholeStore(pub Vec<SessionEntry>);
+#[derive(Debug, Serialize, ToSchema)]
+pub struct WholeStore {
+    /// Every session, by id.
+    #[schema(value_type = std::collections::HashMap<String, SessionEntry>)]
+    sessions: Sessions,
+}
 
-impl Serialize for WholeStore {
+impl WholeStore {
+    /// The store of `sessions`.
+    pub fn new(sessions: Vec<SessionEntry>) -> Self {
+        WholeStore { sessions: Sessions(sessions) }
+    }
+}
+
+/// Sessions as a JSON object keyed by id, in their order.
+#[derive(Debug)]
+struct Sessions(Vec<SessionEntry>);
+
+impl Serialize for Sessions {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        struct Sessions<'a>(&'a [SessionEntry]);
-        impl Serialize for Sessions<'_> {
-            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-                let mut map = serializer.serialize_map(Some(self.0.len()))?;
-                for entry in self.0 {
-                    map.serialize_entry(&entry.session_id, entry)?;
-                }
-                map.end()
-            }
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for entry in &self.0 {
+            map.serialize_entry(&entry.session_id, entry)?;
         }
-        let mut map = serializer.serialize_map(Some(1))?;
-        map.serialize_entry("sessions", &Sessions(&self.0))?;
         map.end()
     }
 }
 
+/// What `GET /sessions` answers without `watch`: the whole store, or a page when `limit` or `cursor` is set.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum SessionList {
+    /// Without `limit` and `cursor`.
+    Whole(WholeStore),
+    /// With `limit` or `cursor`.
+    Page(SessionPage),
+}
+
 /// How many sessions match a page's filters, in total and per status.
-#[derive(Debug, Clone, Copy, Default, Serialize)]
+#[derive(Debug, Clone, Copy, Default, Serialize, ToSchema)]
 pub struct StatusCounts {
     /// Sessions with a query pending or running.
     pub active: i64,
@@ -141,7 +169,7 @@ pub struct StatusCounts {
 }
 
 /// A page of sessions: upstream's envelope (`nextCursor` is an offset here) with `statusCounts`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionPage {
     /// The sessions, `total` matching, and where the next page starts.
@@ -200,30 +228,61 @@ impl FeedRow for SessionChange {
 }
 
 /// The query parameters of `GET /sessions`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct SessionParams {
-    /// `true` switches to SSE.
+    /// `true`: a `text/event-stream` of every session, then `{"sessionId","session"}` whenever one changes.
+    #[param(value_type = Option<crate::http::params::Flag>, inline)]
     pub watch: Option<String>,
     /// Only this session (watch).
     pub session_id: Option<String>,
     /// Only sessions with this status.
+    #[param(value_type = Option<Status>, inline)]
     pub status: Option<String>,
-    /// `date`, `name` or `conversations`.
+    /// The sort key (default: creation order).
+    #[param(value_type = Option<SortKey>, inline)]
     pub sort: Option<String>,
-    /// `asc` or `desc` (default).
+    /// The sort order (default `desc`).
+    #[param(value_type = Option<SortOrder>, inline)]
     pub order: Option<String>,
-    /// Only sessions active at or after this time.
+    /// Only sessions active at or after this time (RFC 3339, or a date).
     #[serde(rename = "dateFrom")]
+    #[param(rename = "dateFrom")]
     pub date_from: Option<String>,
-    /// Only sessions active at or before this time.
+    /// Only sessions active at or before this time (RFC 3339, or a date).
     #[serde(rename = "dateTo")]
+    #[param(rename = "dateTo")]
     pub date_to: Option<String>,
     /// Case-insensitive text in the id, the name, or a query's agent, team or tool.
     pub search: Option<String>,
-    /// Page size.
+    /// Page size, 1 to 1000 (default 100); with it (or `cursor`) the reply is a page.
+    #[param(value_type = Option<i64>, minimum = 1, maximum = 1000)]
     pub limit: Option<String>,
-    /// Offset into the filtered, sorted list.
+    /// Offset into the filtered, sorted list (the previous page's `nextCursor`).
+    #[param(value_type = Option<i64>, minimum = 0)]
     pub cursor: Option<String>,
+}
+
+/// What `sort` takes.
+#[derive(Debug, Clone, Copy, ToSchema)]
+#[schema(rename_all = "lowercase")]
+pub enum SortKey {
+    /// The last activity.
+    Date,
+    /// The name.
+    Name,
+    /// The number of conversations.
+    Conversations,
+}
+
+/// What `order` takes.
+#[derive(Debug, Clone, Copy, ToSchema)]
+#[schema(rename_all = "lowercase")]
+pub enum SortOrder {
+    /// Ascending.
+    Asc,
+    /// Descending.
+    Desc,
 }
 
 /// What a page of sessions covers, checked.
@@ -299,11 +358,13 @@ fn date(name: &str, raw: Option<&str>) -> Result<Option<DateTime<Utc>>, ApiError
     parsed.map(Some).ok_or_else(|| ApiError::Validation(format!("{name}: Invalid date '{raw}'")))
 }
 
-/// The body of `POST /sessions`: an event's data with at least a `sessionId`.
-#[derive(Debug, Deserialize)]
+/// The body of `POST /sessions`: an event's data with at least a `sessionId` (with `queryName` it is
+/// applied as an event's data would be, `_reason` standing for the event's reason).
+#[derive(Debug, Deserialize, ToSchema)]
 pub struct PostSession {
     /// The session.
     #[serde(rename = "sessionId")]
+    #[schema(min_length = 1, max_length = 512)]
     pub session_id: String,
 }
 

@@ -1,4 +1,5 @@
-//! Handlers of `/sessions`: parse, make one store call, answer in upstream's shapes.
+//! Handlers of `/sessions`: parse, make one store call, answer in upstream's shapes. Each handler's
+//! `#[utoipa::path]` is its route and its OpenAPI description.
 
 use axum::{
     Json,
@@ -6,25 +7,38 @@ use axum::{
     http::StatusCode,
     response::{IntoResponse, Response},
 };
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::{
-    model::{PostSession, SessionPage, SessionParams, WholeStore},
+    model::{PostSession, SessionEntry, SessionList, SessionPage, SessionParams, WholeStore},
     rules::SessionEvent,
     watch,
 };
 use crate::{
-    error::ApiError,
+    error::{ApiError, ErrorBody},
     http::{
         extract::{ApiQuery, from_body, json_body},
         params::{Page, PageRequest, flag},
-        reply::StatusMessage,
+        reply::{StatusMessage, Success},
+        sse::SseEvent,
     },
     state::AppState,
 };
 
 /// `GET /sessions`: the whole store; with `limit` or `cursor` a filtered, sorted page with `statusCounts`
 /// (the cursor is an offset, as upstream's); with `watch=true` an SSE feed of every session, then changes.
+#[utoipa::path(
+    get,
+    path = "/sessions",
+    tag = "sessions",
+    operation_id = "list_sessions",
+    params(SessionParams),
+    responses(
+        (status = 200, description = "Every session by id; with `limit` or `cursor` a page; with `watch=true` one `data:` frame `{\"sessionId\",\"session\"}` per session, then per change",
+            content((SessionList = "application/json"), (SseEvent = "text/event-stream"))),
+        (status = 400, description = "A bad `status`, `sort`, `order`, `dateFrom`, `dateTo`, `limit`, `cursor` or `watch`", body = ErrorBody),
+    )
+)]
 pub async fn list(
     State(state): State<AppState>,
     ApiQuery(params): ApiQuery<SessionParams>,
@@ -34,7 +48,7 @@ pub async fn list(
         return Ok(watch::respond(&state, params.session_id));
     }
     if !params.wants_page() {
-        return Ok(Json(WholeStore(state.sessions.all().await?)).into_response());
+        return Ok(Json(SessionList::Whole(WholeStore::new(state.sessions.all().await?))).into_response());
     }
     let page = PageRequest::parse(params.limit.as_deref(), params.cursor.as_deref())?;
     let (items, total, status_counts) = state.sessions.page(&filter, page.cursor, page.limit).await?;
@@ -42,10 +56,16 @@ pub async fn list(
     let has_more = end < total;
     let next_cursor = has_more.then_some(end);
     let page = Page { items, total: Some(total), has_more, next_cursor };
-    Ok(Json(SessionPage { page, status_counts }).into_response())
+    Ok(Json(SessionList::Page(SessionPage { page, status_counts })).into_response())
 }
 
-/// `GET /sessions/{id}`.
+/// `GET /sessions/{id}`: one session.
+#[utoipa::path(get, path = "/sessions/{id}", tag = "sessions", operation_id = "get_session",
+    params(("id" = String, Path, description = "The session id")),
+    responses(
+        (status = 200, description = "The session", body = SessionEntry),
+        (status = 404, description = "`Session not found`", body = ErrorBody),
+    ))]
 pub async fn get_one(State(state): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
     match state.sessions.get(&id).await? {
         Some(entry) => Ok(Json(entry).into_response()),
@@ -54,6 +74,18 @@ pub async fn get_one(State(state): State<AppState>, Path(id): Path<String>) -> R
 }
 
 /// `POST /sessions`: `{sessionId, queryName, …}` applied as an event's data would be; 201.
+#[utoipa::path(
+    post,
+    path = "/sessions",
+    tag = "sessions",
+    operation_id = "post_session",
+    request_body = PostSession,
+    responses(
+        (status = 201, description = "Applied (data without a `queryName` leaves the session as it is)", body = Success),
+        (status = 400, description = "`sessionId` is missing or wrong, or the body is not JSON", body = ErrorBody),
+        (status = 415, description = "The body is not declared JSON", body = ErrorBody),
+    )
+)]
 pub async fn post(State(state): State<AppState>, request: axum::extract::Request) -> Result<Response, ApiError> {
     let body: Value = json_body(request, &()).await?;
     let PostSession { session_id } = from_body(&body)?;
@@ -64,10 +96,12 @@ pub async fn post(State(state): State<AppState>, request: axum::extract::Request
     if let Some(event) = SessionEvent::from_data(&data, &reason) {
         state.sessions.apply(&event).await?;
     }
-    Ok((StatusCode::CREATED, Json(json!({"status": "success"}))).into_response())
+    Ok((StatusCode::CREATED, Json(Success::new())).into_response())
 }
 
-/// `DELETE /sessions`.
+/// `DELETE /sessions`: every session.
+#[utoipa::path(delete, path = "/sessions", tag = "sessions", operation_id = "purge_sessions",
+    responses((status = 200, description = "`Sessions purged`", body = StatusMessage)))]
 pub async fn purge(State(state): State<AppState>) -> Result<Json<StatusMessage>, ApiError> {
     state.sessions.delete_all().await?;
     Ok(Json(StatusMessage::success("Sessions purged")))

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 pub use super::event::SessionEvent;
 
 /// A query's lifecycle phase, derived from its events.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, sqlx::Type)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, sqlx::Type, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 #[sqlx(type_name = "text", rename_all = "lowercase")]
 pub enum Phase {
@@ -28,7 +28,7 @@ pub enum Phase {
 }
 
 /// A session's status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, sqlx::Type)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, sqlx::Type, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 #[sqlx(type_name = "text", rename_all = "lowercase")]
 pub enum Status {
@@ -41,7 +41,7 @@ pub enum Status {
 }
 
 /// What a participant (or a conversation's first participant) is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ParticipantType {
     /// An agent.
@@ -82,7 +82,7 @@ pub struct QueryState {
 }
 
 /// A conversation of a session, derived from its queries.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ConversationSummary {
     /// The conversation.
@@ -104,7 +104,7 @@ pub struct ConversationSummary {
 }
 
 /// A participant of a session.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Participant {
     /// Its name.
     pub id: String,

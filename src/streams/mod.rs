@@ -19,17 +19,14 @@ pub mod writer;
 pub use store::ChunkStore;
 pub use writer::ChunkWriter;
 
-use axum::{
-    Router,
-    routing::{get, post},
-};
+use utoipa_axum::{router::OpenApiRouter, routes};
 
 use crate::state::AppState;
 
 /// The chunk-stream routes.
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/stream", get(routes::list).delete(routes::purge))
-        .route("/stream/{id}", get(routes::read).post(routes::ingest))
-        .route("/stream/{id}/complete", post(routes::complete))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(routes::list, routes::purge))
+        .routes(routes!(routes::read, routes::ingest))
+        .routes(routes!(routes::complete))
 }

@@ -3,6 +3,7 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::value::RawValue;
+use utoipa::ToSchema;
 
 use super::typed::EventType;
 use crate::http::reply::iso_timestamp;
@@ -57,21 +58,64 @@ pub struct Line {
 }
 
 /// Upstream's raw item `{"sequenceNumber","timestamp","data":{"queryId","chunk"[,"complete"]}}`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct BrokerItem {
+    /// Its position in the global chunk feed; the page cursor.
     #[serde(rename = "sequenceNumber")]
     sequence_number: i64,
+    /// When it was stored (ISO 8601).
     timestamp: String,
+    /// The chunk and its stream.
     data: BrokerItemData,
 }
 
-#[derive(Debug, Serialize)]
-struct BrokerItemData {
+/// What a [`BrokerItem`] carries.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BrokerItemData {
+    /// The stream (the Query's name).
     #[serde(rename = "queryId")]
     query_id: String,
+    /// The chunk as posted (`"[DONE]"` for the completion marker).
+    #[schema(value_type = serde_json::Value)]
     chunk: Box<RawValue>,
+    /// `true` on the completion marker (absent otherwise).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     complete: bool,
+}
+
+/// The reply to `POST /stream/{id}`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Processed {
+    /// Always `stream_processed`.
+    #[schema(value_type = String, pattern = "^stream_processed$")]
+    pub status: &'static str,
+    /// The stream.
+    pub query: String,
+    /// Lines handed over: every complete line of the body.
+    pub chunks_received: usize,
+    /// Lines stored: always the request's first ones.
+    pub chunks_stored: usize,
+    /// Lines skipped: not JSON, too long, a typed event without its fields, or what Postgres cannot store.
+    pub invalid_lines: u64,
+}
+
+/// The reply to `POST /stream/{id}/complete`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Completed {
+    /// Whether this call completed it or an earlier one had.
+    pub status: CompletionStatus,
+    /// The stream.
+    pub query: String,
+}
+
+/// [`Completed::status`].
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CompletionStatus {
+    /// The marker was appended now.
+    Completed,
+    /// It had been completed before.
+    AlreadyCompleted,
 }
 
 impl BrokerItem {

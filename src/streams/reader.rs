@@ -36,7 +36,8 @@ pub struct ReadOptions {
 }
 
 /// What `GET /stream/{id}` sends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, utoipa::ToSchema)]
+#[schema(rename_all = "lowercase")]
 pub enum Format {
     /// The chunks exactly as stored (upstream's bytes); typed events are left out.
     OpenAi,

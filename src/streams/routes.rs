@@ -1,4 +1,5 @@
-//! Handlers of the chunk-stream routes.
+//! Handlers of the chunk-stream routes. Each handler's `#[utoipa::path]` is its route and its OpenAPI
+//! description.
 
 use std::{collections::VecDeque, sync::Arc, time::Duration};
 
@@ -10,21 +11,22 @@ use axum::{
 };
 use futures::StreamExt;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use utoipa::IntoParams;
 
 use super::{
     budget::BudgetShare,
-    model::{BrokerItem, Completion, Line},
+    model::{BrokerItem, Completed, Completion, CompletionStatus, Line, Processed},
     ndjson::NdjsonLines,
     reader::{self, Format, ReadOptions},
     writer::{Ack, Request},
 };
 use crate::{
-    error::ApiError,
+    error::{ApiError, ErrorBody},
     http::{
         extract::ApiQuery,
-        params::{ListParams, Page, PageRequest, flag},
+        params::{Flag, ListParams, Page, PageRequest, flag},
         reply::StatusMessage,
+        sse::SseEvent,
     },
     idempotency::{IdempotencyKey, KeyHeader, KeyState, StoredReply},
     state::AppState,
@@ -40,6 +42,25 @@ const MAX_PENDING_ACKS: usize = 64;
 /// lines beyond those an earlier attempt stored, and once one attempt has answered, retries get its reply.
 /// While the replica's budget for partly received lines is used up, it answers 503 before reading anything
 /// ([`super::budget`]).
+#[utoipa::path(
+    post,
+    path = "/stream/{id}",
+    tag = "streams",
+    operation_id = "post_chunks",
+    params(
+        ("id" = String, Path, description = "The stream (the Query's name)", min_length = 1, max_length = 512),
+        ("Idempotency-Key" = Option<String>, Header, description = "1 to 255 visible ASCII characters: a retry within 24 h stores only the lines beyond those stored"),
+    ),
+    request_body(content = String, content_type = "application/x-ndjson",
+        description = "NDJSON: one OpenAI chunk (or typed event) per line; lines that are not JSON are skipped and counted"),
+    responses(
+        (status = 200, description = "Every received line is stored or skipped", body = Processed),
+        (status = 400, description = "A bad id or `Idempotency-Key`, or the body broke off", body = ErrorBody),
+        (status = 422, description = "The `Idempotency-Key` was first used for another stream or body", body = ErrorBody),
+        (status = 503, description = "Stopped early (draining, a failed write, the NDJSON budget used up): the body's `chunks_stored`, next to `error`, says how many of the first lines are stored; send the rest again",
+            body = ErrorBody, headers(("Retry-After" = i64, description = "Always 1"))),
+    )
+)]
 pub async fn ingest(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -65,14 +86,14 @@ pub async fn ingest(
     if ingest.lines.invalid() > 0 {
         tracing::warn!(stream.id = %id, invalid_lines = ingest.lines.invalid(), "skipped lines that are not JSON");
     }
-    let body = json!({
-        "status": "stream_processed",
-        "query": id,
-        "chunks_received": ingest.received,
-        "chunks_stored": ingest.stored,
-        "invalid_lines": ingest.lines.invalid(),
-    });
-    let reply = StoredReply { status: 200, body: Some(body) };
+    let processed = Processed {
+        status: "stream_processed",
+        query: id,
+        chunks_received: ingest.received,
+        chunks_stored: ingest.stored,
+        invalid_lines: ingest.lines.invalid(),
+    };
+    let reply = StoredReply { status: 200, body: serde_json::to_value(processed).ok() };
     match &key {
         Some(key) => match state.chunks.finish_key(key, &reply).await {
             Ok(standing) => Ok(standing.into_response()),
@@ -216,30 +237,50 @@ fn not_stored() -> ApiError {
     ApiError::Unavailable("chunks could not be stored; retry".into())
 }
 
-/// `POST /stream/{id}/complete`.
-pub async fn complete(State(state): State<AppState>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+/// `POST /stream/{id}/complete`: appends the completion marker; readers get `[DONE]`.
+#[utoipa::path(
+    post,
+    path = "/stream/{id}/complete",
+    tag = "streams",
+    operation_id = "complete_stream",
+    params(("id" = String, Path, description = "The stream (the Query's name)", min_length = 1, max_length = 512)),
+    responses(
+        (status = 200, description = "Completed now, or before", body = Completed),
+        (status = 400, description = "A bad id", body = ErrorBody),
+        (status = 404, description = "`Stream not found`: nothing was ever written to it", body = ErrorBody),
+    )
+)]
+pub async fn complete(State(state): State<AppState>, Path(id): Path<String>) -> Result<Json<Completed>, ApiError> {
     validate::key("query", &id)?;
     let status = match state.chunks.complete(&id).await? {
-        Completion::Completed => "completed",
-        Completion::AlreadyCompleted => "already_completed",
+        Completion::Completed => CompletionStatus::Completed,
+        Completion::AlreadyCompleted => CompletionStatus::AlreadyCompleted,
         Completion::NotFound => return Err(ApiError::NotFound("Stream not found".into())),
     };
-    Ok(Json(json!({"status": status, "query": id})))
+    Ok(Json(Completed { status, query: id }))
 }
 
 /// Parameters of `GET /stream/{id}`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ReadParams {
+    /// `true` replays the stored chunks first; otherwise only new ones are sent.
     #[serde(rename = "from-beginning")]
+    #[param(rename = "from-beginning", value_type = Option<Flag>, inline)]
     from_beginning: Option<String>,
+    /// Seconds (1 to 300; clamped) to wait for a live chunk before ending with upstream's timeout frame.
     #[serde(rename = "wait-for-query")]
+    #[param(rename = "wait-for-query", value_type = Option<f64>)]
     wait_for_query: Option<String>,
     /// Accepted for compatibility; upstream parses it and never uses it.
     #[serde(rename = "max-chunk-size")]
+    #[param(rename = "max-chunk-size")]
     _max_chunk_size: Option<String>,
-    /// `openai` (the default) or `unified`.
+    /// `openai` (the default: the chunks as stored) or `unified` (typed events).
+    #[param(value_type = Option<Format>, inline)]
     format: Option<String>,
     /// `unified=true` is `format=unified` (seed 002 names both).
+    #[param(value_type = Option<Flag>, inline)]
     unified: Option<String>,
 }
 
@@ -258,6 +299,18 @@ impl ReadParams {
 }
 
 /// `GET /stream/{id}`: SSE of one stream's chunks.
+#[utoipa::path(
+    get,
+    path = "/stream/{id}",
+    tag = "streams",
+    operation_id = "read_stream",
+    params(("id" = String, Path, description = "The stream (the Query's name)", min_length = 1, max_length = 512), ReadParams),
+    responses(
+        (status = 200, description = "One `data:` frame per chunk (or typed event with `format=unified`), `[DONE]` after the completion marker or an error chunk; open until then",
+            body = SseEvent, content_type = "text/event-stream"),
+        (status = 400, description = "A bad id, flag, `format` or `wait-for-query`", body = ErrorBody),
+    )
+)]
 pub async fn read(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -279,6 +332,18 @@ fn parse_wait(raw: &str) -> Result<Duration, ApiError> {
 }
 
 /// `GET /stream`: a page of raw items, or with `watch=true` the SSE feed of every new chunk.
+#[utoipa::path(
+    get,
+    path = "/stream",
+    tag = "streams",
+    operation_id = "list_chunks",
+    params(ListParams),
+    responses(
+        (status = 200, description = "A page of raw items of every stream, oldest first (typed events left out); with `watch=true` one `data:` frame per new chunk",
+            content((Page<BrokerItem> = "application/json"), (SseEvent = "text/event-stream"))),
+        (status = 400, description = "A bad `limit` or `cursor` (`PAGINATION_ERROR`) or `watch`", body = ErrorBody),
+    )
+)]
 pub async fn list(State(state): State<AppState>, ApiQuery(params): ApiQuery<ListParams>) -> Result<Response, ApiError> {
     let watching = flag("watch", params.watch.as_deref())?;
     let page = PageRequest::parse(params.limit.as_deref(), params.cursor.as_deref())?;
@@ -291,7 +356,9 @@ pub async fn list(State(state): State<AppState>, ApiQuery(params): ApiQuery<List
     Ok(Json(Page::from_overfetch(items, page.limit, Some(total), BrokerItem::sequence)).into_response())
 }
 
-/// `DELETE /stream`.
+/// `DELETE /stream`: every stream.
+#[utoipa::path(delete, path = "/stream", tag = "streams", operation_id = "purge_streams",
+    responses((status = 200, description = "`Stream data purged`", body = StatusMessage)))]
 pub async fn purge(State(state): State<AppState>) -> Result<Json<StatusMessage>, ApiError> {
     state.chunks.delete_all().await?;
     Ok(Json(StatusMessage::success("Stream data purged")))

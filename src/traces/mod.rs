@@ -9,18 +9,13 @@ pub mod store;
 
 pub use store::SpanStore;
 
-use axum::{
-    Router,
-    routing::{get, post},
-};
 use tower_http::decompression::RequestDecompressionLayer;
+use utoipa_axum::{router::OpenApiRouter, routes};
 
 use crate::state::AppState;
 
 /// The OTLP receiver and the `/traces` routes.
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/v1/traces", post(routes::export).route_layer(RequestDecompressionLayer::new()))
-        .route("/traces", get(routes::list).delete(routes::purge))
-        .route("/traces/{id}", get(routes::trace))
+pub fn router() -> OpenApiRouter<AppState> {
+    let receiver = OpenApiRouter::new().routes(routes!(routes::export)).route_layer(RequestDecompressionLayer::new());
+    OpenApiRouter::new().merge(receiver).routes(routes!(routes::list, routes::purge)).routes(routes!(routes::trace))
 }

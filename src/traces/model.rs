@@ -96,13 +96,38 @@ pub struct SpanRecord {
 crate::feed_row!(SpanRecord, trace_id);
 
 /// A trace as `/traces` serves it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Trace {
     /// The trace id.
     pub trace_id: String,
-    /// Its spans, in the order they arrived.
+    /// Its spans, in the order they arrived, in upstream's stored form (protobuf spans: base64 ids, enum
+    /// names, 64-bit integers as strings; JSON spans as sent).
+    #[schema(value_type = Vec<Object>)]
     pub spans: Vec<Box<RawValue>>,
+}
+
+/// `POST /v1/traces`'s reply: an empty object, as OTLP/HTTP's `ExportTraceServiceResponse` in JSON.
+#[derive(Debug, Default, Serialize, utoipa::ToSchema)]
+pub struct Exported {}
+
+/// What a 400 of `POST /v1/traces` carries: upstream's legacy body when the export cannot be read, the API's
+/// error body when the request body cannot be (a broken gzip stream).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+pub enum ExportRefused {
+    /// The export cannot be read.
+    Legacy(LegacyError),
+    /// The body cannot be read.
+    Body(crate::error::ErrorBody),
+}
+
+/// Upstream's legacy error body of `POST /v1/traces`: `{"error":"…"}`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct LegacyError {
+    /// What was wrong with the export.
+    pub error: String,
 }
 
 #[cfg(test)]

@@ -1,4 +1,5 @@
-//! Handlers of `POST /v1/traces` (upstream's legacy `{"error": "…"}` bodies) and `/traces`.
+//! Handlers of `POST /v1/traces` (upstream's legacy `{"error": "…"}` bodies) and `/traces`. Each handler's
+//! `#[utoipa::path]` is its route and its OpenAPI description.
 
 use std::sync::Arc;
 
@@ -9,25 +10,38 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use futures::{StreamExt, stream::BoxStream};
-use serde_json::json;
 
 use super::{
-    model::{NewSpan, SpanRecord, Trace},
+    model::{ExportRefused, Exported, LegacyError, NewSpan, SpanRecord, Trace},
     otlp::{self, OtlpError},
 };
 use crate::{
     db::watch::{Start, follow_all, follow_key},
-    error::ApiError,
+    error::{ApiError, ErrorBody},
     http::{
         extract::{ApiQuery, whole_body},
-        params::{FeedParams, Page, PageRequest, flag},
+        params::{FeedParams, KeyFeedParams, Page, PageRequest, flag},
         reply::StatusMessage,
-        sse,
+        sse::{self, SseEvent},
     },
     state::AppState,
 };
 
 /// `POST /v1/traces`: an OTLP export, protobuf or JSON (gzip-encoded or not); 200 `{}`.
+#[utoipa::path(
+    post,
+    path = "/v1/traces",
+    tag = "traces",
+    operation_id = "export_traces",
+    params(("Content-Encoding" = Option<String>, Header, description = "`gzip` for a compressed body")),
+    request_body(description = "An OTLP `ExportTraceServiceRequest`, protobuf (`application/x-protobuf`) or JSON (any other type)",
+        content((serde_json::Value = "application/json"), (String = "application/x-protobuf"))),
+    responses(
+        (status = 200, description = "Stored", body = Exported),
+        (status = 400, description = "The export cannot be read (upstream's `{\"error\"}`), or the body cannot be decoded",
+            body = ExportRefused),
+    )
+)]
 pub async fn export(State(state): State<AppState>, request: Request) -> Result<Response, ApiError> {
     let protobuf = request
         .headers()
@@ -41,16 +55,28 @@ pub async fn export(State(state): State<AppState>, request: Request) -> Result<R
         Err(error) => return Ok(legacy_error(&error)),
     };
     state.spans.append(&spans, state.config.span_ttl_seconds as i64).await?;
-    Ok(Json(json!({})).into_response())
+    Ok(Json(Exported::default()).into_response())
 }
 
 /// Upstream's `/v1/traces` errors keep the old body `{"error": "…"}`.
 fn legacy_error(error: &OtlpError) -> Response {
-    (StatusCode::BAD_REQUEST, Json(json!({"error": error.to_string()}))).into_response()
+    (StatusCode::BAD_REQUEST, Json(LegacyError { error: error.to_string() })).into_response()
 }
 
 /// `GET /traces`: traces newest first (by their first span's arrival), or with `watch=true` their spans as
 /// they arrive.
+#[utoipa::path(
+    get,
+    path = "/traces",
+    tag = "traces",
+    operation_id = "list_traces",
+    params(FeedParams),
+    responses(
+        (status = 200, description = "A page of traces, newest first (`nextCursor` continues before it); with `watch=true` one `data:` frame per new span (`from-beginning` is not taken here)",
+            content((Page<Trace> = "application/json"), (SseEvent = "text/event-stream"))),
+        (status = 400, description = "A bad `limit` or `cursor` (`PAGINATION_ERROR`) or `watch`", body = ErrorBody),
+    )
+)]
 pub async fn list(State(state): State<AppState>, ApiQuery(params): ApiQuery<FeedParams>) -> Result<Response, ApiError> {
     let page = PageRequest::parse(params.limit.as_deref(), params.cursor.as_deref())?;
     if flag("watch", params.watch.as_deref())? {
@@ -76,10 +102,23 @@ pub async fn list(State(state): State<AppState>, ApiQuery(params): ApiQuery<Feed
 }
 
 /// `GET /traces/{id}`: the trace, or with `watch=true` its spans (`from-beginning`, `cursor`).
+#[utoipa::path(
+    get,
+    path = "/traces/{id}",
+    tag = "traces",
+    operation_id = "get_trace",
+    params(("id" = String, Path, description = "The trace id"), KeyFeedParams),
+    responses(
+        (status = 200, description = "The trace; with `watch=true` one `data:` frame per span",
+            content((Trace = "application/json"), (SseEvent = "text/event-stream"))),
+        (status = 400, description = "A bad `limit`, `cursor`, `watch` or `from-beginning`", body = ErrorBody),
+        (status = 404, description = "`Trace not found`", body = ErrorBody),
+    )
+)]
 pub async fn trace(
     State(state): State<AppState>,
     Path(trace_id): Path<String>,
-    ApiQuery(params): ApiQuery<FeedParams>,
+    ApiQuery(params): ApiQuery<KeyFeedParams>,
 ) -> Result<Response, ApiError> {
     let page = PageRequest::parse(params.limit.as_deref(), params.cursor.as_deref())?;
     if flag("watch", params.watch.as_deref())? {
@@ -100,7 +139,9 @@ fn respond(state: &AppState, spans: BoxStream<'static, Arc<SpanRecord>>) -> Resp
     sse::watch(frames, state.shutdown.clone(), state.config.sse_heartbeat())
 }
 
-/// `DELETE /traces`.
+/// `DELETE /traces`: every span.
+#[utoipa::path(delete, path = "/traces", tag = "traces", operation_id = "purge_traces",
+    responses((status = 200, description = "`Trace data purged`", body = StatusMessage)))]
 pub async fn purge(State(state): State<AppState>) -> Result<Json<StatusMessage>, ApiError> {
     state.spans.delete_all().await?;
     Ok(Json(StatusMessage::success("Trace data purged")))

@@ -1,0 +1,71 @@
+//! What the inbound channel routes answer Slack and GitHub (which mostly only read the status): the typed
+//! bodies, so the OpenAPI document describes exactly what is sent.
+
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::ToSchema;
+
+/// `{"ok":true,"outcome":…}`, or `{"ok":true,"duplicate":true}` for a delivery acted on before.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Receipt {
+    /// Always `true`: the call was taken.
+    ok: bool,
+    /// What the broker did, e.g. `answered`, `already closed`, `ignored: …`, `pong`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    outcome: Option<String>,
+    /// `true` when this delivery was acted on before (absent otherwise).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    duplicate: bool,
+}
+
+impl Receipt {
+    /// What was done.
+    pub fn outcome(outcome: impl Into<String>) -> Self {
+        Receipt { ok: true, outcome: Some(outcome.into()), duplicate: false }
+    }
+
+    /// A delivery acted on before.
+    pub fn duplicate() -> Self {
+        Receipt { ok: true, outcome: None, duplicate: true }
+    }
+}
+
+/// The answer to Slack's URL verification: its `challenge`, echoed.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Challenge {
+    /// What Slack sent.
+    pub challenge: Value,
+}
+
+/// The answer to a modal's submission that was not taken: the reason on the answer field.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ModalErrors {
+    /// Always `errors`.
+    #[schema(value_type = String, pattern = "^errors$")]
+    pub response_action: &'static str,
+    /// The reason, by the modal's block id.
+    pub errors: std::collections::BTreeMap<String, String>,
+}
+
+/// What `POST /channels/slack/interactions` answers with a body.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+pub enum InteractionReply {
+    /// A button was handled.
+    Receipt(Receipt),
+    /// A modal's submission was not taken.
+    ModalErrors(ModalErrors),
+}
+
+/// What `POST /channels/slack/events` answers.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+pub enum EventReply {
+    /// An event was handled.
+    Receipt(Receipt),
+    /// The URL verification.
+    Challenge(Challenge),
+}
