@@ -67,7 +67,7 @@ async fn with_token_auth_each_principal_sees_only_its_own_tasks_and_unauthentica
     for inbound in ["/channels/slack/interactions", "/channels/slack/events", "/channels/github/webhook"] {
         assert_eq!(http.post(a.url(inbound)).body("{}").send().await.unwrap().status(), 404, "{inbound}");
     }
-    for path in ["/questions", "/messages", "/ui", "/stream", "/no-such-route"] {
+    for path in ["/questions", "/messages", "/ui", "/stream", "/openapi.json", "/no-such-route"] {
         assert_unauthorized(http.get(a.url(path)).send().await.unwrap(), false).await;
     }
     assert_unauthorized(http.get(a.url("/questions")).bearer_auth("carol-token").send().await.unwrap(), true).await;

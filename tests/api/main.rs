@@ -23,6 +23,7 @@ mod mcp_replicas;
 mod memory;
 mod nul;
 mod observability;
+mod openapi;
 mod operations;
 mod outage;
 mod query_page;
