@@ -129,6 +129,20 @@ async fn invalid_message_bodies_are_rejected_and_nothing_is_stored() {
     assert_eq!(page["items"], json!([]), "nothing was stored");
 }
 
+/// Found by the OpenAPI fuzzer: jsonb keeps `1.7976931348623157e308` as a 309-digit integer, which serde_json
+/// read back as out of range (a 500 on every read of the conversation) until it parsed floats exactly.
+#[tokio::test]
+async fn the_largest_and_smallest_floats_read_back_as_they_were_posted() {
+    let app = TestApp::spawn().await;
+    let numbers = json!([f64::MAX, f64::MIN, f64::MIN_POSITIVE, 5e-324, 0.1, 1e300]);
+    append(&app, "floats", "q", json!([{"numbers": numbers}])).await;
+    let (status, page) = json_of(app.get("/messages?conversation_id=floats").await).await;
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(page["items"][0]["message"]["numbers"], numbers);
+    let (status, conversation) = json_of(app.get("/conversations/floats").await).await;
+    assert_eq!((status, &conversation["messages"][0]["message"]["numbers"]), (200, &numbers));
+}
+
 #[tokio::test]
 async fn messages_filter_by_conversation_and_query() {
     let app = TestApp::spawn().await;
