@@ -299,6 +299,8 @@ fn with_body(response: Response, request_id: &str) -> Response {
 fn fallback_code(status: StatusCode) -> ErrorCode {
     match status {
         StatusCode::NOT_FOUND => ErrorCode::NotFound,
+        // tower-http's decompression refusing a `Content-Encoding` it does not know.
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => ErrorCode::UnsupportedMediaType,
         s if s.is_server_error() => ErrorCode::InternalError,
         _ => ErrorCode::RequestError,
     }

@@ -40,6 +40,7 @@ use crate::{
         (status = 200, description = "Stored", body = Exported),
         (status = 400, description = "The export cannot be read (upstream's `{\"error\"}`), or the body cannot be decoded",
             body = ExportRefused),
+        (status = 415, description = "A `Content-Encoding` other than `gzip` (or `identity`)", body = ErrorBody),
     )
 )]
 pub async fn export(State(state): State<AppState>, request: Request) -> Result<Response, ApiError> {

@@ -182,6 +182,13 @@ async fn bad_exports_get_upstreams_legacy_errors_and_unknown_traces_404() {
         let (status, reply) = json_of(request.send().await.unwrap()).await;
         assert_eq!((status, reply), (400, json!({"error": message})));
     }
+    // A body in an encoding the broker does not read is a 415 in the API's error body (found by the fuzzer:
+    // it had a plain `REQUEST_ERROR` code and was not in the OpenAPI document).
+    for encoding in ["br", ""] {
+        let request = app.client.post(app.url("/v1/traces")).header("content-encoding", encoding).body("{}");
+        let (status, reply) = json_of(request.send().await.unwrap()).await;
+        assert_eq!((status, reply["error"]["code"].as_str()), (415, Some("UNSUPPORTED_MEDIA_TYPE")), "{encoding:?}");
+    }
     let (status, reply) = json_of(app.get("/traces/unknown").await).await;
     assert_eq!(
         (status, reply["error"]["code"].as_str(), reply["error"]["message"].as_str()),
