@@ -250,8 +250,8 @@ pub struct NewQuestion {
     /// `ark://agents|users|teams|channels/<name>`.
     #[schema(pattern = "^ark://(agents|users|teams|channels)/[^/\\s]{1,253}$")]
     pub recipient: String,
-    /// The question (Markdown on the page).
-    #[schema(min_length = 1)]
+    /// The question (Markdown on the page; not only white space).
+    #[schema(pattern = "\\S")]
     pub content: String,
     /// Where to deliver it besides the API and the page: `slack:<channel>`, `github:<owner>/<repo>#<number>`
     /// (each kind needs its token; others are a 400).
@@ -341,8 +341,8 @@ pub struct QuestionConflict {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Answer {
-    /// The answer.
-    #[schema(min_length = 1)]
+    /// The answer (not only white space).
+    #[schema(pattern = "\\S")]
     pub response: String,
     /// Who answered (a user, or a channel's identity).
     #[serde(default)]

@@ -13,7 +13,7 @@ use futures::{StreamExt, stream::BoxStream};
 
 use super::{
     model::{ExportRefused, Exported, LegacyError, NewSpan, SpanRecord, Trace},
-    otlp::{self, OtlpError},
+    otlp::{self, OtlpError, OtlpJson},
 };
 use crate::{
     db::watch::{Start, follow_all, follow_key},
@@ -35,7 +35,7 @@ use crate::{
     operation_id = "export_traces",
     params(("Content-Encoding" = Option<String>, Header, description = "`gzip` for a compressed body")),
     request_body(description = "An OTLP `ExportTraceServiceRequest`, protobuf (`application/x-protobuf`) or JSON (any other type)",
-        content((serde_json::Value = "application/json"), (String = "application/x-protobuf"))),
+        content((OtlpJson = "application/json"), (String = "application/x-protobuf"))),
     responses(
         (status = 200, description = "Stored", body = Exported),
         (status = 400, description = "The export cannot be read (upstream's `{\"error\"}`), or the body cannot be decoded",
