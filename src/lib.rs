@@ -7,7 +7,7 @@
 //! - [`app`]: the router and `serve` with its shutdown sequence; [`state`]: what handlers share, and start-up.
 //! - [`connections`]: the accept loop: the cap on open connections, header and idle timeouts, draining.
 //! - [`error`]: the API error type and the one place it becomes the documented error body.
-//! - [`http`]: extractors, paging and flag rules, SSE framing, health routes.
+//! - [`http`]: extractors, paging and flag rules, SSE framing, health routes, the OpenAPI document.
 //! - [`db`]: pool and migrations, the embedded server, how feeds are written without a cluster-wide lock
 //!   ([`db::feed`]), and fan-out: the one LISTEN connection per replica, each feed's tail that reads a commit
 //!   once, the in-process fan-out readers take rows from, the reader loop ([`db::follow`]) and where watches
