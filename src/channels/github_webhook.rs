@@ -15,6 +15,7 @@ use serde_json::Value;
 use super::{
     Channel,
     answer::{self, Answered},
+    inbound_schema::GitHubEvent,
     receipt::Receipt,
     short_id, signature,
 };
@@ -33,9 +34,9 @@ use crate::{
     params(
         ("X-Hub-Signature-256" = String, Header, description = "`sha256=<hex>`: HMAC-SHA256 of the body with the webhook secret"),
         ("X-GitHub-Delivery" = String, Header, description = "The delivery's id: each is acted on once"),
-        ("X-GitHub-Event" = String, Header, description = "`ping`, `issue_comment`, …"),
+        ("X-GitHub-Event" = String, Header, description = "`ping`, `issue_comment`, …", example = "issue_comment"),
     ),
-    request_body(content = serde_json::Value, content_type = "application/json", description = "GitHub's event payload"),
+    request_body(content = GitHubEvent, content_type = "application/json"),
     responses(
         (status = 200, description = "Taken: what was done, or that the delivery was acted on before", body = Receipt),
         (status = 400, description = "Not JSON, a bad `X-GitHub-Delivery`, or an `issue_comment` without its repository or issue", body = ErrorBody),

@@ -8,6 +8,7 @@ pub mod address;
 mod answer;
 mod github;
 mod github_webhook;
+mod inbound_schema;
 pub mod outbound;
 mod receipt;
 mod send;

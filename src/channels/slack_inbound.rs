@@ -12,13 +12,14 @@
 use axum::{
     Json,
     extract::State,
-    http::HeaderMap,
+    http::{HeaderMap, header},
     response::{IntoResponse, Response},
 };
 use serde_json::{Value, json};
 
 use super::{
     answer::{Answered, answer},
+    inbound_schema::{SlackEvent, SlackForm},
     receipt::{Challenge, EventReply, InteractionReply, ModalErrors, Receipt},
     signature,
     slack::Slack,
@@ -41,10 +42,10 @@ use crate::{
         ("X-Slack-Request-Timestamp" = String, Header, description = "Unix seconds, within five minutes of now"),
         ("X-Slack-Signature" = String, Header, description = "`v0=<hex>`: HMAC-SHA256 of `v0:{timestamp}:{body}` with the signing secret"),
     ),
-    request_body(content = inline(SlackForm), content_type = "application/x-www-form-urlencoded"),
+    request_body(content = SlackForm, content_type = "application/x-www-form-urlencoded"),
     responses(
-        (status = 200, description = "Taken: a button's receipt, a modal's field error, or nothing (the modal closes)",
-            body = InteractionReply),
+        (status = 200, description = "Taken: a button's receipt or a modal's field error (JSON), or an empty acknowledgement (text; a submitted modal closes)",
+            content((InteractionReply = "application/json"), (String = "text/plain"))),
         (status = 400, description = "Not a form with a JSON `payload`, or a field Slack always sends is missing or wrong", body = ErrorBody),
         (status = 401, description = "The signature is missing, stale or wrong", body = ErrorBody),
         (status = 404, description = "Slack is not configured (`--slack-signing-secret` and `--slack-bot-token`)", body = ErrorBody),
@@ -70,16 +71,8 @@ pub async fn interactions(
             submission(&state, &payload["view"], user).await
         }
         // Another app's modal, or a kind of interaction the broker does not offer: acknowledged, nothing more.
-        _ => Ok(().into_response()),
+        _ => Ok(acknowledged()),
     }
-}
-
-/// The form Slack posts interactions as.
-#[derive(Debug, utoipa::ToSchema)]
-#[allow(dead_code)]
-pub struct SlackForm {
-    /// The interaction, JSON.
-    payload: String,
 }
 
 /// `POST /channels/slack/events`: the Events API's JSON.
@@ -92,8 +85,7 @@ pub struct SlackForm {
         ("X-Slack-Request-Timestamp" = String, Header, description = "Unix seconds, within five minutes of now"),
         ("X-Slack-Signature" = String, Header, description = "`v0=<hex>`: HMAC-SHA256 of `v0:{timestamp}:{body}` with the signing secret"),
     ),
-    request_body(content = serde_json::Value, content_type = "application/json",
-        description = "An Events API callback (`url_verification` or `event_callback`)"),
+    request_body(content = SlackEvent, content_type = "application/json"),
     responses(
         (status = 200, description = "Taken (or a URL verification answered)", body = EventReply),
         (status = 400, description = "Not JSON, or a field Slack always sends is missing or wrong", body = ErrorBody),
@@ -209,7 +201,7 @@ async fn submission(state: &AppState, view: &Value, user: &str) -> Result<Respon
     text_field(&json!(question_id), "view.private_metadata")?;
     let problem = match answer(state, question_id, text, format!("slack:{user}")).await? {
         // An empty reply closes the modal.
-        Answered::Made => return Ok(().into_response()),
+        Answered::Made => return Ok(acknowledged()),
         // A modal's field error is plain text: no mentions or markup.
         Answered::Closed(question) => slack_blocks::already_plain(closed(&question)),
         Answered::NotFound => "This question no longer exists.".to_owned(),
@@ -217,6 +209,12 @@ async fn submission(state: &AppState, view: &Value, user: &str) -> Result<Respon
     };
     let errors = [(ANSWER_BLOCK.to_owned(), problem)].into_iter().collect();
     Ok(Json(ModalErrors { response_action: "errors", errors }).into_response())
+}
+
+/// An empty 200 (Slack's acknowledgement; for a modal's submission it closes the modal), declared as text so
+/// the body's type is stated.
+fn acknowledged() -> Response {
+    ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], "").into_response()
 }
 
 /// A message event: a person's reply in a question's thread answers it.

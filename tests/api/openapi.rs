@@ -169,17 +169,26 @@ async fn the_document_is_openapi_3_1_with_every_rest_route_and_the_error_body() 
 /// workers (most of the time goes to waiting on server-sent event streams, not to the two cores). Checks: no
 /// 5xx (`not_a_server_error`), and every response's status, media type and body are what the document says
 /// (`status_code_conformance`, `content_type_conformance`, `response_schema_conformance`). Nothing is excluded:
-/// the purges only empty the run's own database, and server-sent event streams (watches, chunk streams) are
-/// read for a second and cut (tests/openapi/schemathesis.toml).
+/// the purges only empty the run's own database, server-sent event streams (watches, chunk streams) are read
+/// for a second and cut (tests/openapi/schemathesis.toml), and most webhook calls are signed (hooks.py).
 #[tokio::test]
 async fn schemathesis_finds_no_server_error_and_no_response_that_does_not_conform() {
     const FUZZ_SECONDS: u64 = 90;
     let venv = openapi_venv();
     let url = fresh_database().await;
-    let broker = Replica::start(&url).await;
+    // Slack and GitHub configured, their APIs nowhere (a closed port), so tests/openapi/hooks.py can sign the
+    // fuzzer's webhook calls and they reach the payload handling.
+    let secret = "fuzz-webhook-secret";
+    let nowhere = "http://127.0.0.1:9";
+    let channels = [
+        ["--slack-signing-secret", secret, "--slack-bot-token", "xoxb-fuzz", "--slack-api-url", nowhere],
+        ["--github-webhook-secret", secret, "--github-token", "fuzz", "--github-api-url", nowhere],
+    ];
+    let broker = Replica::start_with(&url, &channels.concat()).await;
     let run = tokio::process::Command::new(venv.join("bin/schemathesis"))
         .current_dir(root().join("tests/openapi"))
         .env("SCHEMATHESIS_HOOKS", "hooks")
+        .env("WEBHOOK_SECRET", secret)
         .env("PYTHONPATH", root().join("tests/openapi"))
         .args(["--config-file", "schemathesis.toml", "--no-color", "run"])
         .arg(broker.url("/openapi.json"))
