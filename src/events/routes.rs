@@ -32,7 +32,10 @@ use crate::{
     operation_id = "append_event",
     request_body = PostEvent,
     responses(
-        (status = 201, description = "Stored, and applied to its session", body = Success),
+        (status = 201, description = "Stored, and applied to its session", body = Success, links(
+            ("ListQueryEvents" = (operation_id = "list_query_events", parameters(("query_id" = "$request.body#/data/queryId")))),
+            ("DeleteQueryEvents" = (operation_id = "delete_query_events", parameters(("query_id" = "$request.body#/data/queryId")))),
+        )),
         (status = 400, description = "A field is missing or wrong (`VALIDATION_ERROR`), or the body is not JSON (`REQUEST_ERROR`)", body = ErrorBody),
         (status = 415, description = "The body is not declared JSON", body = ErrorBody),
     )

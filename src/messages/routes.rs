@@ -38,7 +38,11 @@ use crate::{
     params(("Idempotency-Key" = Option<String>, Header, description = "1 to 255 visible ASCII characters: a retry within 24 h has exactly one effect")),
     request_body = AppendMessages,
     responses(
-        (status = 200, description = "Stored (an empty body)"),
+        (status = 200, description = "Stored (an empty body)", links(
+            ("GetConversation" = (operation_id = "get_conversation", parameters(("id" = "$request.body#/conversation_id")))),
+            ("DeleteConversationQueryMessages" = (operation_id = "delete_conversation_query_messages",
+                parameters(("conversation_id" = "$request.body#/conversation_id"), ("query_id" = "$request.body#/query_id")))),
+        )),
         (status = 400, description = "A field is missing or wrong (`VALIDATION_ERROR`), or the body is not JSON (`REQUEST_ERROR`)", body = ErrorBody),
         (status = 415, description = "The body is not declared JSON", body = ErrorBody),
         (status = 422, description = "The `Idempotency-Key` was first used for another body", body = ErrorBody),

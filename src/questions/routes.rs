@@ -79,7 +79,12 @@ struct QuestionList {
     operation_id = "create_question",
     request_body = NewQuestion,
     responses(
-        (status = 201, description = "Stored and announced", body = Question),
+        (status = 201, description = "Stored and announced", body = Question, links(
+            ("GetQuestion" = (operation_id = "get_question", parameters(("id" = "$response.body#/id")))),
+            ("AnswerQuestion" = (operation_id = "answer_question", parameters(("id" = "$response.body#/id")))),
+            ("PostAnswer" = (operation_id = "post_answer", parameters(("id" = "$response.body#/id")))),
+            ("CancelQuestion" = (operation_id = "cancel_question", parameters(("id" = "$response.body#/id")))),
+        )),
         (status = 400, description = "A field is missing or wrong, a channel cannot be reached, or the body is not JSON", body = ErrorBody),
         (status = 415, description = "The body is not declared JSON", body = ErrorBody),
     )

@@ -81,7 +81,8 @@ pub async fn get_one(State(state): State<AppState>, Path(id): Path<String>) -> R
     operation_id = "post_session",
     request_body = PostSession,
     responses(
-        (status = 201, description = "Applied (data without a `queryName` leaves the session as it is)", body = Success),
+        (status = 201, description = "Applied (data without a `queryName` leaves the session as it is)", body = Success,
+            links(("GetSession" = (operation_id = "get_session", parameters(("id" = "$request.body#/sessionId")))))),
         (status = 400, description = "`sessionId` is missing or wrong, or the body is not JSON", body = ErrorBody),
         (status = 415, description = "The body is not declared JSON", body = ErrorBody),
     )

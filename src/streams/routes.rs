@@ -54,7 +54,10 @@ const MAX_PENDING_ACKS: usize = 64;
     request_body(content = String, content_type = "application/x-ndjson",
         description = "NDJSON: one OpenAI chunk (or typed event) per line; lines that are not JSON are skipped and counted"),
     responses(
-        (status = 200, description = "Every received line is stored or skipped", body = Processed),
+        (status = 200, description = "Every received line is stored or skipped", body = Processed, links(
+            ("CompleteStream" = (operation_id = "complete_stream", parameters(("id" = "$response.body#/query")))),
+            ("ReadStream" = (operation_id = "read_stream", parameters(("id" = "$response.body#/query")))),
+        )),
         (status = 400, description = "A bad id or `Idempotency-Key`, or the body broke off", body = ErrorBody),
         (status = 422, description = "The `Idempotency-Key` was first used for another stream or body", body = ErrorBody),
         (status = 503, description = "Stopped early (draining, a failed write, the NDJSON budget used up): the body's `chunks_stored`, next to `error`, says how many of the first lines are stored; send the rest again",

@@ -37,7 +37,8 @@ use crate::{
     request_body(description = "An OTLP `ExportTraceServiceRequest`, protobuf (`application/x-protobuf`) or JSON (any other type)",
         content((OtlpJson = "application/json"), (String = "application/x-protobuf"))),
     responses(
-        (status = 200, description = "Stored", body = Exported),
+        (status = 200, description = "Stored", body = Exported, links(("GetTrace" = (operation_id = "get_trace",
+            parameters(("id" = "$request.body#/resourceSpans/0/scopeSpans/0/spans/0/traceId")))))),
         (status = 400, description = "The export cannot be read (upstream's `{\"error\"}`), or the body cannot be decoded",
             body = ExportRefused),
         (status = 415, description = "A `Content-Encoding` other than `gzip` (or `identity`)", body = ErrorBody),

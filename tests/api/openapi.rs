@@ -164,9 +164,11 @@ async fn the_document_is_openapi_3_1_with_every_rest_route_and_the_error_body() 
     );
 }
 
-/// Schemathesis' coverage and fuzzing phases against one broker process: every operation, a fixed number of
-/// examples each (the fuzzing phase repeats until the time budget is spent), deterministic generation, four
-/// workers (most of the time goes to waiting on server-sent event streams, not to the two cores). Checks: no
+/// Schemathesis against one broker process: the document's examples, the coverage phase (boundary and invalid
+/// values of every parameter and body), fuzzing (a fixed number of examples per operation, repeated while the
+/// time budget lasts) and stateful sequences along the document's links (a question created, then read,
+/// answered twice, cancelled; chunks posted, then the stream completed and read; …); deterministic
+/// generation, four workers (most of the time goes to waiting on server-sent event streams, not to the cores). Checks: no
 /// 5xx (`not_a_server_error`), and every response's status, media type and body are what the document says
 /// (`status_code_conformance`, `content_type_conformance`, `response_schema_conformance`). Nothing is excluded:
 /// the purges only empty the run's own database, server-sent event streams (watches, chunk streams) are read
@@ -192,7 +194,7 @@ async fn schemathesis_finds_no_server_error_and_no_response_that_does_not_confor
         .env("PYTHONPATH", root().join("tests/openapi"))
         .args(["--config-file", "schemathesis.toml", "--no-color", "run"])
         .arg(broker.url("/openapi.json"))
-        .args(["--phases", "examples,coverage,fuzzing", "--max-examples", "15", "--generation-deterministic"])
+        .args(["--phases", "examples,coverage,fuzzing,stateful", "--max-examples", "15", "--generation-deterministic"])
         .args([
             "--checks",
             "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance",
