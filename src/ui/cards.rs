@@ -6,7 +6,10 @@
 use chrono::{DateTime, Utc};
 use maud::{Markup, html};
 
-use super::{filters::Search, markdown, page::path_segment};
+use super::{
+    filters::{Search, path_segment},
+    markdown,
+};
 use crate::questions::model::{Question, QuestionStatus};
 
 /// The card for `question` as its status calls for.
