@@ -1,6 +1,5 @@
-//! Small reply shapes every domain shares with upstream: the delete acknowledgement and timestamps.
+//! Small reply shapes every domain shares with upstream: the delete acknowledgement.
 
-use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
 
 /// `{"status":"success","message":…}`, upstream's reply to deletes.
@@ -15,9 +14,4 @@ impl StatusMessage {
     pub fn success(message: impl Into<String>) -> Self {
         StatusMessage { status: "success", message: message.into() }
     }
-}
-
-/// Formats a timestamp the way JavaScript's `toISOString` does (milliseconds, `Z`).
-pub fn iso_timestamp(at: DateTime<Utc>) -> String {
-    at.to_rfc3339_opts(SecondsFormat::Millis, true)
 }

@@ -14,9 +14,9 @@ use crate::{
         tail::FeedSource,
         watch::WatchSource,
     },
-    http::reply::iso_timestamp,
     idempotency::{self, IdempotencyKey, KeyState, Scope, StoredReply},
     sessions::store as session_store,
+    timestamp::iso_timestamp,
 };
 
 /// How often an append retries when a writer with a later transaction id wrote the conversation first.

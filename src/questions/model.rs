@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::{error::ApiError, http::reply::iso_timestamp};
+use crate::{error::ApiError, timestamp::iso_timestamp};
 
 /// Longest `ttlSeconds` accepted (a year).
 const MAX_TTL_SECONDS: i64 = 365 * 24 * 3600;
