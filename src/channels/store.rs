@@ -111,6 +111,7 @@ impl DeliveryStore {
     }
 
     /// Claims up to `limit` due deliveries for `lease_seconds`: no other replica sends them meanwhile.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn claim_due(&self, limit: i64, lease_seconds: i64) -> StoreResult<Vec<DeliveryJob>> {
         Ok(sqlx::query_as!(
             DeliveryJob,
@@ -136,6 +137,7 @@ impl DeliveryStore {
     }
 
     /// Records a sent message: its link and what finds it again. `false` if the claim was lost meanwhile.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn delivered(
         &self,
         job: &DeliveryJob,
@@ -162,6 +164,7 @@ impl DeliveryStore {
     }
 
     /// Tries again after `delay_ms`, recording why this attempt failed. `false` if the claim was lost.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn retry_later(&self, job: &DeliveryJob, delay_ms: i64, error: &str) -> StoreResult<bool> {
         let mut tx = FeedTx::begin(&self.pool, Feed::Questions).await?;
         let changed = sqlx::query!(
@@ -180,6 +183,7 @@ impl DeliveryStore {
     }
 
     /// Forgets that an inbound delivery was seen, when acting on it failed: its retry is then acted on.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn unsee(&self, source: &str, delivery_id: &str) -> StoreResult<()> {
         sqlx::query!("delete from inbound_deliveries where source = $1 and delivery_id = $2", source, delivery_id)
             .execute(&self.pool)
@@ -188,6 +192,7 @@ impl DeliveryStore {
     }
 
     /// Records an inbound delivery's id; `false` when it was seen before (a retry).
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn first_sight(&self, source: &str, delivery_id: &str) -> StoreResult<bool> {
         let inserted = sqlx::query!(
             "insert into inbound_deliveries (source, delivery_id) values ($1, $2) on conflict do nothing",
@@ -200,6 +205,7 @@ impl DeliveryStore {
     }
 
     /// Deliveries not yet made, and delivered Slack messages not yet updated after their question closed.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn backlog(&self) -> StoreResult<i64> {
         Ok(sqlx::query_scalar!(
             r#"select count(*) as "n!" from channel_deliveries d join questions q on q.id = d.question_id
@@ -212,6 +218,7 @@ impl DeliveryStore {
 
     /// Forgets up to `limit` inbound delivery ids seen more than `keep_seconds` ago (Slack retries within
     /// the hour; GitHub redelivers on request, which is then acted on again).
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn forget_inbound(&self, keep_seconds: i64, limit: i64) -> StoreResult<usize> {
         let deleted = sqlx::query!(
             "delete from inbound_deliveries where (source, delivery_id) in (
@@ -227,6 +234,7 @@ impl DeliveryStore {
     }
 
     /// The questions delivered to `channel`, oldest first, each with whether it is still pending.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn questions_on(&self, channel: &str) -> StoreResult<Vec<(String, bool)>> {
         let rows = sqlx::query!(
             r#"select q.id, q.status = 'pending' as "pending!" from questions q
@@ -240,6 +248,7 @@ impl DeliveryStore {
     }
 
     /// Gives a delivery up, recording why. `false` if the claim was lost.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn failed(&self, job: &DeliveryJob, error: &str) -> StoreResult<bool> {
         let mut tx = FeedTx::begin(&self.pool, Feed::Questions).await?;
         let changed = sqlx::query!(
@@ -256,6 +265,7 @@ impl DeliveryStore {
     }
 
     /// Claims up to `limit` delivered Slack messages whose question has closed, for `lease_seconds`.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn claim_updates(&self, limit: i64, lease_seconds: i64) -> StoreResult<Vec<UpdateJob>> {
         Ok(sqlx::query_as!(
             UpdateJob,
@@ -284,6 +294,7 @@ impl DeliveryStore {
 
     /// Records how updating a message ended: `done`, `failed` (given up), or still `waiting` for another
     /// attempt after `delay_ms`. `false` if the claim was lost meanwhile.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn update_settled(&self, job: &UpdateJob, status: &str, delay_ms: i64) -> StoreResult<bool> {
         let changed = sqlx::query!(
             "update channel_deliveries
@@ -301,6 +312,7 @@ impl DeliveryStore {
     }
 
     /// The question a Slack message (its channel id and timestamp) was delivered for.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn question_of_message(&self, channel_id: &str, ts: &str) -> StoreResult<Option<String>> {
         Ok(sqlx::query_scalar!(
             "select question_id from channel_deliveries

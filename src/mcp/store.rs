@@ -22,6 +22,7 @@ impl TaskStore {
 
     /// The question behind task `task_id`, unless there is none, the task is past its TTL, or `owner` is
     /// given and did not ask it.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn find(&self, task_id: Uuid, owner: Option<&str>) -> StoreResult<Option<Question>> {
         let row = sqlx::query_as!(
             QuestionRow,
@@ -37,6 +38,7 @@ impl TaskStore {
     }
 
     /// Up to `limit` live tasks created after sequence `after` (of `owner`, when given), oldest first.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn list(&self, after: i64, limit: i64, owner: Option<&str>) -> StoreResult<Vec<Question>> {
         let rows = sqlx::query_as!(
             QuestionRow,

@@ -44,6 +44,7 @@ impl PatchStore {
 
     /// Claims up to `limit` due patches for `lease_seconds`. A question's patches are claimed in order: a
     /// resume waits until its wait is done.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn claim_due(&self, limit: i64, lease_seconds: i64) -> StoreResult<Vec<PatchJob>> {
         Ok(sqlx::query_as!(
             PatchJob,
@@ -66,6 +67,7 @@ impl PatchStore {
     }
 
     /// Marks a patch done with `outcome`.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn finish(&self, id: i64, outcome: &str) -> StoreResult<()> {
         sqlx::query!("update query_status_patches set done_at = now(), outcome = $2 where id = $1", id, outcome)
             .execute(&self.pool)
@@ -74,6 +76,7 @@ impl PatchStore {
     }
 
     /// Tries a patch again after `delay_ms`.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn retry_later(&self, id: i64, delay_ms: i64, error: &str) -> StoreResult<()> {
         sqlx::query!(
             "update query_status_patches
@@ -88,6 +91,7 @@ impl PatchStore {
     }
 
     /// Patches not yet done.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn backlog(&self) -> StoreResult<i64> {
         Ok(sqlx::query_scalar!(r#"select count(*) as "n!" from query_status_patches where done_at is null"#)
             .fetch_one(&self.pool)
@@ -95,6 +99,7 @@ impl PatchStore {
     }
 
     /// Deletes up to `limit` patches done more than `keep_seconds` ago.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn delete_done(&self, keep_seconds: i64, limit: i64) -> StoreResult<usize> {
         let deleted = sqlx::query!(
             "delete from query_status_patches where id in (
@@ -110,6 +115,7 @@ impl PatchStore {
     }
 
     /// The question a patch is about.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn question(&self, question_id: &str) -> StoreResult<Option<WaitingFor>> {
         Ok(sqlx::query_as!(
             WaitingFor,
@@ -122,6 +128,7 @@ impl PatchStore {
     }
 
     /// Another question the same Query still waits for, if any (the oldest).
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn still_waiting(&self, namespace: &str, name: &str, except: &str) -> StoreResult<Option<WaitingFor>> {
         Ok(sqlx::query_as!(
             WaitingFor,
