@@ -1,9 +1,7 @@
 //! SQL for Query status patching: claiming due patches from the outbox (one replica each, leased), and
 //! finishing or rescheduling them.
 
-use chrono::{DateTime, Utc};
 use sqlx::PgPool;
-use uuid::Uuid;
 
 use crate::db::StoreResult;
 
@@ -18,16 +16,6 @@ pub struct PatchJob {
     pub action: String,
     /// Including this one.
     pub attempts: i32,
-}
-
-/// What the Query waits for, as the annotation shows it.
-#[derive(Debug, Clone)]
-pub struct WaitingFor {
-    pub question_id: String,
-    pub since: DateTime<Utc>,
-    pub task_id: Option<Uuid>,
-    pub tool_call_id: Option<String>,
-    pub pending: bool,
 }
 
 /// The outbox of Query status patches.
@@ -112,34 +100,5 @@ impl PatchStore {
         .execute(&self.pool)
         .await?;
         Ok(deleted.rows_affected() as usize)
-    }
-
-    /// The question a patch is about.
-    #[tracing::instrument(level = "debug", skip_all)]
-    pub async fn question(&self, question_id: &str) -> StoreResult<Option<WaitingFor>> {
-        Ok(sqlx::query_as!(
-            WaitingFor,
-            r#"select id as question_id, created_at as since, task_id, tool_call_id, status = 'pending' as "pending!"
-               from questions where id = $1"#,
-            question_id,
-        )
-        .fetch_optional(&self.pool)
-        .await?)
-    }
-
-    /// Another question the same Query still waits for, if any (the oldest).
-    #[tracing::instrument(level = "debug", skip_all)]
-    pub async fn still_waiting(&self, namespace: &str, name: &str, except: &str) -> StoreResult<Option<WaitingFor>> {
-        Ok(sqlx::query_as!(
-            WaitingFor,
-            r#"select question_id as "question_id!", since as "since!", task_id, tool_call_id, true as "pending!"
-               from query_waiting_for where namespace = $1 and name = $2 and question_id <> $3
-               order by since limit 1"#,
-            namespace,
-            name,
-            except,
-        )
-        .fetch_optional(&self.pool)
-        .await?)
     }
 }
