@@ -18,7 +18,7 @@ use crate::{
     messages::store::MessageStore,
     query_status::store::PatchStore,
     questions::store::QuestionStore,
-    streams::ChunkStore,
+    streams::store::ChunkStore,
     telemetry::metrics,
     traces::store::SpanStore,
 };

@@ -101,7 +101,15 @@ async fn comment(state: &AppState, event: &Value) -> Result<String, ApiError> {
         Ok(channel) => channel.to_string(),
         Err(_) => return Err(ApiError::BadRequest(format!("repository.full_name: '{repository}' is not owner/repo"))),
     };
-    let questions = state.channels.deliveries().questions_on(&channel).await?;
+    let here = state.channels.deliveries().questions_on(&channel).await?;
+    let open = state.questions.pending_among(&here).await?;
+    let questions: Vec<(String, bool)> = here
+        .into_iter()
+        .map(|id| {
+            let pending = open.contains(&id);
+            (id, pending)
+        })
+        .collect();
     let pending: Vec<&String> = questions.iter().filter(|(_, pending)| *pending).map(|(id, _)| id).collect();
     let ids = |of: &[&String]| of.iter().map(|id| format!("`{}`", short_id(id))).collect::<Vec<_>>().join(", ");
     let chosen = match &command.short_id {

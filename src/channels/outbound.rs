@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::{Channel, github::GitHub, slack::Slack, store::DeliveryStore};
-use crate::config::Config;
+use crate::{config::Config, db::StoreResult, questions::QuestionStore};
 
 /// How long one call to Slack or GitHub may take: a delivery makes at most two, well inside its lease and
 /// within what shutdown waits for the worker (so a replica going down does not leave a send half done).
@@ -17,6 +17,8 @@ pub struct Channels {
     pub(super) slack: Option<Slack>,
     pub(super) github: Option<GitHub>,
     deliveries: DeliveryStore,
+    /// The questions delivered (what a message says, whether a question closed).
+    pub(super) questions: QuestionStore,
 }
 
 impl Channels {
@@ -28,7 +30,8 @@ impl Channels {
         Channels {
             slack: config.slack_bot_token.clone().map(|token| Slack::new(http.clone(), &config.slack_api_url, token)),
             github: config.github_token.clone().map(|token| GitHub::new(http, &config.github_api_url, token)),
-            deliveries: DeliveryStore::new(pool),
+            deliveries: DeliveryStore::new(pool.clone()),
+            questions: QuestionStore::new(pool),
         }
     }
 
@@ -73,6 +76,15 @@ impl Channels {
         }
         *entries = canonical;
         Ok(())
+    }
+
+    /// Work the outbox has not done: deliveries not yet made, and Slack messages of closed questions not yet
+    /// updated.
+    pub async fn backlog(&self) -> StoreResult<i64> {
+        let pending = self.deliveries.pending_count().await?;
+        let waiting = self.deliveries.awaiting_update(i64::MAX).await?;
+        let closed = self.questions.closed_among(&waiting).await?;
+        Ok(pending + closed.len() as i64)
     }
 
     /// Whether any channel is configured (else no delivery worker runs).

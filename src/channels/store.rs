@@ -1,7 +1,8 @@
 //! SQL for the channel outbox: deliveries written with the question, claimed one replica at a time (leased),
 //! and settled; every settlement is a change of the question too (its `deliveries` as the API shows them, a
-//! new resourceVersion, a `question_updated` for watchers and waiters). Once a question closes, its delivered
-//! Slack messages are claimed the same way to be updated.
+//! new resourceVersion, a `question_updated` for watchers and waiters), written through the questions module,
+//! which alone touches the questions table. Once a question closes, its delivered Slack messages are claimed
+//! the same way to be updated.
 
 use sqlx::{PgConnection, PgPool};
 
@@ -10,10 +11,10 @@ use crate::{
         StoreResult,
         feed::{Feed, FeedTx},
     },
-    questions::{model::QuestionRow, record::log_change},
+    questions::{deliveries::set_deliveries, model::QuestionRow, record::log_change},
 };
 
-/// A delivery to make, with what the message says.
+/// A delivery claimed: to send to `channel` (what the message says is the question's).
 #[derive(Debug, Clone)]
 pub struct DeliveryJob {
     pub id: i64,
@@ -21,16 +22,9 @@ pub struct DeliveryJob {
     pub channel: String,
     /// Including this one.
     pub attempts: i32,
-    pub status: String,
-    pub sender: String,
-    pub recipient: String,
-    pub content: String,
-    pub options: Vec<String>,
-    pub query_namespace: Option<String>,
-    pub query_name: Option<String>,
 }
 
-/// A delivered Slack message whose question closed: to be updated to show the outcome.
+/// A delivered Slack message claimed to be updated, its question having closed.
 #[derive(Debug, Clone)]
 pub struct UpdateJob {
     pub id: i64,
@@ -39,15 +33,6 @@ pub struct UpdateJob {
     pub attempts: i32,
     /// Where the message is (Slack: `channel` and `ts`).
     pub message_ref: serde_json::Value,
-    pub status: String,
-    pub sender: String,
-    pub recipient: String,
-    pub content: String,
-    pub options: Vec<String>,
-    pub query_namespace: Option<String>,
-    pub query_name: Option<String>,
-    pub response: Option<String>,
-    pub answered_by: Option<String>,
 }
 
 /// The outbox of channel deliveries.
@@ -72,22 +57,19 @@ pub async fn queue(conn: &mut PgConnection, question_id: &str, channels: &[Strin
 /// Writes the question's deliveries, as the API shows them, from the outbox, as a new version of the question;
 /// returns the question.
 async fn refresh(conn: &mut PgConnection, question_id: &str) -> StoreResult<QuestionRow> {
-    Ok(sqlx::query_as!(
-        QuestionRow,
-        r#"update questions set deliveries = coalesce(
-             (select jsonb_agg(jsonb_build_object('channel', d.channel, 'status', d.status, 'attempts', d.attempts)
-                               || jsonb_strip_nulls(jsonb_build_object('url', d.message_url, 'error', d.last_error,
-                                                                       'deliveredAt', to_char(d.delivered_at at time zone 'UTC',
-                                                                                              'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')))
-                               order by d.id)
-              from channel_deliveries d where d.question_id = $1), '[]'),
-               resource_version = nextval('question_versions')
-           where id = $1
-           returning *"#,
+    let deliveries = sqlx::query_scalar!(
+        r#"select coalesce(jsonb_agg(jsonb_build_object('channel', d.channel, 'status', d.status, 'attempts', d.attempts)
+                                     || jsonb_strip_nulls(jsonb_build_object(
+                                          'url', d.message_url, 'error', d.last_error,
+                                          'deliveredAt', to_char(d.delivered_at at time zone 'UTC',
+                                                                 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')))
+                                     order by d.id), '[]') as "deliveries!"
+           from channel_deliveries d where d.question_id = $1"#,
         question_id,
     )
     .fetch_one(&mut *conn)
-    .await?)
+    .await?;
+    set_deliveries(conn, question_id, &deliveries).await
 }
 
 /// Commits a delivery's change together with its question's refreshed deliveries, logged for watchers and
@@ -111,6 +93,7 @@ impl DeliveryStore {
     }
 
     /// Claims up to `limit` due deliveries for `lease_seconds`: no other replica sends them meanwhile.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn claim_due(&self, limit: i64, lease_seconds: i64) -> StoreResult<Vec<DeliveryJob>> {
         Ok(sqlx::query_as!(
             DeliveryJob,
@@ -118,16 +101,11 @@ impl DeliveryStore {
                  select id from channel_deliveries
                  where status = 'pending' and next_attempt_at <= now()
                  order by next_attempt_at, id limit $1
-                 for update skip locked),
-               claimed as (
-                 update channel_deliveries d
-                 set attempts = d.attempts + 1, next_attempt_at = now() + make_interval(secs => $2::bigint)
-                 from due where d.id = due.id
-                 returning d.id, d.question_id, d.channel, d.attempts)
-               select c.id as "id!", c.question_id as "question_id!", c.channel as "channel!",
-                      c.attempts as "attempts!", q.status, q.sender, q.recipient, q.content, q.options,
-                      q.query_namespace, q.query_name
-               from claimed c join questions q on q.id = c.question_id"#,
+                 for update skip locked)
+               update channel_deliveries d
+               set attempts = d.attempts + 1, next_attempt_at = now() + make_interval(secs => $2::bigint)
+               from due where d.id = due.id
+               returning d.id, d.question_id, d.channel, d.attempts"#,
             limit,
             lease_seconds,
         )
@@ -136,6 +114,7 @@ impl DeliveryStore {
     }
 
     /// Records a sent message: its link and what finds it again. `false` if the claim was lost meanwhile.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn delivered(
         &self,
         job: &DeliveryJob,
@@ -162,6 +141,7 @@ impl DeliveryStore {
     }
 
     /// Tries again after `delay_ms`, recording why this attempt failed. `false` if the claim was lost.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn retry_later(&self, job: &DeliveryJob, delay_ms: i64, error: &str) -> StoreResult<bool> {
         let mut tx = FeedTx::begin(&self.pool, Feed::Questions).await?;
         let changed = sqlx::query!(
@@ -180,6 +160,7 @@ impl DeliveryStore {
     }
 
     /// Forgets that an inbound delivery was seen, when acting on it failed: its retry is then acted on.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn unsee(&self, source: &str, delivery_id: &str) -> StoreResult<()> {
         sqlx::query!("delete from inbound_deliveries where source = $1 and delivery_id = $2", source, delivery_id)
             .execute(&self.pool)
@@ -188,6 +169,7 @@ impl DeliveryStore {
     }
 
     /// Records an inbound delivery's id; `false` when it was seen before (a retry).
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn first_sight(&self, source: &str, delivery_id: &str) -> StoreResult<bool> {
         let inserted = sqlx::query!(
             "insert into inbound_deliveries (source, delivery_id) values ($1, $2) on conflict do nothing",
@@ -199,19 +181,17 @@ impl DeliveryStore {
         Ok(inserted.rows_affected() == 1)
     }
 
-    /// Deliveries not yet made, and delivered Slack messages not yet updated after their question closed.
-    pub async fn backlog(&self) -> StoreResult<i64> {
-        Ok(sqlx::query_scalar!(
-            r#"select count(*) as "n!" from channel_deliveries d join questions q on q.id = d.question_id
-               where d.status = 'pending'
-                  or (d.status = 'delivered' and d.update_status = 'waiting' and q.status <> 'pending')"#
-        )
-        .fetch_one(&self.pool)
-        .await?)
+    /// Deliveries not yet made.
+    #[tracing::instrument(level = "debug", skip_all)]
+    pub async fn pending_count(&self) -> StoreResult<i64> {
+        Ok(sqlx::query_scalar!(r#"select count(*) as "n!" from channel_deliveries where status = 'pending'"#)
+            .fetch_one(&self.pool)
+            .await?)
     }
 
     /// Forgets up to `limit` inbound delivery ids seen more than `keep_seconds` ago (Slack retries within
     /// the hour; GitHub redelivers on request, which is then acted on again).
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn forget_inbound(&self, keep_seconds: i64, limit: i64) -> StoreResult<usize> {
         let deleted = sqlx::query!(
             "delete from inbound_deliveries where (source, delivery_id) in (
@@ -226,20 +206,16 @@ impl DeliveryStore {
         Ok(deleted.rows_affected() as usize)
     }
 
-    /// The questions delivered to `channel`, oldest first, each with whether it is still pending.
-    pub async fn questions_on(&self, channel: &str) -> StoreResult<Vec<(String, bool)>> {
-        let rows = sqlx::query!(
-            r#"select q.id, q.status = 'pending' as "pending!" from questions q
-               join channel_deliveries d on d.question_id = q.id
-               where d.channel = $1 order by q.sequence_number"#,
-            channel,
-        )
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(rows.into_iter().map(|row| (row.id, row.pending)).collect())
+    /// The questions delivered to `channel`, oldest first.
+    #[tracing::instrument(level = "debug", skip_all)]
+    pub async fn questions_on(&self, channel: &str) -> StoreResult<Vec<String>> {
+        Ok(sqlx::query_scalar!("select question_id from channel_deliveries where channel = $1 order by id", channel)
+            .fetch_all(&self.pool)
+            .await?)
     }
 
     /// Gives a delivery up, recording why. `false` if the claim was lost.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn failed(&self, job: &DeliveryJob, error: &str) -> StoreResult<bool> {
         let mut tx = FeedTx::begin(&self.pool, Feed::Questions).await?;
         let changed = sqlx::query!(
@@ -255,26 +231,42 @@ impl DeliveryStore {
         commit_refreshed(tx, &job.question_id, changed).await
     }
 
-    /// Claims up to `limit` delivered Slack messages whose question has closed, for `lease_seconds`.
-    pub async fn claim_updates(&self, limit: i64, lease_seconds: i64) -> StoreResult<Vec<UpdateJob>> {
+    /// The questions whose delivered Slack messages wait to be updated once they close, and are due.
+    #[tracing::instrument(level = "debug", skip_all)]
+    pub async fn awaiting_update(&self, limit: i64) -> StoreResult<Vec<String>> {
+        Ok(sqlx::query_scalar!(
+            r#"select distinct question_id as "question_id!" from channel_deliveries
+               where status = 'delivered' and update_status = 'waiting' and next_attempt_at <= now()
+                 and channel like 'slack:%'
+               limit $1"#,
+            limit,
+        )
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// Claims up to `limit` due message updates of `closed` questions for `lease_seconds`.
+    #[tracing::instrument(level = "debug", skip_all)]
+    pub async fn claim_updates(
+        &self,
+        closed: &[String],
+        limit: i64,
+        lease_seconds: i64,
+    ) -> StoreResult<Vec<UpdateJob>> {
         Ok(sqlx::query_as!(
             UpdateJob,
             r#"with due as (
-                 select d.id from channel_deliveries d join questions q on q.id = d.question_id
-                 where d.status = 'delivered' and d.update_status = 'waiting' and d.next_attempt_at <= now()
-                   and d.channel like 'slack:%' and q.status <> 'pending'
-                 order by d.next_attempt_at, d.id limit $1
-                 for update of d skip locked),
-               claimed as (
-                 update channel_deliveries d
-                 set update_attempts = d.update_attempts + 1,
-                     next_attempt_at = now() + make_interval(secs => $2::bigint)
-                 from due where d.id = due.id
-                 returning d.id, d.question_id, d.update_attempts, d.message_ref)
-               select c.id as "id!", c.question_id as "question_id!", c.update_attempts as "attempts!",
-                      c.message_ref as "message_ref!", q.status, q.sender, q.recipient, q.content, q.options,
-                      q.query_namespace, q.query_name, q.response, q.answered_by
-               from claimed c join questions q on q.id = c.question_id"#,
+                 select id from channel_deliveries
+                 where question_id = any($1) and status = 'delivered' and update_status = 'waiting'
+                   and next_attempt_at <= now() and channel like 'slack:%'
+                 order by next_attempt_at, id limit $2
+                 for update skip locked)
+               update channel_deliveries d
+               set update_attempts = d.update_attempts + 1,
+                   next_attempt_at = now() + make_interval(secs => $3::bigint)
+               from due where d.id = due.id
+               returning d.id, d.question_id, d.update_attempts as attempts, d.message_ref as "message_ref!""#,
+            closed,
             limit,
             lease_seconds,
         )
@@ -284,6 +276,7 @@ impl DeliveryStore {
 
     /// Records how updating a message ended: `done`, `failed` (given up), or still `waiting` for another
     /// attempt after `delay_ms`. `false` if the claim was lost meanwhile.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn update_settled(&self, job: &UpdateJob, status: &str, delay_ms: i64) -> StoreResult<bool> {
         let changed = sqlx::query!(
             "update channel_deliveries
@@ -301,6 +294,7 @@ impl DeliveryStore {
     }
 
     /// The question a Slack message (its channel id and timestamp) was delivered for.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn question_of_message(&self, channel_id: &str, ts: &str) -> StoreResult<Option<String>> {
         Ok(sqlx::query_scalar!(
             "select question_id from channel_deliveries

@@ -10,6 +10,7 @@ use super::{
     Channel,
     outbound::Channels,
     send::{Message, SendError, Sent},
+    slack::Slack,
     slack_blocks::Closed,
     store::{DeliveryJob, DeliveryStore, UpdateJob},
 };
@@ -18,9 +19,12 @@ use crate::{
         hub::Hub,
         outbox::{self, LEASE_SECONDS, MAX_ATTEMPTS},
     },
+    questions::model::{Question, QuestionStatus},
     telemetry::metrics,
 };
 
+/// Questions looked at per round for messages to update once they closed.
+const UPDATE_SCAN: i64 = 200;
 /// Deliveries claimed at a time: one, so each one's lease starts right before its own send (several claimed
 /// together would wait for each other's sends, and a slow channel would let their leases run out).
 const CLAIM: i64 = 1;
@@ -67,18 +71,16 @@ async fn drain_sends(channels: &Channels, store: &DeliveryStore, shutdown: &Canc
 }
 
 async fn send(channels: &Channels, job: &DeliveryJob) -> Result<Sent, SendError> {
-    if job.status != "pending" {
-        return Err(SendError::Permanent(format!("not sent: the question was {} first", job.status)));
-    }
-    let query = query_label(&job.query_namespace, &job.query_name);
-    let message = Message {
-        question_id: &job.question_id,
-        sender: &job.sender,
-        recipient: &job.recipient,
-        content: &job.content,
-        options: &job.options,
-        query: query.as_deref(),
+    let question = match channels.questions.get(&job.question_id).await {
+        Ok(Some(question)) => question,
+        Ok(None) => return Err(SendError::Permanent("not sent: the question is gone".into())),
+        Err(error) => return Err(SendError::Transient(format!("reading the question: {error}"))),
     };
+    if question.status != QuestionStatus::Pending {
+        return Err(SendError::Permanent(format!("not sent: the question was {} first", question.status.as_str())));
+    }
+    let query = query_label(&question);
+    let message = message_of(&question, query.as_deref());
     match Channel::parse(&job.channel).map_err(SendError::Permanent)? {
         Channel::Slack { channel } => match &channels.slack {
             Some(slack) => slack.post(&channel, &message).await,
@@ -133,7 +135,18 @@ async fn settle(
 async fn drain_updates(channels: &Channels, store: &DeliveryStore, shutdown: &CancellationToken) {
     let Some(slack) = &channels.slack else { return };
     while !shutdown.is_cancelled() {
-        let jobs = match store.claim_updates(CLAIM, LEASE_SECONDS).await {
+        // Which questions wait for their messages to show how they closed, then which of them did close.
+        let closed = match store.awaiting_update(UPDATE_SCAN).await {
+            Ok(waiting) if waiting.is_empty() => return,
+            Ok(waiting) => channels.questions.closed_among(&waiting).await,
+            Err(error) => Err(error),
+        };
+        let jobs = match closed {
+            Ok(closed) if closed.is_empty() => return,
+            Ok(closed) => store.claim_updates(&closed, CLAIM, LEASE_SECONDS).await,
+            Err(error) => Err(error),
+        };
+        let jobs = match jobs {
             Ok(jobs) if !jobs.is_empty() => jobs,
             Ok(_) => return,
             Err(error) => {
@@ -142,21 +155,7 @@ async fn drain_updates(channels: &Channels, store: &DeliveryStore, shutdown: &Ca
             }
         };
         for job in jobs {
-            let query = query_label(&job.query_namespace, &job.query_name);
-            let message = Message {
-                question_id: &job.question_id,
-                sender: &job.sender,
-                recipient: &job.recipient,
-                content: &job.content,
-                options: &job.options,
-                query: query.as_deref(),
-            };
-            let closed = Closed {
-                status: &job.status,
-                response: job.response.as_deref(),
-                answered_by: job.answered_by.as_deref(),
-            };
-            let outcome = slack.update(&job.message_ref, &message, closed).await;
+            let outcome = update(slack, channels, &job).await;
             match settle_update(store, &job, outcome).await {
                 Ok(true) => {}
                 Ok(false) => lost_claim(&job.question_id, "slack (update)"),
@@ -165,6 +164,34 @@ async fn drain_updates(channels: &Channels, store: &DeliveryStore, shutdown: &Ca
                 }
             }
         }
+    }
+}
+
+/// Shows on a question's Slack message how the question closed.
+async fn update(slack: &Slack, channels: &Channels, job: &UpdateJob) -> Result<(), SendError> {
+    let question = match channels.questions.get(&job.question_id).await {
+        Ok(Some(question)) => question,
+        Ok(None) => return Err(SendError::Permanent("the question is gone".into())),
+        Err(error) => return Err(SendError::Transient(format!("reading the question: {error}"))),
+    };
+    let query = query_label(&question);
+    let closed = Closed {
+        status: question.status.as_str(),
+        response: question.response.as_deref(),
+        answered_by: question.answered_by.as_deref(),
+    };
+    slack.update(&job.message_ref, &message_of(&question, query.as_deref()), closed).await
+}
+
+/// What a question's message says.
+fn message_of<'a>(question: &'a Question, query: Option<&'a str>) -> Message<'a> {
+    Message {
+        question_id: &question.id,
+        sender: &question.sender,
+        recipient: &question.recipient,
+        content: &question.content,
+        options: &question.options,
+        query,
     }
 }
 
@@ -193,10 +220,10 @@ async fn settle_update(
 }
 
 /// `namespace/name` of a question's Query, as its message shows it.
-fn query_label(namespace: &Option<String>, name: &Option<String>) -> Option<String> {
-    match (namespace, name) {
-        (Some(namespace), Some(name)) => Some(format!("{namespace}/{name}")),
-        (None, Some(name)) => Some(name.clone()),
-        _ => None,
-    }
+fn query_label(question: &Question) -> Option<String> {
+    let query = question.query.as_ref()?;
+    Some(match &query.namespace {
+        Some(namespace) => format!("{namespace}/{}", query.name),
+        None => query.name.clone(),
+    })
 }

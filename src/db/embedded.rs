@@ -278,6 +278,11 @@ fn process_is_alive(pid: i32) -> bool {
     result == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
+/// Whether this machine has the PostgreSQL server binaries the embedded default starts.
+pub fn server_binaries_available() -> bool {
+    find_bin_dir().is_some()
+}
+
 fn find_bin_dir() -> Option<PathBuf> {
     let has_tools = |dir: &Path| dir.join("initdb").is_file() && dir.join("pg_ctl").is_file();
     if let Some(path) = std::env::var_os("PATH")

@@ -48,6 +48,7 @@ impl EventStore {
 
     /// Stores `event` (expiring after its TTL, or `default_ttl_seconds`) and applies it to its session, in
     /// one transaction; readers on every replica see both once this returns.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn append(&self, event: &NewEvent, default_ttl_seconds: i64) -> StoreResult<()> {
         let ttl = event.ttl_seconds.unwrap_or(default_ttl_seconds);
         let session_event = event.session_event();
@@ -97,6 +98,7 @@ impl EventStore {
     }
 
     /// Up to `limit` visible events after sequence `after` (of one session, or of one query), oldest first.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn list(
         &self,
         session_id: Option<&str>,
@@ -126,6 +128,7 @@ impl EventStore {
     }
 
     /// The whole feed's events after `after`, below the visibility horizon, within the catch-up limits.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn global_page(&self, after: GlobalCursor) -> StoreResult<Page<EventRecord, GlobalCursor>> {
         let rows = sqlx::query!(
             r#"with h as (select pg_snapshot_xmin(pg_current_snapshot()) as horizon)
@@ -167,12 +170,14 @@ impl EventStore {
     }
 
     /// Deletes every event.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn delete_all(&self) -> StoreResult<()> {
         sqlx::query!("delete from events").execute(&self.pool).await?;
         Ok(())
     }
 
     /// Deletes one query's events (the controller's finalizer).
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn delete_query(&self, query_id: &str) -> StoreResult<()> {
         sqlx::query!("delete from events where query_id = $1", query_id).execute(&self.pool).await?;
         Ok(())
@@ -180,6 +185,7 @@ impl EventStore {
 
     /// Deletes up to `limit` expired events, then up to `limit` of the oldest beyond `max_rows` (0: no cap);
     /// replicas reaping at once skip each other's rows.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn reap(&self, max_rows: i64, limit: i64) -> StoreResult<usize> {
         let expired = sqlx::query!(
             "delete from events where sequence_number in (

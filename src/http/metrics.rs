@@ -41,7 +41,7 @@ async fn scrape(State(state): State<AppState>) -> impl IntoResponse {
     if let Ok(backlog) = PatchStore::new(pool.clone()).backlog().await {
         metrics::set(metrics::OUTBOX_BACKLOG, &[("outbox", "status_patches".into())], backlog as f64);
     }
-    if let Ok(backlog) = state.channels.deliveries().backlog().await {
+    if let Ok(backlog) = state.channels.backlog().await {
         metrics::set(metrics::OUTBOX_BACKLOG, &[("outbox", "channel_deliveries".into())], backlog as f64);
     }
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], metrics::render())

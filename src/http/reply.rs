@@ -1,7 +1,6 @@
-//! Small reply shapes every domain shares with upstream: the delete acknowledgement, the bare success of
-//! upstream's event and session POSTs, and timestamps.
+//! Small reply shapes every domain shares with upstream: the delete acknowledgement, and the bare success of
+//! upstream's event and session POSTs.
 
-use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -42,9 +41,4 @@ impl Default for Success {
     fn default() -> Self {
         Self::new()
     }
-}
-
-/// Formats a timestamp the way JavaScript's `toISOString` does (milliseconds, `Z`).
-pub fn iso_timestamp(at: DateTime<Utc>) -> String {
-    at.to_rfc3339_opts(SecondsFormat::Millis, true)
 }

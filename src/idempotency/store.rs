@@ -113,6 +113,7 @@ impl KeyStore {
     }
 
     /// Forgets up to `limit` keys older than `keep_seconds`; returns how many.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn delete_expired(&self, keep_seconds: i64, limit: i64) -> StoreResult<u64> {
         let deleted = sqlx::query!(
             "delete from idempotency_keys where (scope, key) in (

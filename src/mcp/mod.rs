@@ -5,7 +5,6 @@
 
 mod legacy;
 mod server;
-mod store;
 mod tasks;
 mod tools;
 mod waiter;

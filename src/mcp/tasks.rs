@@ -9,10 +9,7 @@ use rmcp::{
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::{
-    store::TaskStore,
-    tools::{self, Caller},
-};
+use super::tools::{self, Caller};
 use crate::{
     db::StoreError,
     questions::model::{NewQuestion, Question, QuestionStatus},
@@ -30,14 +27,12 @@ const MIN_TTL_MS: u64 = 1_000;
 #[derive(Debug, Clone)]
 pub struct Tasks {
     state: AppState,
-    store: TaskStore,
 }
 
 impl Tasks {
     /// Tasks over the broker's state.
     pub fn new(state: AppState) -> Self {
-        let store = TaskStore::new(state.pool.clone());
-        Tasks { state, store }
+        Tasks { state }
     }
 
     /// The poll interval suggested to clients, in milliseconds.
@@ -62,7 +57,7 @@ impl Tasks {
         let not_found =
             || McpError::invalid_params(format!("Failed to retrieve task: Task not found ({task_id})"), None);
         let id = Uuid::parse_str(task_id).map_err(|_| not_found())?;
-        self.store.find(id, caller.owner.as_deref()).await.map_err(internal)?.ok_or_else(not_found)
+        self.state.questions.task(id, caller.owner.as_deref()).await.map_err(internal)?.ok_or_else(not_found)
     }
 
     /// One page of the caller's live tasks (everyone's with auth off) after the opaque `cursor`, and the cursor
@@ -77,7 +72,7 @@ impl Tasks {
             None => 0,
             Some(cursor) => decode_cursor(cursor).ok_or_else(|| McpError::invalid_params("Invalid cursor", None))?,
         };
-        let mut tasks = self.store.list(after, page + 1, caller.owner.as_deref()).await.map_err(internal)?;
+        let mut tasks = self.state.questions.tasks(after, page + 1, caller.owner.as_deref()).await.map_err(internal)?;
         let next = if tasks.len() as i64 > page {
             tasks.truncate(page as usize);
             tasks.last().map(|q| encode_cursor(q.sequence))

@@ -1,18 +1,21 @@
-//! The MCP tools `ask_question` and `list_pending_questions`: their definitions, their arguments (with the
-//! caller's identity from configurable headers), and the result a closed question gives.
-
-use std::sync::Arc;
+//! The MCP tools `ask_question` and `list_pending_questions`: their arguments and results as typed structs
+//! (the schemas `tools/list` shows are derived from them, for both protocol eras), the caller's identity from
+//! configurable headers, and the result a closed question gives.
 
 use axum::http::{HeaderMap, request::Parts};
 use rmcp::{
     ErrorData as McpError,
+    handler::server::common::{schema_for_empty_input, schema_for_output, schema_for_type},
     model::{CallToolResult, ContentBlock, JsonObject, Tool},
+    schemars::JsonSchema,
 };
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::{
     auth::Principal,
     config::Config,
+    http::extract::from_value,
     questions::model::{NewQuestion, QueryRef, Question, QuestionStatus},
     state::AppState,
 };
@@ -61,6 +64,58 @@ impl Caller {
     }
 }
 
+/// `ask_question`'s arguments: the input schema `tools/list` shows is derived from this type.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(crate = "rmcp::schemars")]
+pub struct AskArguments {
+    /// Who should answer: ark://users/<name>, ark://teams/<name>, ark://agents/<name> or ark://channels/<name>
+    pub recipient: String,
+    /// The question, as the person will read it
+    pub content: String,
+    /// Where else to deliver it: slack:<channel id or #name>, github:<owner>/<repo>#<issue or PR number>
+    pub channels: Option<Vec<String>>,
+    /// Short answers offered as buttons, e.g. ["Yes, proceed", "No, cancel"]
+    pub options: Option<Vec<String>>,
+    /// Who asks (default: the calling agent)
+    pub sender: Option<String>,
+    /// The asking Query's name, if the headers do not say
+    pub query_name: Option<String>,
+    /// The asking Query's namespace
+    pub query_namespace: Option<String>,
+    /// The LLM tool call this answers
+    pub tool_call_id: Option<String>,
+}
+
+/// What an answered `ask_question` returns (its output schema is derived from this type).
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(crate = "rmcp::schemars")]
+pub struct Answered {
+    pub question_id: String,
+    pub response: String,
+    #[schemars(extend("format" = "date-time"))]
+    pub answered_at: String,
+}
+
+/// What `list_pending_questions` returns.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+pub struct PendingQuestions {
+    pub questions: Vec<PendingQuestion>,
+}
+
+/// One pending question in that list.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(crate = "rmcp::schemars")]
+pub struct PendingQuestion {
+    pub id: String,
+    pub recipient: String,
+    pub content: String,
+    pub created_at: String,
+}
+
 /// The tools as `tools/list` shows them.
 pub fn definitions() -> Vec<Tool> {
     let ask = Tool::new(
@@ -68,83 +123,38 @@ pub fn definitions() -> Vec<Tool> {
         "Ask a person (or team) a question and wait for the answer. The question appears in the broker's \
          web page and REST API (and the listed channels); the call returns once someone answers. Call it as a \
          task to avoid holding the connection open.",
-        object(json!({
-            "type": "object",
-            "properties": {
-                "recipient": {"type": "string", "description": "Who should answer: ark://users/<name>, ark://teams/<name>, ark://agents/<name> or ark://channels/<name>"},
-                "content": {"type": "string", "description": "The question, as the person will read it"},
-                "channels": {"type": "array", "items": {"type": "string"}, "description": "Where else to deliver it: slack:<channel id or #name>, github:<owner>/<repo>#<issue or PR number>"},
-                "options": {"type": "array", "items": {"type": "string"}, "description": "Short answers offered as buttons, e.g. [\"Yes, proceed\", \"No, cancel\"]"},
-                "sender": {"type": "string", "description": "Who asks (default: the calling agent)"},
-                "queryName": {"type": "string", "description": "The asking Query's name, if the headers do not say"},
-                "queryNamespace": {"type": "string", "description": "The asking Query's namespace"},
-                "toolCallId": {"type": "string", "description": "The LLM tool call this answers"}
-            },
-            "required": ["recipient", "content"]
-        })),
+        schema_for_type::<AskArguments>(),
     )
-    .with_raw_output_schema(Arc::new(object(json!({
-        "type": "object",
-        "properties": {
-            "questionId": {"type": "string"},
-            "response": {"type": "string"},
-            "answeredAt": {"type": "string", "format": "date-time"}
-        },
-        "required": ["questionId", "response", "answeredAt"]
-    }))));
+    .with_raw_output_schema(schema_for_output::<Answered>());
     let list = Tool::new(
         LIST_PENDING_QUESTIONS,
         "List questions still waiting for an answer: the calling agent's own when the broker knows who is \
          calling, otherwise all of them.",
-        object(json!({"type": "object", "properties": {}})),
-    );
+        schema_for_empty_input(),
+    )
+    .with_raw_output_schema(schema_for_output::<PendingQuestions>());
     // The listing-only tool first: generic clients (and the conformance suite) probe the first tool with `{}`.
     vec![list, ask]
 }
 
-fn object(value: Value) -> JsonObject {
-    match value {
-        Value::Object(map) => map,
-        _ => unreachable!("tool schemas are objects"),
-    }
-}
-
 /// Builds the question `ask_question` asks from its arguments and the caller.
 pub fn ask_arguments(arguments: Option<&JsonObject>, caller: &Caller) -> Result<NewQuestion, McpError> {
-    let empty = JsonObject::new();
-    let arguments = arguments.unwrap_or(&empty);
-    let text = |name: &str| -> Result<Option<String>, McpError> {
-        match arguments.get(name) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s.clone())),
-            Some(_) => Err(McpError::invalid_params(format!("{name} must be a string"), None)),
-        }
-    };
-    let required = |name: &str| {
-        text(name)?.ok_or_else(|| McpError::invalid_params(format!("missing required argument: {name}"), None))
-    };
-    let strings = |name: &str| match arguments.get(name) {
-        None | Some(Value::Null) => Ok(Vec::new()),
-        Some(Value::Array(items)) => items
-            .iter()
-            .map(|item| item.as_str().map(str::to_owned))
-            .collect::<Option<Vec<_>>>()
-            .ok_or_else(|| McpError::invalid_params(format!("{name} must be an array of strings"), None)),
-        Some(_) => Err(McpError::invalid_params(format!("{name} must be an array of strings"), None)),
-    };
-    let (channels, options) = (strings("channels")?, strings("options")?);
-    let query = match text("queryName")? {
-        Some(name) => Some(QueryRef { namespace: text("queryNamespace")?, name }),
+    let arguments = Value::Object(arguments.cloned().unwrap_or_default());
+    // The same messages as REST's: `recipient: required`, `channels: expected array, received string`.
+    let arguments: AskArguments =
+        from_value(&arguments).map_err(|error| McpError::invalid_params(error.to_string(), None))?;
+    let query = match arguments.query_name {
+        Some(name) => Some(QueryRef { namespace: arguments.query_namespace, name }),
         None => caller.query.clone(),
     };
     let question = NewQuestion {
-        sender: text("sender")?.or_else(|| caller.agent.clone()).unwrap_or_else(|| "ark://agents/unknown".into()),
-        recipient: required("recipient")?,
-        content: required("content")?,
-        channels,
-        options,
+        sender: arguments.sender.or_else(|| caller.agent.clone()).unwrap_or_else(|| "ark://agents/unknown".into()),
+        recipient: arguments.recipient,
+        content: arguments.content,
+        channels: arguments.channels.unwrap_or_default(),
+        options: arguments.options.unwrap_or_default(),
         query,
-        tool_call_id: text("toolCallId")?,
+        tool_call_id: arguments.tool_call_id,
         ttl_seconds: None,
         task_id: None,
         task_ttl_ms: None,
@@ -161,14 +171,12 @@ pub fn outcome(question: &Question) -> Option<CallToolResult> {
     match question.status {
         QuestionStatus::Pending => None,
         QuestionStatus::Answered => {
-            let answer = json!({
-                "questionId": question.id,
-                "response": question.response,
-                "answeredAt": question.answered_at,
-            });
-            let mut result = CallToolResult::success(vec![ContentBlock::text(answer.to_string())]);
-            result.structured_content = Some(answer);
-            Some(result)
+            let answer = Answered {
+                question_id: question.id.clone(),
+                response: question.response.clone().unwrap_or_default(),
+                answered_at: question.answered_at.clone().unwrap_or_default(),
+            };
+            Some(structured(&answer))
         }
         QuestionStatus::Cancelled => Some(refusal("was cancelled before anyone answered it.")),
         QuestionStatus::Expired => Some(refusal("expired before anyone answered it.")),
@@ -177,12 +185,22 @@ pub fn outcome(question: &Question) -> Option<CallToolResult> {
 
 /// The result of `list_pending_questions`.
 pub fn pending_list(questions: &[Question]) -> CallToolResult {
-    let items: Vec<Value> = questions
+    let questions = questions
         .iter()
-        .map(|q| json!({"id": q.id, "recipient": q.recipient, "content": q.content, "createdAt": q.created_at}))
+        .map(|q| PendingQuestion {
+            id: q.id.clone(),
+            recipient: q.recipient.clone(),
+            content: q.content.clone(),
+            created_at: q.created_at.clone(),
+        })
         .collect();
-    let list = json!({"questions": items});
-    let mut result = CallToolResult::success(vec![ContentBlock::text(list.to_string())]);
-    result.structured_content = Some(list);
+    structured(&PendingQuestions { questions })
+}
+
+/// A result carrying `value` both as structured content and as its JSON text (for clients that read text).
+fn structured(value: &impl Serialize) -> CallToolResult {
+    let value = serde_json::to_value(value).expect("tool results serialise");
+    let mut result = CallToolResult::success(vec![ContentBlock::text(value.to_string())]);
+    result.structured_content = Some(value);
     result
 }

@@ -14,9 +14,9 @@ use crate::{
         tail::FeedSource,
         watch::WatchSource,
     },
-    http::reply::iso_timestamp,
     idempotency::{self, IdempotencyKey, KeyState, Scope, StoredReply},
     sessions::store as session_store,
+    timestamp::iso_timestamp,
 };
 
 /// How often an append retries when a writer with a later transaction id wrote the conversation first.
@@ -64,6 +64,7 @@ impl MessageStore {
     /// Appends `messages` in order, visible to readers on every replica once this returns. With `once` (an
     /// idempotency key and the request's fingerprint) it appends only if the key is new, and otherwise
     /// reports what the key says; [`KeyState::New`] means "appended now".
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn append(
         &self,
         conversation_id: &str,
@@ -129,6 +130,7 @@ impl MessageStore {
     }
 
     /// Up to `limit` visible messages after sequence `after`, oldest first.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn list(&self, filter: &MessageFilter, after: i64, limit: i64) -> StoreResult<Vec<MessageItem>> {
         let mut tx = self.pool.begin().await?;
         db::plan_per_execution(&mut tx).await?;
@@ -154,6 +156,7 @@ impl MessageStore {
     }
 
     /// The whole feed's messages after `after`, below the visibility horizon, within the catch-up limits.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn global_page(&self, after: GlobalCursor) -> StoreResult<Page<MessageItem, GlobalCursor>> {
         let rows = sqlx::query!(
             r#"with h as (select pg_snapshot_xmin(pg_current_snapshot()) as horizon)
@@ -194,6 +197,7 @@ impl MessageStore {
     }
 
     /// Conversation ids that still have visible messages, in order of first appearance.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn conversation_ids(&self) -> StoreResult<Vec<String>> {
         Ok(sqlx::query_scalar!(
             r#"select conversation_id as "id!" from messages
@@ -205,6 +209,7 @@ impl MessageStore {
     }
 
     /// Message and query counts per conversation.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn counts(&self) -> StoreResult<Vec<ConversationCounts>> {
         let rows = sqlx::query!(
             r#"select conversation_id, count(*) as "messages!", count(distinct query_id) as "queries!"
@@ -224,18 +229,21 @@ impl MessageStore {
     }
 
     /// Deletes every message.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn delete_all(&self) -> StoreResult<()> {
         sqlx::query!("delete from messages").execute(&self.pool).await?;
         Ok(())
     }
 
     /// Deletes one conversation's messages.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn delete_conversation(&self, conversation_id: &str) -> StoreResult<()> {
         sqlx::query!("delete from messages where conversation_id = $1", conversation_id).execute(&self.pool).await?;
         Ok(())
     }
 
     /// Deletes one query's messages, in one conversation or in all of them.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn delete_query(&self, conversation_id: Option<&str>, query_id: &str) -> StoreResult<()> {
         sqlx::query!(
             "delete from messages where query_id = $1 and ($2::text is null or conversation_id = $2)",
@@ -248,6 +256,7 @@ impl MessageStore {
     }
 
     /// Deletes up to `limit` expired messages; replicas reaping at once skip each other's rows.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn delete_expired(&self, limit: i64) -> StoreResult<u64> {
         let deleted = sqlx::query!(
             "delete from messages where sequence_number in (

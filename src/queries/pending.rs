@@ -6,8 +6,8 @@ use serde_json::Value;
 use super::model::PendingToolCall;
 use crate::{
     db::StoreResult,
-    http::reply::iso_timestamp,
     streams::{ChunkStore, typed::EventType, unified},
+    timestamp::iso_timestamp,
 };
 
 /// `tool_call_start`s of stream `stream_id` without a `tool_call_result`, oldest first.

@@ -7,7 +7,7 @@ use super::{
     pending::pending_tool_calls,
     store::{ResumeRow, StreamPhase},
 };
-use crate::{db::StoreResult, http::reply::iso_timestamp, state::AppState};
+use crate::{db::StoreResult, state::AppState, timestamp::iso_timestamp};
 
 /// The phase of Query `namespace/name` alone (what the Query page shows), without reading its stream:
 /// `unknown` when neither a question nor a stream knows it.

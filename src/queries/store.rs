@@ -40,6 +40,7 @@ impl QueryStore {
 
     /// The resume row of Query `namespace/name`, if a question ever named it; else the row of questions that
     /// named only `name` (a caller that sent `x-ark-query: name`).
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn resume_row(&self, namespace: &str, name: &str) -> StoreResult<Option<ResumeRow>> {
         Ok(sqlx::query_as!(
             ResumeRow,
@@ -55,6 +56,7 @@ impl QueryStore {
     }
 
     /// The phase of stream `name`, if it exists.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn stream_phase(&self, name: &str) -> StoreResult<Option<StreamPhase>> {
         Ok(sqlx::query_as!(
             StreamPhase,
@@ -66,6 +68,7 @@ impl QueryStore {
     }
 
     /// The sequence number of the last message stored for Query `name` (messages name Queries by name).
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn last_message_sequence(&self, name: &str) -> StoreResult<Option<i64>> {
         Ok(sqlx::query_scalar!("select max(sequence_number) from messages where query_id = $1", name)
             .fetch_one(&self.pool)

@@ -25,6 +25,7 @@ use crate::{
         outbox::{self, CLAIM, LEASE_SECONDS, MAX_ATTEMPTS},
     },
     kubernetes::KubeSetupError,
+    questions::QuestionStore,
     telemetry::metrics,
 };
 
@@ -57,14 +58,18 @@ pub fn spawn(
     hub: Hub,
     cancel: CancellationToken,
 ) -> JoinHandle<()> {
-    let worker =
-        Worker { patcher: QueryPatcher::new(client, config.waiting_phase.clone()), store: PatchStore::new(pool) };
+    let worker = Worker {
+        patcher: QueryPatcher::new(client, config.waiting_phase.clone()),
+        store: PatchStore::new(pool.clone()),
+        questions: QuestionStore::new(pool),
+    };
     tokio::spawn(worker.run(hub, cancel))
 }
 
 struct Worker {
     patcher: QueryPatcher,
     store: PatchStore,
+    questions: QuestionStore,
 }
 
 impl Worker {
@@ -93,7 +98,7 @@ impl Worker {
 
     async fn attempt(&self, job: &PatchJob) -> Outcome {
         let (namespace, name) = (&job.query_namespace, &job.query_name);
-        let question = match self.store.question(&job.question_id).await {
+        let question = match self.questions.waiting_for(&job.question_id).await {
             Ok(Some(question)) => question,
             Ok(None) => return Outcome::Done("skipped: the question is gone".into()),
             Err(error) => return Outcome::Retry(error.to_string()),
@@ -104,7 +109,7 @@ impl Worker {
             }
             return self.patcher.wait(namespace, name, &question).await;
         }
-        match self.store.still_waiting(namespace, name, &job.question_id).await {
+        match self.questions.still_waiting(namespace, name, &job.question_id).await {
             Ok(other) => self.patcher.resume(namespace, name, other.as_ref()).await,
             Err(error) => Outcome::Retry(error.to_string()),
         }

@@ -9,8 +9,7 @@ use kube::{
 };
 use serde_json::{Value, json};
 
-use super::store::WaitingFor;
-use crate::http::reply::iso_timestamp;
+use crate::{questions::waiting::WaitingFor, timestamp::iso_timestamp};
 
 /// The annotation that mirrors `waitingFor`.
 pub const WAITING_FOR_ANNOTATION: &str = "ark-broker.ark.mckinsey.com/waiting-for";

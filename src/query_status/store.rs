@@ -1,9 +1,7 @@
 //! SQL for Query status patching: claiming due patches from the outbox (one replica each, leased), and
 //! finishing or rescheduling them.
 
-use chrono::{DateTime, Utc};
 use sqlx::PgPool;
-use uuid::Uuid;
 
 use crate::db::StoreResult;
 
@@ -20,16 +18,6 @@ pub struct PatchJob {
     pub attempts: i32,
 }
 
-/// What the Query waits for, as the annotation shows it.
-#[derive(Debug, Clone)]
-pub struct WaitingFor {
-    pub question_id: String,
-    pub since: DateTime<Utc>,
-    pub task_id: Option<Uuid>,
-    pub tool_call_id: Option<String>,
-    pub pending: bool,
-}
-
 /// The outbox of Query status patches.
 #[derive(Debug, Clone)]
 pub struct PatchStore {
@@ -44,6 +32,7 @@ impl PatchStore {
 
     /// Claims up to `limit` due patches for `lease_seconds`. A question's patches are claimed in order: a
     /// resume waits until its wait is done.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn claim_due(&self, limit: i64, lease_seconds: i64) -> StoreResult<Vec<PatchJob>> {
         Ok(sqlx::query_as!(
             PatchJob,
@@ -66,6 +55,7 @@ impl PatchStore {
     }
 
     /// Marks a patch done with `outcome`.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn finish(&self, id: i64, outcome: &str) -> StoreResult<()> {
         sqlx::query!("update query_status_patches set done_at = now(), outcome = $2 where id = $1", id, outcome)
             .execute(&self.pool)
@@ -74,6 +64,7 @@ impl PatchStore {
     }
 
     /// Tries a patch again after `delay_ms`.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn retry_later(&self, id: i64, delay_ms: i64, error: &str) -> StoreResult<()> {
         sqlx::query!(
             "update query_status_patches
@@ -88,6 +79,7 @@ impl PatchStore {
     }
 
     /// Patches not yet done.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn backlog(&self) -> StoreResult<i64> {
         Ok(sqlx::query_scalar!(r#"select count(*) as "n!" from query_status_patches where done_at is null"#)
             .fetch_one(&self.pool)
@@ -95,6 +87,7 @@ impl PatchStore {
     }
 
     /// Deletes up to `limit` patches done more than `keep_seconds` ago.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn delete_done(&self, keep_seconds: i64, limit: i64) -> StoreResult<usize> {
         let deleted = sqlx::query!(
             "delete from query_status_patches where id in (
@@ -107,32 +100,5 @@ impl PatchStore {
         .execute(&self.pool)
         .await?;
         Ok(deleted.rows_affected() as usize)
-    }
-
-    /// The question a patch is about.
-    pub async fn question(&self, question_id: &str) -> StoreResult<Option<WaitingFor>> {
-        Ok(sqlx::query_as!(
-            WaitingFor,
-            r#"select id as question_id, created_at as since, task_id, tool_call_id, status = 'pending' as "pending!"
-               from questions where id = $1"#,
-            question_id,
-        )
-        .fetch_optional(&self.pool)
-        .await?)
-    }
-
-    /// Another question the same Query still waits for, if any (the oldest).
-    pub async fn still_waiting(&self, namespace: &str, name: &str, except: &str) -> StoreResult<Option<WaitingFor>> {
-        Ok(sqlx::query_as!(
-            WaitingFor,
-            r#"select question_id as "question_id!", since as "since!", task_id, tool_call_id, true as "pending!"
-               from query_waiting_for where namespace = $1 and name = $2 and question_id <> $3
-               order by since limit 1"#,
-            namespace,
-            name,
-            except,
-        )
-        .fetch_optional(&self.pool)
-        .await?)
     }
 }

@@ -2,12 +2,15 @@
 //! `resourceVersion`.
 
 mod announce;
+pub mod deliveries;
 pub mod model;
 pub mod record;
 mod routes;
 pub mod store;
 pub mod tail;
+pub mod tasks;
 pub mod tool_calls;
+pub mod waiting;
 mod watch;
 pub mod watch_log;
 

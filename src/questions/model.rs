@@ -8,7 +8,7 @@ use uuid::Uuid;
 
 use crate::{
     error::{ApiError, ErrorObject},
-    http::reply::iso_timestamp,
+    timestamp::iso_timestamp,
 };
 
 /// Longest `ttlSeconds` accepted (a year).

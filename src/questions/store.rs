@@ -100,6 +100,7 @@ impl QuestionStore {
     }
 
     /// Stores a new pending question; it is committed (and visible on every replica) when this returns.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn create(&self, new: &NewQuestion) -> StoreResult<Question> {
         let id = format!("q-{}", Uuid::new_v4());
         let (namespace, name) = match &new.query {
@@ -143,6 +144,7 @@ impl QuestionStore {
     }
 
     /// Answers a pending question. The first answer wins; later ones get [`Change::Conflict`].
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn answer(&self, id: &str, response: &str, answered_by: Option<&str>) -> StoreResult<Change> {
         change!(&self.pool, |tx| async {
             if !expire_if_due(tx, id).await? {
@@ -169,6 +171,7 @@ impl QuestionStore {
     }
 
     /// Cancels a pending question; the row stays.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn cancel(&self, id: &str) -> StoreResult<Change> {
         change!(&self.pool, |tx| async {
             if !expire_if_due(tx, id).await? {
@@ -192,11 +195,13 @@ impl QuestionStore {
     }
 
     /// Expires `id` if it is pending past its expiry (waiters call this so they need not wait for the reaper).
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn expire_if_due(&self, id: &str) -> StoreResult<()> {
         change!(&self.pool, |tx| async { Ok(expire_if_due(tx, id).await?.then_some(())) })
     }
 
     /// Expires up to `limit` pending questions whose expiry has passed; returns how many.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn expire_due(&self, limit: i64) -> StoreResult<usize> {
         change!(&self.pool, |tx| async {
             let rows = sqlx::query_as!(
@@ -222,6 +227,7 @@ impl QuestionStore {
     }
 
     /// One question.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn get(&self, id: &str) -> StoreResult<Option<Question>> {
         let row = sqlx::query_as!(QuestionRow, "select * from questions where id = $1", id)
             .fetch_optional(&self.pool)
@@ -231,6 +237,7 @@ impl QuestionStore {
 
     /// Up to `limit` questions created after `after`, oldest first (or with `filter.closed` the most recently
     /// closed first), with the resourceVersion of the same snapshot.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn list(&self, filter: &QuestionFilter, after: i64, limit: i64) -> StoreResult<(i64, Vec<Question>)> {
         let mut tx = self.pool.begin().await?;
         sqlx::query!("set transaction isolation level repeatable read, read only").execute(&mut *tx).await?;
@@ -295,6 +302,7 @@ impl QuestionStore {
     }
 
     /// How many questions there are of each status (every status, zero included).
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn count_by_status(&self) -> StoreResult<Vec<(String, i64)>> {
         let rows = sqlx::query!(
             r#"select s.status as "status!", count(q.id) as "count!"
@@ -308,6 +316,7 @@ impl QuestionStore {
     }
 
     /// The newest resourceVersion.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn current_version(&self) -> StoreResult<i64> {
         let mut connection = self.pool.acquire().await?;
         current_version(&mut connection).await

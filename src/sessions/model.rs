@@ -9,7 +9,8 @@ use super::rules::{ConversationSummary, Participant, Phase, QueryState, SessionS
 use crate::{
     db::{fanout::FeedRow, feed::GlobalCursor},
     error::ApiError,
-    http::{params::Page, reply::iso_timestamp},
+    http::params::Page,
+    timestamp::iso_timestamp,
 };
 
 /// A session as upstream serves it.

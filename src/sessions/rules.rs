@@ -328,7 +328,7 @@ fn conversations_of(queries: &[QueryState]) -> Vec<ConversationSummary> {
                 participants,
                 message_count: members.len(),
                 duration: duration(first.created_at, last.completed_at),
-                start_time: crate::http::reply::iso_timestamp(first.created_at),
+                start_time: crate::timestamp::iso_timestamp(first.created_at),
                 participant_type: participant_type_of(&first.target_type),
                 error_count: members.iter().filter(|q| q.phase == Phase::Error).count(),
             }

@@ -226,6 +226,7 @@ impl SessionStore {
     }
 
     /// Applies an event outside any other write (`POST /sessions`).
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn apply(&self, event: &SessionEvent) -> StoreResult<()> {
         let mut tx = db::feed::FeedTx::begin(&self.pool, db::feed::Feed::Sessions).await?;
         apply_event(tx.conn(), event).await?;
@@ -234,6 +235,7 @@ impl SessionStore {
     }
 
     /// One session.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn get(&self, session_id: &str) -> StoreResult<Option<SessionEntry>> {
         let row = sqlx::query_scalar!(
             r#"select to_jsonb(s) || jsonb_build_object('tx', s.tx::text::bigint) as "entry!"
@@ -246,6 +248,7 @@ impl SessionStore {
     }
 
     /// Every session, in the order they were created.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn all(&self) -> StoreResult<Vec<SessionEntry>> {
         let rows = sqlx::query_scalar!(
             r#"select to_jsonb(s) || jsonb_build_object('tx', s.tx::text::bigint) as "entry!"
@@ -258,6 +261,7 @@ impl SessionStore {
 
     /// A page of the sessions matching `filter`, sorted, from offset `offset`; with how many match in total
     /// and per status.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn page(
         &self,
         filter: &SessionFilter,
@@ -318,12 +322,14 @@ impl SessionStore {
     }
 
     /// Deletes every session (and, with them, their queries).
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn delete_all(&self) -> StoreResult<()> {
         sqlx::query!("delete from sessions").execute(&self.pool).await?;
         Ok(())
     }
 
     /// Changed sessions after `after` in `(tx, sequence)` order, below the visibility horizon.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn changes_after(&self, after: GlobalCursor) -> StoreResult<Page<SessionChange, GlobalCursor>> {
         let rows = sqlx::query!(
             r#"with h as (select pg_snapshot_xmin(pg_current_snapshot()) as horizon)

@@ -6,7 +6,7 @@ use serde_json::value::RawValue;
 use utoipa::ToSchema;
 
 use super::typed::EventType;
-use crate::http::reply::iso_timestamp;
+use crate::timestamp::iso_timestamp;
 
 /// What the completion marker's chunk reads as in raw pages and the global watch.
 pub const DONE: &str = "[DONE]";

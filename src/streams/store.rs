@@ -46,6 +46,7 @@ impl ChunkStore {
 
     /// Registers streams that may not exist yet; existing ones are left alone without waiting for a writer
     /// that holds them.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn create_streams(&self, stream_ids: &[&str]) -> StoreResult<()> {
         create_streams(&mut *self.pool.acquire().await?, stream_ids).await
     }
@@ -53,6 +54,7 @@ impl ChunkStore {
     /// Appends several streams' chunks in one transaction with one NOTIFY (a group commit). Returns the
     /// streams it wrote; the others are held by another transaction right now and should be tried again.
     /// The streams must exist ([`ChunkStore::create_streams`]).
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn append(&self, appends: &[&Append]) -> StoreResult<Vec<String>> {
         let rows: usize = appends.iter().map(|a| a.chunks.len()).sum();
         if rows == 0 {
@@ -113,6 +115,7 @@ impl ChunkStore {
     /// its lines (the request's lines `offset..`) only those beyond what the key says is stored already are
     /// written, and the key's count moves on with them. Returns false if another transaction holds the
     /// stream right now (try again later). The stream must exist.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn append_keyed(&self, append: &Append, key: &IdempotencyKey, offset: i64) -> StoreResult<bool> {
         let mut tx = FeedTx::begin(&self.pool, Feed::Chunks).await?;
         let stream = sqlx::query!(
@@ -163,18 +166,21 @@ impl ChunkStore {
     }
 
     /// Records `key` for a chunk POST to `stream_id`, or reports what it says already.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn claim_key(&self, key: &IdempotencyKey, stream_id: &str) -> StoreResult<KeyState> {
         let mut conn = self.pool.acquire().await?;
         idempotency::store::claim(&mut conn, Scope::Stream, key, stream_id).await
     }
 
     /// Stores a chunk POST's final reply under `key`; returns the reply that stands (the first one stored).
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn finish_key(&self, key: &IdempotencyKey, reply: &StoredReply) -> StoreResult<StoredReply> {
         let mut conn = self.pool.acquire().await?;
         idempotency::store::finish(&mut conn, Scope::Stream, key, reply).await
     }
 
     /// Appends the completion marker once; later calls report that it is there already.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn complete(&self, stream_id: &str) -> StoreResult<Completion> {
         for _ in 0..MAX_CLAIM_ATTEMPTS {
             let mut tx = FeedTx::begin(&self.pool, Feed::Chunks).await?;
@@ -222,6 +228,7 @@ impl ChunkStore {
     }
 
     /// A stream's committed last position (0 if it has none): a live-only reader starts after it.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn last_position(&self, stream_id: &str) -> StoreResult<i64> {
         Ok(sqlx::query_scalar!(
             r#"select coalesce((select last_position from streams where stream_id = $1), 0) as "n!""#,
@@ -232,6 +239,7 @@ impl ChunkStore {
     }
 
     /// Whether the stream has rows after `position` (only rows OpenAI-format readers see, if `openai_only`).
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn written_after(&self, stream_id: &str, position: i64, openai_only: bool) -> StoreResult<bool> {
         Ok(sqlx::query_scalar!(
             r#"select exists (select 1 from chunks
@@ -246,6 +254,7 @@ impl ChunkStore {
     }
 
     /// One stream's rows after position `after`, within the catch-up limits.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn stream_page(&self, stream_id: &str, after: i64) -> StoreResult<Page<ChunkRow, i64>> {
         let rows = sqlx::query_as!(
             ChunkRow,
@@ -266,6 +275,7 @@ impl ChunkStore {
     }
 
     /// Up to `limit` rows of every stream after sequence `after` (the `GET /stream` page).
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn feed_after(&self, after: i64, limit: i64) -> StoreResult<Vec<ChunkRow>> {
         Ok(sqlx::query_as!(
             ChunkRow,
@@ -282,6 +292,7 @@ impl ChunkStore {
     }
 
     /// How many rows the global feed holds.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn count(&self) -> StoreResult<i64> {
         Ok(sqlx::query_scalar!(
             r#"select count(*) as "n!" from chunks where event_type is null or event_type = 'stream_aborted'"#
@@ -291,6 +302,7 @@ impl ChunkStore {
     }
 
     /// Deletes every chunk and forgets every stream. The counters stay, so a position is never reused.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn delete_all(&self) -> StoreResult<()> {
         let mut tx = self.pool.begin().await?;
         sqlx::query!("delete from chunks").execute(&mut *tx).await?;

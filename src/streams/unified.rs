@@ -11,7 +11,7 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use super::{ChunkStore, model::ChunkRow, typed::EventType};
-use crate::{db::StoreResult, http::reply::iso_timestamp};
+use crate::{db::StoreResult, timestamp::iso_timestamp};
 
 /// The `event` of an error frame (an error chunk, or the broker's abort frame).
 pub const ERROR: &str = "error";

@@ -58,6 +58,7 @@ impl SpanStore {
 
     /// Stores `spans` in order, expiring after `ttl_seconds`; readers on every replica see them once this
     /// returns.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn append(&self, spans: &[NewSpan], ttl_seconds: i64) -> StoreResult<()> {
         if spans.is_empty() {
             return Ok(());
@@ -125,6 +126,7 @@ impl SpanStore {
 
     /// Up to `limit` traces (of one session: only its spans) whose first span arrived before sequence
     /// `before`, newest first, with how many traces match in all.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn page(&self, session_id: Option<&str>, before: i64, limit: i64) -> StoreResult<TracePage> {
         let mut tx = self.pool.begin().await?;
         db::plan_per_execution(&mut tx).await?;
@@ -169,6 +171,7 @@ impl SpanStore {
     }
 
     /// One trace's visible spans, in the order they arrived.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn trace(&self, trace_id: &str) -> StoreResult<Vec<Box<serde_json::value::RawValue>>> {
         let rows = sqlx::query_scalar!(
             r#"select span::text as "span!" from spans where trace_id = $1 and expires_at > now()
@@ -181,6 +184,7 @@ impl SpanStore {
     }
 
     /// Deletes every span.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn delete_all(&self) -> StoreResult<()> {
         sqlx::query!("delete from spans").execute(&self.pool).await?;
         Ok(())
@@ -188,6 +192,7 @@ impl SpanStore {
 
     /// Deletes up to `limit` expired spans, then up to `limit` of the oldest beyond `max_rows` (0: no cap);
     /// replicas reaping at once skip each other's rows.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn reap(&self, max_rows: i64, limit: i64) -> StoreResult<usize> {
         let expired = sqlx::query!(
             "delete from spans where sequence_number in (

@@ -6,7 +6,10 @@
 use chrono::{DateTime, Utc};
 use maud::{Markup, html};
 
-use super::{filters::Search, markdown, page::path_segment};
+use super::{
+    filters::{Search, path_segment},
+    markdown,
+};
 use crate::questions::model::{Question, QuestionStatus};
 
 /// The card for `question` as its status calls for.
@@ -145,7 +148,7 @@ pub fn refilled_answer_form(id: &str, back: Option<&str>, person: Option<&str>, 
 }
 
 fn iso(at: DateTime<Utc>) -> String {
-    crate::http::reply::iso_timestamp(at)
+    crate::timestamp::iso_timestamp(at)
 }
 
 /// "3 min ago" as the server sees it; the script keeps it current.

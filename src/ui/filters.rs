@@ -1,4 +1,4 @@
-//! The page's search box and filters (content text, recipient, sender, Query) and its paging: what the GET
+//! The page's tabs, search box and filters (content text, recipient, sender, Query) and its paging: what the GET
 //! form sends, how it becomes a store filter, the links that keep it, and the form itself. Everything works
 //! without JavaScript: searching and paging are plain links and GET forms.
 
@@ -6,8 +6,26 @@ use chrono::{DateTime, Utc};
 use maud::{Markup, html};
 use serde::{Deserialize, Serialize};
 
-use super::page::View;
 use crate::{error::ApiError, questions::store::QuestionFilter};
+
+/// Which tab is shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum View {
+    /// Pending questions, with answer forms.
+    Pending,
+    /// Answered, cancelled and expired questions.
+    Closed,
+}
+
+/// Percent-encodes one URL path segment (everything but RFC 3986's unreserved characters).
+pub fn path_segment(raw: &str) -> String {
+    raw.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
 
 /// The search and filter fields as typed (blank fields mean "any", as a form sends them).
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]

@@ -3,20 +3,12 @@
 
 use maud::{DOCTYPE, Markup, html};
 
+pub use super::filters::{View, path_segment};
 use super::{
     cards::card,
     filters::{self, Search},
 };
 use crate::questions::model::Question;
-
-/// Which tab is shown.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum View {
-    /// Pending questions, with answer forms.
-    Pending,
-    /// Answered, cancelled and expired questions.
-    Closed,
-}
 
 /// The outcome of a form post, shown once after the redirect.
 #[derive(Debug)]
@@ -140,14 +132,4 @@ pub fn flash_message(flash: &Flash) -> Markup {
         Flash::Invalid(id) => ("warn", format!("The answer to {id} was empty; nothing was stored.")),
     };
     html! { p .flash .(class) role="status" { (text) } }
-}
-
-/// Percent-encodes one URL path segment (everything but RFC 3986's unreserved characters).
-pub fn path_segment(raw: &str) -> String {
-    raw.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }

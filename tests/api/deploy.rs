@@ -36,6 +36,7 @@ async fn passes(
 }
 
 #[tokio::test]
+#[ignore = "needs Python with the chart tools (tests/deploy): ./scripts/test installs them and runs it"]
 async fn the_chart_lints_renders_and_validates_with_every_value_variant() {
     let mut command = tokio::process::Command::new(deploy_python());
     command.arg("tests/deploy/check_chart.py");
@@ -43,6 +44,7 @@ async fn the_chart_lints_renders_and_validates_with_every_value_variant() {
 }
 
 #[tokio::test]
+#[ignore = "needs docker-compose, nginx and Python (tests/deploy): ./scripts/test installs them and runs it"]
 async fn the_compose_file_and_its_nginx_config_validate_offline() {
     let mut command = tokio::process::Command::new("bash");
     command.arg("tests/deploy/check_compose.sh").env("PYTHON", deploy_python());
@@ -50,6 +52,7 @@ async fn the_compose_file_and_its_nginx_config_validate_offline() {
 }
 
 #[tokio::test]
+#[ignore = "needs nginx and Python (tests/deploy): ./scripts/test installs them and runs it"]
 async fn three_replicas_behind_the_compose_nginx_config_serve_streams_questions_and_mcp() {
     let url = fresh_database().await;
     let (a, b, c) = tokio::join!(Replica::start(&url), Replica::start(&url), Replica::start(&url));

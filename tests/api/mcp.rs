@@ -33,7 +33,21 @@ async fn initialize_advertises_2025_11_25_tasks_without_a_session() {
     let tools = tools.result()["tools"].as_array().unwrap().clone();
     let ask = tools.iter().find(|t| t["name"] == "ask_question").expect("ask_question");
     assert_eq!(ask["execution"], json!({"taskSupport": "optional"}));
-    assert!(tools.iter().any(|t| t["name"] == "list_pending_questions"));
+    // The schemas are derived from the tools' argument and result types.
+    let input = &ask["inputSchema"];
+    assert_eq!((input["type"].as_str(), input["required"].clone()), (Some("object"), json!(["recipient", "content"])));
+    assert!(input["properties"]["recipient"]["description"].as_str().unwrap().contains("ark://users/<name>"));
+    assert!(input["properties"]["channels"].to_string().contains("array"), "{input}");
+    let output = &ask["outputSchema"];
+    assert_eq!(output["required"], json!(["questionId", "response", "answeredAt"]), "{output}");
+    assert_eq!(output["properties"]["answeredAt"]["format"], "date-time");
+    let list = tools.iter().find(|t| t["name"] == "list_pending_questions").expect("list_pending_questions");
+    assert_eq!(list["inputSchema"]["type"], "object");
+    assert_eq!(list["outputSchema"]["required"], json!(["questions"]));
+    // Arguments that do not fit get REST's messages, naming the field.
+    let bad = mcp.legacy("tools/call", json!({"name": "ask_question", "arguments": {"content": 42}})).await;
+    assert_eq!(bad.error_code(), -32602);
+    assert_eq!(bad.message["error"]["message"], "content: expected string, received number", "{}", bad.message);
     for version in ["2025-06-18", "2025-03-26"] {
         let init = mcp.initialize(version).await;
         assert_eq!(init.result()["protocolVersion"], version);

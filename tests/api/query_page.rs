@@ -82,6 +82,7 @@ async fn the_page_of_a_query_not_seen_yet_waits_for_it() {
 }
 
 #[tokio::test]
+#[ignore = "needs Chromium and Node (tests/browser): ./scripts/test installs them and runs it"]
 async fn the_query_page_is_live_in_headless_chromium_across_two_replicas() {
     let url = fresh_database().await;
     let (a, b) = tokio::join!(Replica::start(&url), Replica::start(&url));

@@ -194,6 +194,7 @@ async fn pages(app: &TestApp, path: &str) -> Vec<Vec<String>> {
 }
 
 #[tokio::test]
+#[ignore = "needs Chromium and Node (tests/browser): ./scripts/test installs them and runs it"]
 async fn the_page_works_in_headless_chromium_across_two_replicas() {
     // A fake Slack, so the page shows a delivery move on.
     let slack = FakeApi::slack().await;
@@ -205,6 +206,7 @@ async fn the_page_works_in_headless_chromium_across_two_replicas() {
 }
 
 #[tokio::test]
+#[ignore = "needs Chromium and Node (tests/browser): ./scripts/test installs them and runs it"]
 async fn the_pages_search_filters_and_paging_work_in_headless_chromium_across_two_replicas() {
     let url = fresh_database().await;
     let (a, mut b) = tokio::join!(Replica::start(&url), Replica::start(&url));
@@ -213,6 +215,7 @@ async fn the_pages_search_filters_and_paging_work_in_headless_chromium_across_tw
 }
 
 #[tokio::test]
+#[ignore = "needs Chromium and Node (tests/browser): ./scripts/test installs them and runs it"]
 async fn the_page_rides_out_a_database_outage_and_shows_when_its_replica_is_gone_in_headless_chromium() {
     let (server, url) = OwnServer::start().await;
     let (a, mut b) = tokio::join!(Replica::start(&url), Replica::start(&url));

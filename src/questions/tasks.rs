@@ -1,28 +1,19 @@
-//! SQL for MCP tasks: finding and listing the questions behind tasks. Tasks past their TTL are gone.
+//! The questions behind MCP tasks (a question with a task id): finding one, and listing live ones. A task past
+//! its TTL is gone.
 
-use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::{
-    db::StoreResult,
-    questions::model::{Question, QuestionRow},
+use super::{
+    QuestionStore,
+    model::{Question, QuestionRow},
 };
+use crate::db::StoreResult;
 
-/// Tasks (questions with a task id) in Postgres.
-#[derive(Debug, Clone)]
-pub struct TaskStore {
-    pool: PgPool,
-}
-
-impl TaskStore {
-    /// A store on `pool`.
-    pub fn new(pool: PgPool) -> Self {
-        TaskStore { pool }
-    }
-
+impl QuestionStore {
     /// The question behind task `task_id`, unless there is none, the task is past its TTL, or `owner` is
     /// given and did not ask it.
-    pub async fn find(&self, task_id: Uuid, owner: Option<&str>) -> StoreResult<Option<Question>> {
+    #[tracing::instrument(level = "debug", skip_all)]
+    pub async fn task(&self, task_id: Uuid, owner: Option<&str>) -> StoreResult<Option<Question>> {
         let row = sqlx::query_as!(
             QuestionRow,
             "select * from questions
@@ -31,13 +22,14 @@ impl TaskStore {
             task_id,
             owner,
         )
-        .fetch_optional(&self.pool)
+        .fetch_optional(self.pool())
         .await?;
         Ok(row.map(Question::from))
     }
 
     /// Up to `limit` live tasks created after sequence `after` (of `owner`, when given), oldest first.
-    pub async fn list(&self, after: i64, limit: i64, owner: Option<&str>) -> StoreResult<Vec<Question>> {
+    #[tracing::instrument(level = "debug", skip_all)]
+    pub async fn tasks(&self, after: i64, limit: i64, owner: Option<&str>) -> StoreResult<Vec<Question>> {
         let rows = sqlx::query_as!(
             QuestionRow,
             "select * from questions
@@ -49,7 +41,7 @@ impl TaskStore {
             limit,
             owner,
         )
-        .fetch_all(&self.pool)
+        .fetch_all(self.pool())
         .await?;
         Ok(rows.into_iter().map(Question::from).collect())
     }
