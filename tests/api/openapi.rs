@@ -1,7 +1,8 @@
 //! The OpenAPI document: `GET /openapi.json` is OpenAPI 3.1 with every REST route (checked against the list
 //! below, and by the pinned `openapi-spec-validator`), and a property-based fuzzer (`schemathesis`, pinned)
 //! run against a real broker process from that document finds no 5xx and no response that does not conform
-//! to it. The Python tools live in tests/openapi/.venv (scripts/test installs it).
+//! to it. The Python tools live in tests/openapi/.venv: the two tests that need them are ignored by plain
+//! `cargo test`, and ./scripts/test installs the venv and runs them.
 
 use std::{
     collections::{BTreeSet, HashSet},
@@ -144,9 +145,14 @@ async fn the_document_is_openapi_3_1_with_every_rest_route_and_the_error_body() 
     // The answer's 409 carries the question as it is.
     let conflict = &op("patch", "/questions/{id}")["responses"]["409"]["content"]["application/json"]["schema"];
     assert_eq!(conflict["$ref"], "#/components/schemas/QuestionConflict");
+}
 
-    // The pinned validator agrees that it is a valid OpenAPI 3.1 document.
+#[tokio::test]
+#[ignore = "needs Python with openapi-spec-validator (tests/openapi): ./scripts/test installs it and runs it"]
+async fn the_pinned_validator_accepts_the_document_as_openapi_3_1() {
     let venv = openapi_venv();
+    let app = TestApp::spawn().await;
+    let document = document(&app).await;
     let file = std::env::temp_dir().join(format!("ark-broker-openapi-{}.json", uuid::Uuid::new_v4()));
     std::fs::write(&file, serde_json::to_vec_pretty(&document).unwrap()).unwrap();
     let output = tokio::process::Command::new(venv.join("bin/openapi-spec-validator"))
@@ -174,6 +180,7 @@ async fn the_document_is_openapi_3_1_with_every_rest_route_and_the_error_body() 
 /// the purges only empty the run's own database, server-sent event streams (watches, chunk streams) are read
 /// for a second and cut (tests/openapi/schemathesis.toml), and most webhook calls are signed (hooks.py).
 #[tokio::test]
+#[ignore = "needs Python with schemathesis (tests/openapi): ./scripts/test installs it and runs it"]
 async fn schemathesis_finds_no_server_error_and_no_response_that_does_not_conform() {
     const FUZZ_SECONDS: u64 = 90;
     let venv = openapi_venv();
