@@ -297,7 +297,7 @@ impl SessionStore {
                )
                select c.total as "total!", c.active as "active!", c.idle as "idle!", c.error as "error!",
                       to_jsonb(r) - 'rank' || jsonb_build_object('tx', r.tx::text::bigint) as "entry?"
-               from counts c left join ranked r on r.rank > $7 and r.rank <= $7 + $8
+               from counts c left join ranked r on r.rank > $7 and r.rank - $7 <= $8
                order by r.rank"#,
             filter.status as _,
             filter.date_from,

@@ -192,3 +192,13 @@ async fn a_sessions_watch_replays_every_session_then_sends_each_change_even_thro
         assert_eq!((id.as_str(), session["queries"]["q2"]["phase"].as_str()), ("s2", Some("done")));
     }
 }
+
+#[tokio::test]
+async fn a_cursor_at_the_end_of_the_range_is_an_empty_page_not_a_500() {
+    // Found by the OpenAPI fuzzer: offset + limit overflowed bigint in SQL.
+    let app = TestApp::spawn().await;
+    let (status, page) = json_of(app.get("/sessions?cursor=9223372036854775807&order=asc&limit=169").await).await;
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(page["items"], json!([]), "{page}");
+    assert_eq!(page["hasMore"], false);
+}
