@@ -59,24 +59,17 @@ pub async fn receive(
     crate::validate::key("X-GitHub-Delivery", delivery)?;
     let event: Value =
         serde_json::from_slice(&body).map_err(|e| ApiError::BadRequest(format!("invalid JSON body: {e}")))?;
-    let deliveries = state.channels.deliveries();
-    if !deliveries.first_sight("github", delivery).await? {
-        return Ok(Json(Receipt::duplicate()).into_response());
-    }
-    let outcome = match header("x-github-event") {
-        "ping" => Ok("pong".to_owned()),
-        "issue_comment" if event["action"] == "created" => comment(&state, &event).await,
-        other => Ok(format!("ignored: {other} {}", event["action"].as_str().unwrap_or_default())),
-    };
-    let outcome = match outcome {
-        Ok(outcome) => outcome,
-        Err(error) => {
-            // Not acted on: a redelivery of it must be, so it is not a duplicate.
-            let _ = deliveries.unsee("github", delivery).await;
-            return Err(error);
+    let act = async {
+        match header("x-github-event") {
+            "ping" => Ok("pong".to_owned()),
+            "issue_comment" if event["action"] == "created" => comment(&state, &event).await,
+            other => Ok(format!("ignored: {other} {}", event["action"].as_str().unwrap_or_default())),
         }
     };
-    Ok((StatusCode::OK, Json(Receipt::outcome(outcome))).into_response())
+    match state.channels.deliveries().once("github", delivery, act).await? {
+        Some(outcome) => Ok((StatusCode::OK, Json(Receipt::outcome(outcome))).into_response()),
+        None => Ok(Json(Receipt::duplicate()).into_response()),
+    }
 }
 
 /// A new comment: an `/answer` answers; anything else (bots, the broker's own comments) is ignored.

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::{Channel, github::GitHub, slack::Slack, store::DeliveryStore};
-use crate::{config::Config, db::StoreResult, questions::QuestionStore};
+use crate::{config::Config, db::StoreResult, questions::store::QuestionStore};
 
 /// How long one call to Slack or GitHub may take: a delivery makes at most two, well inside its lease and
 /// within what shutdown waits for the worker (so a replica going down does not leave a send half done).

@@ -108,20 +108,14 @@ pub async fn events(
         }
         Some("event_callback") => {
             let event_id = text_field(&event["event_id"], "event_id")?;
-            let deliveries = state.channels.deliveries();
-            if deliveries.first_sight("slack", event_id).await? {
-                match thread_reply(&state, slack, &event["event"]).await {
-                    Ok(outcome) => outcome,
-                    Err(error) => {
-                        // Not acted on: Slack's retry of this event must be, so it is not a duplicate.
-                        let _ = deliveries.unsee("slack", event_id).await;
-                        return Err(error);
-                    }
+            let reply = thread_reply(&state, slack, &event["event"]);
+            match state.channels.deliveries().once("slack", event_id, reply).await? {
+                Some(outcome) => outcome,
+                None => {
+                    let retry = headers.get("x-slack-retry-num").and_then(|v| v.to_str().ok()).unwrap_or("?");
+                    tracing::debug!(event_id, retry, "a retried Slack event, acted on already");
+                    "duplicate"
                 }
-            } else {
-                let retry = headers.get("x-slack-retry-num").and_then(|v| v.to_str().ok()).unwrap_or("?");
-                tracing::debug!(event_id, retry, "a retried Slack event, acted on already");
-                "duplicate"
             }
         }
         _ => "ignored",

@@ -8,7 +8,7 @@ use sqlx::{PgConnection, PgPool};
 
 use crate::{
     db::{
-        StoreResult,
+        StoreError, StoreResult,
         feed::{Feed, FeedTx},
     },
     questions::{deliveries::set_deliveries, model::QuestionRow, record::log_change},
@@ -159,9 +159,32 @@ impl DeliveryStore {
         commit_refreshed(tx, &job.question_id, changed).await
     }
 
-    /// Forgets that an inbound delivery was seen, when acting on it failed: its retry is then acted on.
+    /// Acts on inbound delivery `delivery_id` of `source` (a Slack event, a GitHub webhook) unless it was acted
+    /// on before, on any replica: `None` then (a retry). When acting fails, the delivery is forgotten again, so
+    /// the sender's retry is acted on rather than taken for a duplicate.
+    pub async fn once<T, E: From<StoreError>>(
+        &self,
+        source: &str,
+        delivery_id: &str,
+        act: impl Future<Output = Result<T, E>>,
+    ) -> Result<Option<T>, E> {
+        if !self.first_sight(source, delivery_id).await? {
+            return Ok(None);
+        }
+        match act.await {
+            Ok(done) => Ok(Some(done)),
+            Err(error) => {
+                if let Err(forget) = self.unsee(source, delivery_id).await {
+                    tracing::warn!(%forget, source, "cannot forget a delivery that failed; its retry will be skipped");
+                }
+                Err(error)
+            }
+        }
+    }
+
+    /// Forgets that an inbound delivery was seen.
     #[tracing::instrument(level = "debug", skip_all)]
-    pub async fn unsee(&self, source: &str, delivery_id: &str) -> StoreResult<()> {
+    async fn unsee(&self, source: &str, delivery_id: &str) -> StoreResult<()> {
         sqlx::query!("delete from inbound_deliveries where source = $1 and delivery_id = $2", source, delivery_id)
             .execute(&self.pool)
             .await?;
@@ -170,7 +193,7 @@ impl DeliveryStore {
 
     /// Records an inbound delivery's id; `false` when it was seen before (a retry).
     #[tracing::instrument(level = "debug", skip_all)]
-    pub async fn first_sight(&self, source: &str, delivery_id: &str) -> StoreResult<bool> {
+    async fn first_sight(&self, source: &str, delivery_id: &str) -> StoreResult<bool> {
         let inserted = sqlx::query!(
             "insert into inbound_deliveries (source, delivery_id) values ($1, $2) on conflict do nothing",
             source,

@@ -71,11 +71,7 @@ async fn drain_sends(channels: &Channels, store: &DeliveryStore, shutdown: &Canc
 }
 
 async fn send(channels: &Channels, job: &DeliveryJob) -> Result<Sent, SendError> {
-    let question = match channels.questions.get(&job.question_id).await {
-        Ok(Some(question)) => question,
-        Ok(None) => return Err(SendError::Permanent("not sent: the question is gone".into())),
-        Err(error) => return Err(SendError::Transient(format!("reading the question: {error}"))),
-    };
+    let question = question_of(channels, &job.question_id).await?;
     if question.status != QuestionStatus::Pending {
         return Err(SendError::Permanent(format!("not sent: the question was {} first", question.status.as_str())));
     }
@@ -169,11 +165,7 @@ async fn drain_updates(channels: &Channels, store: &DeliveryStore, shutdown: &Ca
 
 /// Shows on a question's Slack message how the question closed.
 async fn update(slack: &Slack, channels: &Channels, job: &UpdateJob) -> Result<(), SendError> {
-    let question = match channels.questions.get(&job.question_id).await {
-        Ok(Some(question)) => question,
-        Ok(None) => return Err(SendError::Permanent("the question is gone".into())),
-        Err(error) => return Err(SendError::Transient(format!("reading the question: {error}"))),
-    };
+    let question = question_of(channels, &job.question_id).await?;
     let query = query_label(&question);
     let closed = Closed {
         status: question.status.as_str(),
@@ -181,6 +173,15 @@ async fn update(slack: &Slack, channels: &Channels, job: &UpdateJob) -> Result<(
         answered_by: question.answered_by.as_deref(),
     };
     slack.update(&job.message_ref, &message_of(&question, query.as_deref()), closed).await
+}
+
+/// The question a delivery or an update is about: gone is for good, unreadable is for now.
+async fn question_of(channels: &Channels, id: &str) -> Result<Question, SendError> {
+    match channels.questions.get(id).await {
+        Ok(Some(question)) => Ok(question),
+        Ok(None) => Err(SendError::Permanent("not sent: the question is gone".into())),
+        Err(error) => Err(SendError::Transient(format!("reading the question: {error}"))),
+    }
 }
 
 /// What a question's message says.

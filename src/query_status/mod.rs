@@ -25,7 +25,7 @@ use crate::{
         outbox::{self, CLAIM, LEASE_SECONDS, MAX_ATTEMPTS},
     },
     kubernetes::KubeSetupError,
-    questions::QuestionStore,
+    questions::store::QuestionStore,
     telemetry::metrics,
 };
 
