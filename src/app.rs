@@ -6,7 +6,7 @@ use std::{future::Future, time::Duration};
 
 use axum::{
     Extension, Router,
-    extract::DefaultBodyLimit,
+    extract::{DefaultBodyLimit, FromRef},
     http::{HeaderValue, Method, Request},
     middleware,
 };
@@ -28,12 +28,14 @@ use crate::{
     http::{
         access_log,
         extract::BodyDeadline,
-        health, metrics, nul,
+        nul,
         openapi::{self, ApiDoc},
         same_origin::{self, TrustedOrigins},
         unreachable,
     },
-    messages, queries, questions, sessions, streams, traces, ui,
+    messages,
+    operations::{health, metrics},
+    queries, questions, sessions, streams, traces, ui,
 };
 
 /// How long shutdown waits for the database connections to close.
@@ -61,18 +63,18 @@ pub fn app(state: AppState) -> Router {
         // At info, so every line logged while serving the request (errors included) carries its request.id.
         tracing::info_span!("http", method = %request.method(), path = %request.uri().path(), request.id = %request_id)
     });
-    let (rest, document) = rest_routes().split_for_parts();
+    let (rest, document) = rest_routes(&state).split_for_parts();
     Router::new()
         .merge(rest)
         .merge(ui::router())
         .layer(Extension(openapi::finish(document, auth::OPEN_PATHS)))
-        .route_layer(middleware::from_fn_with_state(state.clone(), unreachable::fail_fast))
+        .route_layer(middleware::from_fn_with_state(state.listener.clone(), unreachable::fail_fast))
         .route_layer(middleware::from_fn(nul::refuse_nul))
         .route_layer(middleware::from_fn(move |request, next| {
             same_origin::refuse_cross_site(trusted.clone(), request, next)
         }))
         .fallback(|| async { ApiError::NotFound("Not found".into()) })
-        .layer(middleware::from_fn_with_state(state.clone(), auth::require_credentials))
+        .layer(middleware::from_fn_with_state(state.auth.clone(), auth::require_credentials))
         .layer(DefaultBodyLimit::max(state.config.max_body_bytes))
         .layer(Extension(BodyDeadline(Duration::from_secs(state.config.body_read_timeout_seconds))))
         .layer(middleware::from_fn(error::render_error_body))
@@ -85,19 +87,20 @@ pub fn app(state: AppState) -> Router {
 }
 
 /// The REST routes, each registered with its OpenAPI description (the page, `/ui`, is HTML and not in it).
-pub fn rest_routes() -> OpenApiRouter<AppState> {
+/// Each domain's routes get their part of `state`.
+pub fn rest_routes(state: &AppState) -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(health::router())
         .merge(metrics::router())
         .routes(routes!(openapi::document))
-        .merge(messages::router())
-        .merge(events::router())
-        .merge(sessions::router())
-        .merge(traces::router())
-        .merge(streams::router())
-        .merge(questions::router())
-        .merge(queries::router())
-        .merge(channels::router())
+        .merge(messages::router().with_state(FromRef::from_ref(state)))
+        .merge(events::router().with_state(FromRef::from_ref(state)))
+        .merge(sessions::router().with_state(FromRef::from_ref(state)))
+        .merge(traces::router().with_state(FromRef::from_ref(state)))
+        .merge(streams::router().with_state(FromRef::from_ref(state)))
+        .merge(questions::router().with_state(FromRef::from_ref(state)))
+        .merge(queries::router().with_state(FromRef::from_ref(state)))
+        .merge(channels::router().with_state(FromRef::from_ref(state)))
 }
 
 /// Where a replica listens: the HTTP API, and the MCP endpoint when it has one.

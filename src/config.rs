@@ -307,15 +307,6 @@ impl Config {
         config
     }
 
-    /// The Postgres timeouts of request connections.
-    pub fn db_timeouts(&self) -> crate::db::Timeouts {
-        crate::db::Timeouts {
-            statement: Duration::from_millis(self.db_statement_timeout_ms),
-            lock: Duration::from_millis(self.db_lock_timeout_ms),
-            idle_in_transaction: Duration::from_millis(self.db_idle_in_transaction_timeout_ms),
-        }
-    }
-
     /// The fallback poll period.
     pub fn poll_interval(&self) -> Duration {
         Duration::from_millis(self.poll_interval_ms)

@@ -16,7 +16,7 @@ use axum::{
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::db::StoreError;
+use crate::{db::StoreError, validate::Invalid};
 
 /// What a request can fail with; each variant maps to one status code and one upstream error code.
 #[derive(Debug, thiserror::Error)]
@@ -231,6 +231,12 @@ impl IntoResponse for ApiError {
         }
         response.extensions_mut().insert(ErrorDetails { code, message, extra });
         response
+    }
+}
+
+impl From<Invalid> for ApiError {
+    fn from(Invalid(message): Invalid) -> Self {
+        ApiError::Validation(message)
     }
 }
 

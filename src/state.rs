@@ -1,9 +1,11 @@
 //! The state every replica shares among its handlers ([`AppState`]), and [`build_state`]: connect, migrate,
-//! and start the background tasks (listener, chunk writer, reaper, Query status worker). It reaches each
-//! domain's store directly, below the domains' routes, so the routes can depend on it without a circle.
+//! and start the background tasks (listener, chunk writer, reaper, Query status worker). It stands above
+//! the domains: each domain's handlers take only their domain's `RouteState`, which the whole hands out
+//! (`FromRef`), so no domain depends on the whole.
 
 use std::{sync::Arc, time::Duration};
 
+use axum::extract::FromRef;
 use sqlx::{PgPool, postgres::PgPoolOptions};
 use tokio::{sync::Mutex, task::JoinHandle};
 use tokio_util::sync::CancellationToken;
@@ -118,7 +120,7 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
     let shutdown = CancellationToken::new();
     let (auth, auth_task) = Authenticator::from_config(&config, &shutdown).await?;
     db::migrate(database_url).await?;
-    let pool = db::connect(database_url, config.database_pool_max, config.db_timeouts()).await?;
+    let pool = db::connect(database_url, config.database_pool_max, db::Timeouts::of(&config)).await?;
     let listen_pool = PgPoolOptions::new()
         .max_connections(1)
         // A failed connect surfaces within a second, so the replica soon knows when Postgres is unreachable.
@@ -227,4 +229,27 @@ impl AppState {
     pub(crate) async fn take_background(&self) -> Background {
         std::mem::take(&mut *self.background.lock().await)
     }
+}
+
+/// Hands each domain the part of the state its handlers reach. A field left out of a list fails to compile
+/// (the struct literal must be whole), so a list cannot drift from its `RouteState`.
+macro_rules! route_states {
+    ($($domain:ident { $($field:ident),* $(,)? })*) => {$(
+        impl FromRef<AppState> for crate::$domain::RouteState {
+            fn from_ref(state: &AppState) -> Self {
+                crate::$domain::RouteState { $($field: state.$field.clone()),* }
+            }
+        }
+    )*};
+}
+
+route_states! {
+    messages { config, pool, messages, message_fanout, shutdown }
+    events { config, pool, events, event_fanout, shutdown }
+    sessions { config, sessions, session_fanout, shutdown }
+    traces { config, pool, spans, span_fanout, shutdown }
+    streams { config, pool, chunks, chunk_fanout, writer, ndjson_budget, shutdown }
+    questions { config, auth, hub, questions, shutdown }
+    queries { query_state, chunks, questions }
+    channels { config, channels, questions }
 }

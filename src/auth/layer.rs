@@ -8,8 +8,8 @@ use axum::{
     response::Response,
 };
 
-use super::Identified;
-use crate::{error::ApiError, state::AppState};
+use super::{Authenticator, Identified};
+use crate::error::ApiError;
 
 /// Probes Kubernetes sends without credentials, Prometheus's scrape (counts and route templates, never a
 /// body or an id), and the channels' inbound routes, whose requests Slack and GitHub sign instead (the route
@@ -24,11 +24,11 @@ pub const OPEN_PATHS: &[&str] = &[
 ];
 
 /// The middleware: puts the caller's [`super::Principal`] into the request's extensions.
-pub async fn require_credentials(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
+pub async fn require_credentials(State(auth): State<Authenticator>, mut request: Request, next: Next) -> Response {
     if OPEN_PATHS.contains(&request.uri().path()) {
         return next.run(request).await;
     }
-    let identified = state.auth.identify(request.method(), request.uri().path(), request.headers()).await;
+    let identified = auth.identify(request.method(), request.uri().path(), request.headers()).await;
     let error = match identified {
         Identified::Anonymous => return next.run(request).await,
         Identified::Principal(principal) => {

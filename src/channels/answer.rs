@@ -1,13 +1,13 @@
 //! An answer that arrives from a channel (a Slack button, modal or thread reply; a GitHub `/answer`): checked
 //! as REST checks an answer, then given by the same first-answer-wins path.
 
+use super::RouteState;
 use crate::{
     db::StoreResult,
     questions::{
         Change,
         model::{Answer, Question},
     },
-    state::AppState,
 };
 
 /// What answering from a channel came to.
@@ -24,7 +24,7 @@ pub enum Answered {
 }
 
 /// Answers question `id` with `text`, recorded as answered by `by` (`slack:<user>`, `github:<login>`).
-pub async fn answer(state: &AppState, id: &str, text: &str, by: String) -> StoreResult<Answered> {
+pub async fn answer(state: &RouteState, id: &str, text: &str, by: String) -> StoreResult<Answered> {
     let answer = Answer { response: text.trim().to_owned(), answered_by: Some(by) };
     if let Err(refused) = answer.validate() {
         return Ok(Answered::Refused(refused.to_string()));

@@ -13,7 +13,7 @@ use axum::{
 use serde_json::Value;
 
 use super::{
-    Channel,
+    RouteState,
     answer::{self, Answered},
     inbound_schema::GitHubEvent,
     receipt::Receipt,
@@ -22,7 +22,7 @@ use super::{
 use crate::{
     error::{ApiError, ErrorBody},
     http::extract::WholeBody,
-    state::AppState,
+    questions::channel::Channel,
 };
 
 /// The handler.
@@ -45,7 +45,7 @@ use crate::{
     )
 )]
 pub async fn receive(
-    State(state): State<AppState>,
+    State(state): State<RouteState>,
     headers: HeaderMap,
     WholeBody(body): WholeBody,
 ) -> Result<Response, ApiError> {
@@ -73,7 +73,7 @@ pub async fn receive(
 }
 
 /// A new comment: an `/answer` answers; anything else (bots, the broker's own comments) is ignored.
-async fn comment(state: &AppState, event: &Value) -> Result<String, ApiError> {
+async fn comment(state: &RouteState, event: &Value) -> Result<String, ApiError> {
     let comment = &event["comment"];
     let login = comment["user"]["login"].as_str().unwrap_or_default();
     let text = comment["body"].as_str().unwrap_or_default();

@@ -1,10 +1,9 @@
 //! Questions delivered where people already are: Slack channels and GitHub issues or pull requests. A
-//! question's channel entries are checked when it is asked ([`address`]); the asking transaction queues one
-//! delivery per channel ([`store::queue`]), and every replica runs the [`worker`] that claims due deliveries
+//! question's channel entries are checked when it is asked, and the asking transaction queues one delivery
+//! per channel (both in [`crate::questions`]); every replica runs the [`worker`] that claims due deliveries
 //! (one replica each), sends them ([`slack`], [`github`]) and retries with backoff, honouring rate limits.
 //! [`outbound::Channels`], what the shared state holds, stands below the inbound routes here.
 
-pub mod address;
 mod answer;
 mod github;
 mod github_webhook;
@@ -19,15 +18,29 @@ mod slack_inbound;
 pub mod store;
 pub mod worker;
 
+use std::sync::Arc;
+
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-pub use address::Channel;
+use self::outbound::Channels;
+use crate::{config::Config, questions::store::QuestionStore};
+
 pub use github::short_id;
 
-use crate::state::AppState;
+/// The part of the shared state the inbound Slack and GitHub handlers reach. The whole state hands it out (`FromRef`),
+/// so this domain never depends on the whole.
+#[derive(Debug, Clone)]
+pub struct RouteState {
+    /// The settings this replica runs with.
+    pub config: Arc<Config>,
+    /// The channels questions are delivered to, with their outbox.
+    pub channels: Channels,
+    /// Questions.
+    pub questions: QuestionStore,
+}
 
 /// The inbound routes (Slack and GitHub call them; their signatures are the credential).
-pub fn router() -> OpenApiRouter<AppState> {
+pub fn router() -> OpenApiRouter<RouteState> {
     OpenApiRouter::new()
         .routes(routes!(github_webhook::receive))
         .routes(routes!(slack_inbound::interactions))

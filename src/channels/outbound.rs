@@ -1,10 +1,9 @@
 //! The channels this replica delivers to ([`Channels`]: the senders whose tokens are configured, and the
-//! outbox). Shared state holds it; it depends on no route, so [`crate::state`] can hold it below the routes
-//! that use the state.
+//! outbox), which the shared state holds for the worker and the inbound routes.
 
 use std::time::Duration;
 
-use super::{Channel, github::GitHub, slack::Slack, store::DeliveryStore};
+use super::{github::GitHub, slack::Slack, store::DeliveryStore};
 use crate::{config::Config, db::StoreResult, questions::store::QuestionStore};
 
 /// How long one call to Slack or GitHub may take: a delivery makes at most two, well inside its lease and
@@ -49,33 +48,6 @@ impl Channels {
                 tracing::warn!(?error, repository = %format!("{owner}/{repo}#{number}"), "cannot reply on GitHub");
             }
         });
-    }
-
-    /// Checks a question's channel entries: each must be a channel this replica delivers to (the error names
-    /// the first entry that is not). The entries are then written one way each (`github:Acme/App#07` as
-    /// `github:acme/app#7`), once each.
-    pub fn check(&self, entries: &mut Vec<String>) -> Result<(), String> {
-        let mut canonical: Vec<String> = Vec::with_capacity(entries.len());
-        for entry in entries.iter() {
-            let channel = Channel::parse(entry)?;
-            let configured = match channel {
-                Channel::Slack { .. } => self.slack.is_some(),
-                Channel::GitHub { .. } => self.github.is_some(),
-            };
-            if !configured {
-                return Err(format!(
-                    "channels: '{entry}' needs --{}-{} on the broker, which is not set",
-                    channel.kind(),
-                    if channel.kind() == "slack" { "bot-token" } else { "token" }
-                ));
-            }
-            let entry = channel.to_string();
-            if !canonical.contains(&entry) {
-                canonical.push(entry);
-            }
-        }
-        *entries = canonical;
-        Ok(())
     }
 
     /// Work the outbox has not done: deliveries not yet made, and Slack messages of closed questions not yet

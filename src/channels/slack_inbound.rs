@@ -18,6 +18,7 @@ use axum::{
 use serde_json::{Value, json};
 
 use super::{
+    RouteState,
     answer::{Answered, answer},
     inbound_schema::{SlackEvent, SlackForm},
     receipt::{Challenge, EventReply, InteractionReply, ModalErrors, Receipt},
@@ -29,7 +30,6 @@ use crate::{
     error::{ApiError, ErrorBody},
     http::extract::WholeBody,
     questions::model::{Question, QuestionStatus},
-    state::AppState,
 };
 
 /// `POST /channels/slack/interactions`: a form with one field, `payload`, the interaction as JSON.
@@ -52,7 +52,7 @@ use crate::{
     )
 )]
 pub async fn interactions(
-    State(state): State<AppState>,
+    State(state): State<RouteState>,
     headers: HeaderMap,
     WholeBody(body): WholeBody,
 ) -> Result<Response, ApiError> {
@@ -94,7 +94,7 @@ pub async fn interactions(
     )
 )]
 pub async fn events(
-    State(state): State<AppState>,
+    State(state): State<RouteState>,
     headers: HeaderMap,
     WholeBody(body): WholeBody,
 ) -> Result<Response, ApiError> {
@@ -124,7 +124,7 @@ pub async fn events(
 }
 
 /// Checks the signature; returns the Slack client to answer through.
-fn verified(state: &AppState, headers: &HeaderMap, body: &[u8]) -> Result<Slack, ApiError> {
+fn verified(state: &RouteState, headers: &HeaderMap, body: &[u8]) -> Result<Slack, ApiError> {
     let (Some(secret), Some(slack)) = (&state.config.slack_signing_secret, &state.channels.slack) else {
         return Err(ApiError::NotFound(
             "Slack is not configured (--slack-signing-secret and --slack-bot-token)".into(),
@@ -138,7 +138,7 @@ fn verified(state: &AppState, headers: &HeaderMap, body: &[u8]) -> Result<Slack,
 }
 
 /// A button on a question's message.
-async fn block_action(state: &AppState, slack: Slack, payload: &Value, user: &str) -> Result<Response, ApiError> {
+async fn block_action(state: &RouteState, slack: Slack, payload: &Value, user: &str) -> Result<Response, ApiError> {
     let action = &payload["actions"][0];
     let (action_id, value) = (action["action_id"].as_str().unwrap_or_default(), action["value"].as_str());
     let response_url = payload["response_url"].as_str().map(str::to_owned);
@@ -189,7 +189,7 @@ async fn block_action(state: &AppState, slack: Slack, payload: &Value, user: &st
 }
 
 /// The modal, submitted: answers with its text; a lost race or an unacceptable answer is shown on the field.
-async fn submission(state: &AppState, view: &Value, user: &str) -> Result<Response, ApiError> {
+async fn submission(state: &RouteState, view: &Value, user: &str) -> Result<Response, ApiError> {
     let question_id = view["private_metadata"].as_str().unwrap_or_default();
     let text = view["state"]["values"][ANSWER_BLOCK][ANSWER_ACTION]["value"].as_str().unwrap_or_default();
     text_field(&json!(question_id), "view.private_metadata")?;
@@ -212,7 +212,7 @@ fn acknowledged() -> Response {
 }
 
 /// A message event: a person's reply in a question's thread answers it.
-async fn thread_reply(state: &AppState, slack: Slack, event: &Value) -> Result<&'static str, ApiError> {
+async fn thread_reply(state: &RouteState, slack: Slack, event: &Value) -> Result<&'static str, ApiError> {
     let text = |name: &str| event[name].as_str().unwrap_or_default();
     // A reply also sent to the channel (`thread_broadcast`) is still a person's reply; other subtypes (edits,
     // joins, bots' messages) are not.

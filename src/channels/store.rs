@@ -1,17 +1,17 @@
-//! SQL for the channel outbox: deliveries written with the question, claimed one replica at a time (leased),
-//! and settled; every settlement is a change of the question too (its `deliveries` as the API shows them, a
-//! new resourceVersion, a `question_updated` for watchers and waiters), written through the questions module,
-//! which alone touches the questions table. Once a question closes, its delivered Slack messages are claimed
+//! SQL for the channel outbox: deliveries (queued with the question by the questions module) claimed one
+//! replica at a time (leased), and settled; every settlement is a change of the question too (its
+//! `deliveries` as the API shows them, a new resourceVersion, a `question_updated` for watchers and
+//! waiters), written through the questions module, which alone touches the questions table. Once a question closes, its delivered Slack messages are claimed
 //! the same way to be updated.
 
-use sqlx::{PgConnection, PgPool};
+use sqlx::PgPool;
 
 use crate::{
     db::{
         StoreError, StoreResult,
         feed::{Feed, FeedTx},
     },
-    questions::{deliveries::set_deliveries, model::QuestionRow, record::log_change},
+    questions::{deliveries::refresh, record::log_change},
 };
 
 /// A delivery claimed: to send to `channel` (what the message says is the question's).
@@ -39,37 +39,6 @@ pub struct UpdateJob {
 #[derive(Debug, Clone)]
 pub struct DeliveryStore {
     pool: PgPool,
-}
-
-/// Queues one delivery per channel of a question being asked, in the asking transaction; returns the question
-/// with its deliveries.
-pub async fn queue(conn: &mut PgConnection, question_id: &str, channels: &[String]) -> StoreResult<QuestionRow> {
-    sqlx::query!(
-        "insert into channel_deliveries (question_id, channel) select $1, unnest($2::text[]) on conflict do nothing",
-        question_id,
-        channels,
-    )
-    .execute(&mut *conn)
-    .await?;
-    refresh(conn, question_id).await
-}
-
-/// Writes the question's deliveries, as the API shows them, from the outbox, as a new version of the question;
-/// returns the question.
-async fn refresh(conn: &mut PgConnection, question_id: &str) -> StoreResult<QuestionRow> {
-    let deliveries = sqlx::query_scalar!(
-        r#"select coalesce(jsonb_agg(jsonb_build_object('channel', d.channel, 'status', d.status, 'attempts', d.attempts)
-                                     || jsonb_strip_nulls(jsonb_build_object(
-                                          'url', d.message_url, 'error', d.last_error,
-                                          'deliveredAt', to_char(d.delivered_at at time zone 'UTC',
-                                                                 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')))
-                                     order by d.id), '[]') as "deliveries!"
-           from channel_deliveries d where d.question_id = $1"#,
-        question_id,
-    )
-    .fetch_one(&mut *conn)
-    .await?;
-    set_deliveries(conn, question_id, &deliveries).await
 }
 
 /// Commits a delivery's change together with its question's refreshed deliveries, logged for watchers and

@@ -7,7 +7,6 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    Channel,
     outbound::Channels,
     send::{Message, SendError, Sent},
     slack::Slack,
@@ -19,6 +18,7 @@ use crate::{
         hub::Hub,
         outbox::{self, LEASE_SECONDS, MAX_ATTEMPTS},
     },
+    questions::channel::Channel,
     questions::model::{Question, QuestionStatus},
     telemetry::metrics,
 };

@@ -12,7 +12,7 @@ use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetReques
 
 use crate::{
     error::{self, ApiError},
-    http::health,
+    operations::health,
     state::AppState,
 };
 

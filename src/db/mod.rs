@@ -21,6 +21,8 @@ use sqlx::{
     postgres::{PgConnectOptions, PgPoolOptions},
 };
 
+use crate::config::Config;
+
 /// What a store call can fail with.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -93,6 +95,17 @@ pub struct Timeouts {
     /// `idle_in_transaction_session_timeout`: a replica that stops mid-transaction (frozen, partitioned) has
     /// its session ended, and its locks released, after this long.
     pub idle_in_transaction: Duration,
+}
+
+impl Timeouts {
+    /// The timeouts `config` sets (`--db-*-timeout-ms`).
+    pub fn of(config: &Config) -> Self {
+        Timeouts {
+            statement: Duration::from_millis(config.db_statement_timeout_ms),
+            lock: Duration::from_millis(config.db_lock_timeout_ms),
+            idle_in_transaction: Duration::from_millis(config.db_idle_in_transaction_timeout_ms),
+        }
+    }
 }
 
 /// How long a pooled connection may sit idle before it is pinged when handed out again.

@@ -8,10 +8,11 @@ use serde_json::Value;
 use utoipa::ToSchema;
 
 use crate::{
-    error::ApiError,
-    http::extract::{from_body, json_type},
     sessions::rules::SessionEvent,
-    validate,
+    validate::{
+        self, Checked, Invalid,
+        shape::{from_body, json_type},
+    },
 };
 
 /// Longest `ttl_seconds` accepted (100 years); Postgres intervals overflow far beyond it.
@@ -113,11 +114,11 @@ pub struct NewEvent {
 impl NewEvent {
     /// Checks a body: an object with `data.queryId` a non-empty string, the `data` fields the broker reads
     /// strings, `ttl_seconds` a positive integer (or a string holding one, as zod's `coerce`).
-    pub fn parse(mut body: Value) -> Result<Self, ApiError> {
+    pub fn parse(mut body: Value) -> Checked<Self> {
         let _: Shape = from_body(&body)?;
         // serde would also read `data` from an array of the right length.
         if let Some(data) = body.get("data").filter(|data| !data.is_object()) {
-            return Err(ApiError::Validation(format!("data: expected object, received {}", json_type(data))));
+            return Err(Invalid(format!("data: expected object, received {}", json_type(data))));
         }
         // Stored and served without it, as upstream does.
         let ttl_seconds = body.as_object_mut().expect("checked to be an object").remove("ttl_seconds");
@@ -126,22 +127,19 @@ impl NewEvent {
         let text = |key: &str| data.get(key).and_then(Value::as_str).map(str::to_owned);
         let query_id = text("queryId").unwrap_or_default();
         if query_id.is_empty() {
-            return Err(ApiError::Validation("data.queryId: String must contain at least 1 character(s)".into()));
+            return Err(Invalid("data.queryId: String must contain at least 1 character(s)".into()));
         }
         validate::key("data.queryId", &query_id)?;
         for field in STRING_DATA_FIELDS {
             match data.get(field) {
                 None | Some(Value::Null | Value::String(_)) => {}
                 Some(other) => {
-                    return Err(ApiError::Validation(format!(
-                        "data.{field}: expected string, received {}",
-                        json_type(other)
-                    )));
+                    return Err(Invalid(format!("data.{field}: expected string, received {}", json_type(other))));
                 }
             }
         }
         if validate::contains_nul(&body) {
-            return Err(ApiError::Validation("body: text must not contain the NUL character (\\u0000)".into()));
+            return Err(Invalid("body: text must not contain the NUL character (\\u0000)".into()));
         }
         let top = |key: &str| body.get(key).and_then(Value::as_str).map(str::to_owned);
         Ok(NewEvent {
@@ -168,19 +166,19 @@ impl NewEvent {
 }
 
 /// `ttl_seconds`: a positive integer, or a string holding one; `null` means none.
-fn ttl(value: Value) -> Result<Option<i64>, ApiError> {
+fn ttl(value: Value) -> Checked<Option<i64>> {
     let seconds = match &value {
         Value::Null => return Ok(None),
         Value::Number(n) => n.as_i64().ok_or("expected integer, received number".to_owned()),
         Value::String(s) => s.trim().parse::<i64>().map_err(|_| "expected integer, received string".to_owned()),
         other => Err(format!("expected integer, received {}", json_type(other))),
     }
-    .map_err(|message| ApiError::Validation(format!("ttl_seconds: {message}")))?;
+    .map_err(|message| Invalid(format!("ttl_seconds: {message}")))?;
     if seconds <= 0 {
-        return Err(ApiError::Validation("ttl_seconds: Number must be greater than 0".into()));
+        return Err(Invalid("ttl_seconds: Number must be greater than 0".into()));
     }
     if seconds > MAX_TTL_SECONDS {
-        return Err(ApiError::Validation(format!("ttl_seconds: Number must be at most {MAX_TTL_SECONDS}")));
+        return Err(Invalid(format!("ttl_seconds: Number must be at most {MAX_TTL_SECONDS}")));
     }
     Ok(Some(seconds))
 }

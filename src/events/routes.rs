@@ -10,6 +10,7 @@ use axum::{
 };
 
 use super::{
+    RouteState,
     model::{NewEvent, PostEvent, Shape},
     watch,
 };
@@ -21,7 +22,6 @@ use crate::{
         reply::{StatusMessage, Success},
         sse::SseEvent,
     },
-    state::AppState,
 };
 
 /// `POST /events`: stores the event and applies it to its session; 201.
@@ -40,7 +40,7 @@ use crate::{
         (status = 415, description = "The body is not declared JSON", body = ErrorBody),
     )
 )]
-pub async fn append(State(state): State<AppState>, request: Request) -> Result<Response, ApiError> {
+pub async fn append(State(state): State<RouteState>, request: Request) -> Result<Response, ApiError> {
     let event = NewEvent::parse(json_body(request, &()).await?)?;
     state.events.append(&event, state.config.event_ttl_seconds as i64).await?;
     Ok((StatusCode::CREATED, Json(Success::new())).into_response())
@@ -59,7 +59,10 @@ pub async fn append(State(state): State<AppState>, request: Request) -> Result<R
         (status = 400, description = "A bad `limit` or `cursor` (`PAGINATION_ERROR`), `watch` or `from-beginning`", body = ErrorBody),
     )
 )]
-pub async fn list(State(state): State<AppState>, ApiQuery(params): ApiQuery<FeedParams>) -> Result<Response, ApiError> {
+pub async fn list(
+    State(state): State<RouteState>,
+    ApiQuery(params): ApiQuery<FeedParams>,
+) -> Result<Response, ApiError> {
     let page = PageRequest::parse(params.limit.as_deref(), params.cursor.as_deref())?;
     if flag("watch", params.watch.as_deref())? {
         let start = params.start(page)?;
@@ -83,7 +86,7 @@ pub async fn list(State(state): State<AppState>, ApiQuery(params): ApiQuery<Feed
     )
 )]
 pub async fn query(
-    State(state): State<AppState>,
+    State(state): State<RouteState>,
     Path(query_id): Path<String>,
     ApiQuery(params): ApiQuery<KeyFeedParams>,
 ) -> Result<Response, ApiError> {
@@ -107,7 +110,7 @@ fn page_of(records: Vec<super::model::EventRecord>, limit: i64) -> Response {
 /// `DELETE /events`: every event.
 #[utoipa::path(delete, path = "/events", tag = "events", operation_id = "purge_events",
     responses((status = 200, description = "`Event data purged`", body = StatusMessage)))]
-pub async fn purge(State(state): State<AppState>) -> Result<Json<StatusMessage>, ApiError> {
+pub async fn purge(State(state): State<RouteState>) -> Result<Json<StatusMessage>, ApiError> {
     state.events.delete_all().await?;
     Ok(Json(StatusMessage::success("Event data purged")))
 }
@@ -117,7 +120,7 @@ pub async fn purge(State(state): State<AppState>) -> Result<Json<StatusMessage>,
     params(("query_id" = String, Path, description = "The Query's UID")),
     responses((status = 200, description = "Deleted (or there was nothing)", body = StatusMessage)))]
 pub async fn delete_query(
-    State(state): State<AppState>,
+    State(state): State<RouteState>,
     Path(query_id): Path<String>,
 ) -> Result<Json<StatusMessage>, ApiError> {
     state.events.delete_query(&query_id).await?;

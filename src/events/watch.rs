@@ -7,23 +7,22 @@ use std::sync::Arc;
 use axum::response::Response;
 use futures::{StreamExt, stream::BoxStream};
 
-use super::model::EventRecord;
+use super::{RouteState, model::EventRecord};
 use crate::{
     db::watch::{Start, follow_all, follow_key},
     error::ApiError,
     http::sse,
-    state::AppState,
 };
 
 /// Streams one query's events from `start`.
-pub async fn query(state: &AppState, query_id: String, start: Start) -> Result<Response, ApiError> {
+pub async fn query(state: &RouteState, query_id: String, start: Start) -> Result<Response, ApiError> {
     let retry = state.config.poll_interval();
     let events = follow_key(state.events.clone(), &state.event_fanout, query_id, start, retry).await?;
     Ok(respond(state, events))
 }
 
 /// Streams every event (of one session, when given) from `start`.
-pub async fn all(state: &AppState, session_id: Option<String>, start: Start) -> Result<Response, ApiError> {
+pub async fn all(state: &RouteState, session_id: Option<String>, start: Start) -> Result<Response, ApiError> {
     let retry = state.config.poll_interval();
     let events = follow_all(state.events.clone(), &state.event_fanout, &state.pool, start, retry).await?;
     let events = events
@@ -34,7 +33,7 @@ pub async fn all(state: &AppState, session_id: Option<String>, start: Start) -> 
     Ok(respond(state, events))
 }
 
-fn respond(state: &AppState, events: BoxStream<'static, Arc<EventRecord>>) -> Response {
+fn respond(state: &RouteState, events: BoxStream<'static, Arc<EventRecord>>) -> Response {
     let frames = events.map(|record| sse::data(record.event.get()));
     sse::watch(frames, state.shutdown.clone(), state.config.sse_heartbeat())
 }

@@ -1,12 +1,11 @@
-//! Cross-cutting HTTP pieces: the request log and counts, `/metrics`, the OpenAPI document, extractors that answer in our error body, query-parameter rules shared by
-//! every list route, SSE framing, the health routes, the refusal of NUL bytes in parameters, and of
-//! state-changing requests from other sites, and fast 503s while Postgres cannot be reached.
+//! Cross-cutting HTTP pieces every domain's routes use: the request log and counts, the OpenAPI document,
+//! extractors that answer in our error body, query-parameter rules shared by every list route, reply shapes,
+//! SSE framing, the refusal of NUL bytes in parameters and of state-changing requests from other sites, and
+//! fast 503s while Postgres cannot be reached. It knows no domain and no shared state.
 
 pub mod access_log;
 pub mod extract;
-pub mod health;
 pub mod hosts;
-pub mod metrics;
 pub mod nul;
 pub mod openapi;
 pub mod params;

@@ -11,15 +11,15 @@ use axum::{
 };
 
 use crate::{
+    db::listener::ListenerStatus,
     error::{self, ApiError},
-    state::AppState,
 };
 
 /// The middleware.
-pub async fn fail_fast(State(state): State<AppState>, request: Request, next: Next) -> Response {
+pub async fn fail_fast(State(listener): State<ListenerStatus>, request: Request, next: Next) -> Response {
     let path = request.uri().path();
     let needs_database = !(path == "/health" || path == "/readyz" || path == "/ui" || path.starts_with("/ui/"));
-    if needs_database && state.listener.database_unreachable() {
+    if needs_database && listener.database_unreachable() {
         return error::refuse(&request, ApiError::Unavailable("the database cannot be reached".into()));
     }
     next.run(request).await

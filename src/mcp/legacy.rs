@@ -25,7 +25,10 @@ use super::{
     tools::{self, ASK_QUESTION, Caller},
     waiter::{Wait, Waiter},
 };
-use crate::{questions::Change, state::AppState};
+use crate::{
+    questions::{Change, channel::check_entries},
+    state::AppState,
+};
 
 /// The first protocol version in which tasks are an extension rather than a core utility.
 const MODERN_VERSION: &str = "2026-07-28";
@@ -91,7 +94,8 @@ impl Legacy {
             return Err(McpError::new(ErrorCode::METHOD_NOT_FOUND, "This tool does not support task execution", None));
         }
         let mut question = tools::ask_arguments(params["arguments"].as_object(), &self.caller)?;
-        self.state.channels.check(&mut question.channels).map_err(|error| McpError::invalid_params(error, None))?;
+        check_entries(&self.state.config, &mut question.channels)
+            .map_err(|error| McpError::invalid_params(error.to_string(), None))?;
         let ttl = params.pointer("/task/ttl").and_then(Value::as_u64);
         let question = self.tasks.create(question, ttl).await?;
         let immediate = format!(

@@ -23,6 +23,7 @@ use super::{
 use crate::{
     questions::{
         Change,
+        channel::check_entries,
         model::{Question, QuestionStatus},
         store::QuestionFilter,
     },
@@ -60,7 +61,8 @@ impl BrokerMcp {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let mut question = tools::ask_arguments(request.arguments.as_ref(), &self.caller(&context))?;
-        self.state.channels.check(&mut question.channels).map_err(|error| McpError::invalid_params(error, None))?;
+        check_entries(&self.state.config, &mut question.channels)
+            .map_err(|error| McpError::invalid_params(error.to_string(), None))?;
         if context.client_capabilities().is_some_and(|c| c.supports_tasks()) {
             let question = self.tasks.create(question, None).await?;
             let task = tasks::modern_task(&question, self.tasks.task_poll_interval_ms());

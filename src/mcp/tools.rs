@@ -15,9 +15,9 @@ use serde_json::Value;
 use crate::{
     auth::Principal,
     config::Config,
-    http::extract::from_value,
     questions::model::{NewQuestion, QueryRef, Question, QuestionStatus},
     state::AppState,
+    validate::shape::from_value,
 };
 
 /// Asks a person and waits for the answer.

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use utoipa::{IntoParams, ToSchema};
 
-use crate::{error::ApiError, validate};
+use crate::validate::{self, Checked, Invalid};
 
 /// Longest `ttl_seconds` accepted (100 years); Postgres intervals overflow far beyond it.
 const MAX_TTL_SECONDS: i64 = 100 * 365 * 24 * 3600;
@@ -59,22 +59,20 @@ impl AppendMessages {
     }
 
     /// Checks what serde cannot: ids present and indexable, a positive TTL, and no `\u0000` (which jsonb refuses).
-    pub fn validate(&self) -> Result<(), ApiError> {
+    pub fn validate(&self) -> Checked {
         validate::key("conversation_id", &self.conversation_id)?;
         validate::key("query_id", &self.query_id)?;
         if let Some(ttl) = self.ttl_seconds {
             if ttl <= 0 {
-                return Err(ApiError::Validation("ttl_seconds: Number must be greater than 0".into()));
+                return Err(Invalid("ttl_seconds: Number must be greater than 0".into()));
             }
             if ttl > MAX_TTL_SECONDS {
-                return Err(ApiError::Validation(format!("ttl_seconds: Number must be at most {MAX_TTL_SECONDS}")));
+                return Err(Invalid(format!("ttl_seconds: Number must be at most {MAX_TTL_SECONDS}")));
             }
         }
         for (index, message) in self.messages.iter().enumerate() {
             if validate::contains_nul(message) {
-                return Err(ApiError::Validation(format!(
-                    "messages.{index}: text must not contain the NUL character (\\u0000)"
-                )));
+                return Err(Invalid(format!("messages.{index}: text must not contain the NUL character (\\u0000)")));
             }
         }
         Ok(())

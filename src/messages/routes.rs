@@ -10,6 +10,7 @@ use axum::{
 use serde_json::{Map, Value};
 
 use super::{
+    RouteState,
     model::{
         AppendMessages, Conversation, ConversationCounts, ConversationIds, MemoryStatus, MessageFilter, MessageItem,
         MessageParams, NewConversation,
@@ -25,7 +26,6 @@ use crate::{
         sse::SseEvent,
     },
     idempotency::{KeyHeader, KeyState},
-    state::AppState,
 };
 
 /// `POST /messages`: 200 with an empty body once stored. With an `Idempotency-Key`, a retry of the same body
@@ -49,7 +49,7 @@ use crate::{
     )
 )]
 pub async fn append(
-    State(state): State<AppState>,
+    State(state): State<RouteState>,
     KeyHeader(key): KeyHeader,
     ApiJson(body): ApiJson<AppendMessages>,
 ) -> Result<Response, ApiError> {
@@ -81,7 +81,7 @@ pub async fn append(
     )
 )]
 pub async fn list(
-    State(state): State<AppState>,
+    State(state): State<RouteState>,
     ApiQuery(params): ApiQuery<MessageParams>,
 ) -> Result<Response, ApiError> {
     let watching = flag("watch", params.watch.as_deref())?;
@@ -98,7 +98,7 @@ pub async fn list(
 /// `DELETE /messages`: every message.
 #[utoipa::path(delete, path = "/messages", tag = "memory", operation_id = "purge_messages",
     responses((status = 200, description = "`Memory purged`", body = StatusMessage)))]
-pub async fn purge(State(state): State<AppState>) -> Result<Json<StatusMessage>, ApiError> {
+pub async fn purge(State(state): State<RouteState>) -> Result<Json<StatusMessage>, ApiError> {
     state.messages.delete_all().await?;
     Ok(Json(StatusMessage::success("Memory purged")))
 }
@@ -106,7 +106,7 @@ pub async fn purge(State(state): State<AppState>) -> Result<Json<StatusMessage>,
 /// `GET /memory-status`: counts per conversation.
 #[utoipa::path(get, path = "/memory-status", tag = "memory", operation_id = "memory_status",
     responses((status = 200, description = "The counts", body = MemoryStatus)))]
-pub async fn status(State(state): State<AppState>) -> Result<Json<MemoryStatus>, ApiError> {
+pub async fn status(State(state): State<RouteState>) -> Result<Json<MemoryStatus>, ApiError> {
     let counts = state.messages.counts().await?;
     let total_messages: i64 = counts.iter().map(|c| c.message_count).sum();
     let conversations: Map<String, Value> = counts
@@ -122,7 +122,7 @@ pub async fn status(State(state): State<AppState>) -> Result<Json<MemoryStatus>,
 /// `GET /conversations`: the ids of conversations with visible messages.
 #[utoipa::path(get, path = "/conversations", tag = "memory", operation_id = "list_conversations",
     responses((status = 200, description = "The ids", body = ConversationIds)))]
-pub async fn conversations(State(state): State<AppState>) -> Result<Json<ConversationIds>, ApiError> {
+pub async fn conversations(State(state): State<RouteState>) -> Result<Json<ConversationIds>, ApiError> {
     Ok(Json(ConversationIds { conversations: state.messages.conversation_ids().await? }))
 }
 
@@ -141,7 +141,7 @@ pub async fn new_conversation() -> (StatusCode, Json<NewConversation>) {
         (status = 404, description = "`Conversation not found`: no visible message", body = ErrorBody),
     ))]
 pub async fn conversation(
-    State(state): State<AppState>,
+    State(state): State<RouteState>,
     Path(id): Path<String>,
 ) -> Result<Json<Conversation>, ApiError> {
     let filter = MessageFilter { conversation_id: Some(id.clone()), query_id: None };
@@ -157,7 +157,7 @@ pub async fn conversation(
     params(("id" = String, Path, description = "The conversation")),
     responses((status = 200, description = "Deleted (or there was nothing)", body = StatusMessage)))]
 pub async fn delete_conversation(
-    State(state): State<AppState>,
+    State(state): State<RouteState>,
     Path(id): Path<String>,
 ) -> Result<Json<StatusMessage>, ApiError> {
     state.messages.delete_conversation(&id).await?;
@@ -167,7 +167,7 @@ pub async fn delete_conversation(
 /// `DELETE /conversations`: every message.
 #[utoipa::path(delete, path = "/conversations", tag = "memory", operation_id = "purge_conversations",
     responses((status = 200, description = "`All conversations deleted`", body = StatusMessage)))]
-pub async fn purge_conversations(State(state): State<AppState>) -> Result<Json<StatusMessage>, ApiError> {
+pub async fn purge_conversations(State(state): State<RouteState>) -> Result<Json<StatusMessage>, ApiError> {
     state.messages.delete_all().await?;
     Ok(Json(StatusMessage::success("All conversations deleted")))
 }
@@ -179,7 +179,7 @@ pub async fn purge_conversations(State(state): State<AppState>) -> Result<Json<S
         ("query_id" = String, Path, description = "The query (name)")),
     responses((status = 200, description = "Deleted (or there was nothing)", body = StatusMessage)))]
 pub async fn delete_conversation_query(
-    State(state): State<AppState>,
+    State(state): State<RouteState>,
     Path((conversation_id, query_id)): Path<(String, String)>,
 ) -> Result<Json<StatusMessage>, ApiError> {
     state.messages.delete_query(Some(&conversation_id), &query_id).await?;
@@ -191,7 +191,7 @@ pub async fn delete_conversation_query(
     params(("query_id" = String, Path, description = "The query (name)")),
     responses((status = 200, description = "Deleted (or there was nothing)", body = StatusMessage)))]
 pub async fn delete_query(
-    State(state): State<AppState>,
+    State(state): State<RouteState>,
     Path(query_id): Path<String>,
 ) -> Result<Json<StatusMessage>, ApiError> {
     state.messages.delete_query(None, &query_id).await?;

@@ -6,18 +6,21 @@
 use axum::response::Response;
 use futures::StreamExt;
 
-use super::model::MessageFilter;
+use super::{RouteState, model::MessageFilter};
 use crate::{
     db::watch::{Start, follow_all, follow_key},
     error::ApiError,
     http::sse,
-    state::AppState,
 };
 
 /// Streams messages after upstream's `cursor` (a message's sequence) when given, or only those stored
 /// after this call. The start is fixed before the response goes out, so a client that has the response
 /// never misses a message committed after it.
-pub async fn respond(state: &AppState, filter: MessageFilter, resume_after: Option<i64>) -> Result<Response, ApiError> {
+pub async fn respond(
+    state: &RouteState,
+    filter: MessageFilter,
+    resume_after: Option<i64>,
+) -> Result<Response, ApiError> {
     let (store, retry) = (state.messages.clone(), state.config.poll_interval());
     let start = Start::of(false, resume_after);
     let items = match filter.conversation_id.clone() {

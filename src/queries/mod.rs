@@ -12,10 +12,22 @@ pub use store::QueryStore;
 
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-use crate::state::AppState;
+use crate::{questions::store::QuestionStore, streams::store::ChunkStore};
+
+/// The part of the shared state the `/queries/…` handlers reach. The whole state hands it out (`FromRef`), so this
+/// domain never depends on the whole.
+#[derive(Debug, Clone)]
+pub struct RouteState {
+    /// Queries' resume state.
+    pub query_state: QueryStore,
+    /// Chunk streams.
+    pub chunks: ChunkStore,
+    /// Questions.
+    pub questions: QuestionStore,
+}
 
 /// The `/queries/{namespace}/{name}/…` routes.
-pub fn router() -> OpenApiRouter<AppState> {
+pub fn router() -> OpenApiRouter<RouteState> {
     // The first segment is named as in `/queries/{query_id}/messages` (the router needs one name per segment).
     OpenApiRouter::new().routes(routes!(routes::state)).routes(routes!(routes::map_tool_call))
 }

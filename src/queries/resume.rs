@@ -3,17 +3,18 @@
 //! shows.
 
 use super::{
+    RouteState,
     model::{BlockedOn, Checkpoint, QueryName, ResumeState, WaitingFor},
     pending::pending_tool_calls,
-    store::{ResumeRow, StreamPhase},
+    store::{QueryStore, ResumeRow, StreamPhase},
 };
-use crate::{db::StoreResult, state::AppState, timestamp::iso_timestamp};
+use crate::{db::StoreResult, timestamp::iso_timestamp};
 
 /// The phase of Query `namespace/name` alone (what the Query page shows), without reading its stream:
 /// `unknown` when neither a question nor a stream knows it.
-pub async fn phase(state: &AppState, namespace: &str, name: &str) -> StoreResult<String> {
-    let resume = state.query_state.resume_row(namespace, name).await?;
-    let stream = state.query_state.stream_phase(name).await?;
+pub async fn phase(store: &QueryStore, namespace: &str, name: &str) -> StoreResult<String> {
+    let resume = store.resume_row(namespace, name).await?;
+    let stream = store.stream_phase(name).await?;
     Ok(phase_of(resume.as_ref(), stream.as_ref()))
 }
 
@@ -29,7 +30,7 @@ fn phase_of(resume: Option<&ResumeRow>, stream: Option<&StreamPhase>) -> String 
 
 /// The resume state of Query `namespace/name`, or `None` when the broker knows nothing of it (no question
 /// named it, it has no stream and no messages).
-pub async fn load(state: &AppState, namespace: String, name: String) -> StoreResult<Option<ResumeState>> {
+pub async fn load(state: &RouteState, namespace: String, name: String) -> StoreResult<Option<ResumeState>> {
     let resume = state.query_state.resume_row(&namespace, &name).await?;
     let stream = state.query_state.stream_phase(&name).await?;
     let last_message_sequence = state.query_state.last_message_sequence(&name).await?;

@@ -10,6 +10,7 @@ use serde_json::Map;
 use uuid::Uuid;
 
 use super::{
+    RouteState,
     model::{MappedToolCall, QueryName, ResumeState, ToolCallMapping},
     resume,
 };
@@ -17,7 +18,6 @@ use crate::{
     error::{ApiError, ErrorBody},
     http::extract::ApiJson,
     questions::tool_calls::Mapping,
-    state::AppState,
     validate,
 };
 
@@ -39,7 +39,7 @@ use crate::{
     )
 )]
 pub async fn state(
-    State(state): State<AppState>,
+    State(state): State<RouteState>,
     Path((namespace, name)): Path<(String, String)>,
 ) -> Result<Json<ResumeState>, ApiError> {
     validate::key("namespace", &namespace)?;
@@ -72,7 +72,7 @@ pub async fn state(
     )
 )]
 pub async fn map_tool_call(
-    State(state): State<AppState>,
+    State(state): State<RouteState>,
     Path((namespace, name, tool_call_id)): Path<(String, String, String)>,
     ApiJson(body): ApiJson<ToolCallMapping>,
 ) -> Result<Json<MappedToolCall>, ApiError> {

@@ -2,6 +2,8 @@
 //! `resourceVersion`.
 
 mod announce;
+pub mod channel;
+pub mod checks;
 pub mod deliveries;
 pub mod model;
 pub mod record;
@@ -16,12 +18,31 @@ pub mod watch_log;
 
 pub use store::{Change, QuestionStore};
 
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-use crate::state::AppState;
+use crate::{auth::Authenticator, config::Config, db::hub::Hub};
+
+/// The part of the shared state the questions handlers reach. The whole state hands it out (`FromRef`), so this domain
+/// never depends on the whole.
+#[derive(Debug, Clone)]
+pub struct RouteState {
+    /// The settings this replica runs with.
+    pub config: Arc<Config>,
+    /// Whether authentication is on (a question then belongs to its asker).
+    pub auth: Authenticator,
+    /// Wake-ups for question watchers.
+    pub hub: Hub,
+    /// Questions.
+    pub questions: QuestionStore,
+    /// Cancelled when the replica starts shutting down: SSE responses end.
+    pub shutdown: CancellationToken,
+}
 
 /// The questions routes.
-pub fn router() -> OpenApiRouter<AppState> {
+pub fn router() -> OpenApiRouter<RouteState> {
     OpenApiRouter::new()
         .routes(routes!(routes::list, routes::create))
         .routes(routes!(routes::get, routes::answer, routes::cancel))

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::{
+    RouteState,
     model::{Answer, NewQuestion, Question, QuestionConflict, QuestionStatus},
     store::{Change, QuestionFilter},
     watch,
@@ -23,8 +24,9 @@ use crate::{
         params::{Flag, PageRequest, flag},
         sse::SseEvent,
     },
-    state::AppState,
 };
+
+use super::channel;
 
 /// Parameters of `GET /questions` (an empty value means "any").
 #[derive(Debug, Deserialize, IntoParams)]
@@ -90,12 +92,12 @@ struct QuestionList {
     )
 )]
 pub async fn create(
-    State(state): State<AppState>,
+    State(state): State<RouteState>,
     principal: Option<Extension<Principal>>,
     ApiJson(mut new): ApiJson<NewQuestion>,
 ) -> Result<(StatusCode, Json<Question>), ApiError> {
     new.validate()?;
-    state.channels.check(&mut new.channels).map_err(ApiError::Validation)?;
+    channel::check_entries(&state.config, &mut new.channels)?;
     if state.auth.is_on() {
         new.owner = principal.map(|Extension(principal)| principal.name().to_owned());
     }
@@ -117,7 +119,7 @@ pub async fn create(
     )
 )]
 pub async fn list(
-    State(state): State<AppState>,
+    State(state): State<RouteState>,
     headers: HeaderMap,
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> Result<Response, ApiError> {
@@ -159,7 +161,7 @@ pub async fn list(
         (status = 200, description = "The question", body = Question),
         (status = 404, description = "`Question not found`", body = ErrorBody),
     ))]
-pub async fn get(State(state): State<AppState>, Path(id): Path<String>) -> Result<Json<Question>, ApiError> {
+pub async fn get(State(state): State<RouteState>, Path(id): Path<String>) -> Result<Json<Question>, ApiError> {
     state.questions.get(&id).await?.map(Json).ok_or_else(not_found)
 }
 
@@ -181,7 +183,7 @@ pub async fn get(State(state): State<AppState>, Path(id): Path<String>) -> Resul
     )
 )]
 pub async fn answer(
-    State(state): State<AppState>,
+    State(state): State<RouteState>,
     Path(id): Path<String>,
     principal: Option<Extension<Principal>>,
     ApiJson(mut answer): ApiJson<Answer>,
@@ -211,7 +213,7 @@ pub async fn answer(
     )
 )]
 pub async fn post_answer(
-    state: State<AppState>,
+    state: State<RouteState>,
     id: Path<String>,
     principal: Option<Extension<Principal>>,
     body: ApiJson<Answer>,
@@ -227,7 +229,7 @@ pub async fn post_answer(
         (status = 404, description = "`Question not found`", body = ErrorBody),
         (status = 409, description = "Answered, cancelled or expired already: the question as it is", body = QuestionConflict),
     ))]
-pub async fn cancel(State(state): State<AppState>, Path(id): Path<String>) -> Result<Json<Question>, ApiError> {
+pub async fn cancel(State(state): State<RouteState>, Path(id): Path<String>) -> Result<Json<Question>, ApiError> {
     into_reply(state.questions.cancel(&id).await?)
 }
 

@@ -137,7 +137,7 @@ impl QuestionStore {
             let row = if new.channels.is_empty() {
                 row
             } else {
-                crate::channels::store::queue(tx.conn(), &row.id, &new.channels).await?
+                super::deliveries::queue(tx.conn(), &row.id, &new.channels).await?
             };
             record(tx, "question_created", row).await
         })

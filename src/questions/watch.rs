@@ -6,16 +6,15 @@
 use axum::response::{Response, sse::Event};
 use futures::StreamExt;
 
-use super::store::QuestionFilter;
+use super::{RouteState, store::QuestionFilter};
 use crate::{
     db::{follow::follow_woken, hub::Topic},
     error::ApiError,
     http::sse,
-    state::AppState,
 };
 
 /// Starts a watch after `from` (or after now).
-pub async fn respond(state: &AppState, filter: QuestionFilter, from: Option<i64>) -> Result<Response, ApiError> {
+pub async fn respond(state: &RouteState, filter: QuestionFilter, from: Option<i64>) -> Result<Response, ApiError> {
     let store = state.questions.clone();
     let subscription = state.hub.subscribe(Topic::Questions);
     let current = store.current_version().await?;

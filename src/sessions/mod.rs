@@ -11,11 +11,29 @@ mod watch;
 
 pub use store::SessionStore;
 
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-use crate::state::AppState;
+use self::model::SessionChange;
+use crate::{config::Config, db::fanout::Fanout};
+
+/// The part of the shared state the `/sessions` handlers reach. The whole state hands it out (`FromRef`), so this
+/// domain never depends on the whole.
+#[derive(Debug, Clone)]
+pub struct RouteState {
+    /// The settings this replica runs with.
+    pub config: Arc<Config>,
+    /// Sessions.
+    pub sessions: SessionStore,
+    /// This replica's readers of sessions.
+    pub session_fanout: Fanout<SessionChange>,
+    /// Cancelled when the replica starts shutting down: SSE responses end.
+    pub shutdown: CancellationToken,
+}
 
 /// The `/sessions` routes.
-pub fn router() -> OpenApiRouter<AppState> {
+pub fn router() -> OpenApiRouter<RouteState> {
     OpenApiRouter::new().routes(routes!(routes::list, routes::post, routes::purge)).routes(routes!(routes::get_one))
 }

@@ -8,9 +8,9 @@ use utoipa::{IntoParams, ToSchema};
 use super::rules::{ConversationSummary, Participant, Phase, QueryState, SessionState, Status};
 use crate::{
     db::{fanout::FeedRow, feed::GlobalCursor},
-    error::ApiError,
     http::params::Page,
     timestamp::iso_timestamp,
+    validate::{Checked, Invalid},
 };
 
 /// A session as upstream serves it.
@@ -305,7 +305,7 @@ pub struct SessionFilter {
 
 impl SessionParams {
     /// Checks the filter and sort parameters (zod's enum messages, dates that parse).
-    pub fn filter(&self) -> Result<SessionFilter, ApiError> {
+    pub fn filter(&self) -> Checked<SessionFilter> {
         let status = match one_of("status", self.status.as_deref(), &["active", "idle", "error"])? {
             Some("active") => Some(Status::Active),
             Some("idle") => Some(Status::Idle),
@@ -330,23 +330,20 @@ impl SessionParams {
     }
 }
 
-fn one_of(name: &str, raw: Option<&str>, allowed: &[&'static str]) -> Result<Option<&'static str>, ApiError> {
+fn one_of(name: &str, raw: Option<&str>, allowed: &[&'static str]) -> Checked<Option<&'static str>> {
     let Some(raw) = raw else { return Ok(None) };
     match allowed.iter().find(|a| **a == raw) {
         Some(value) => Ok(Some(value)),
         None => {
             let expected: Vec<String> = allowed.iter().map(|a| format!("'{a}'")).collect();
-            Err(ApiError::Validation(format!(
-                "{name}: Invalid enum value. Expected {}, received '{raw}'",
-                expected.join(" | ")
-            )))
+            Err(Invalid(format!("{name}: Invalid enum value. Expected {}, received '{raw}'", expected.join(" | "))))
         }
     }
 }
 
 /// Parses what JavaScript's `new Date(…)` reads in practice: RFC 3339, or a date or date-time without an
 /// offset (taken as UTC).
-fn date(name: &str, raw: Option<&str>) -> Result<Option<DateTime<Utc>>, ApiError> {
+fn date(name: &str, raw: Option<&str>) -> Checked<Option<DateTime<Utc>>> {
     let Some(raw) = raw.filter(|r| !r.is_empty()) else { return Ok(None) };
     let parsed = DateTime::parse_from_rfc3339(raw)
         .map(|d| d.with_timezone(&Utc))
@@ -356,7 +353,7 @@ fn date(name: &str, raw: Option<&str>) -> Result<Option<DateTime<Utc>>, ApiError
         .or_else(|| {
             NaiveDate::parse_from_str(raw, "%Y-%m-%d").ok().and_then(|d| d.and_hms_opt(0, 0, 0)).map(|d| d.and_utc())
         });
-    parsed.map(Some).ok_or_else(|| ApiError::Validation(format!("{name}: Invalid date '{raw}'")))
+    parsed.map(Some).ok_or_else(|| Invalid(format!("{name}: Invalid date '{raw}'")))
 }
 
 /// The body of `POST /sessions`: an event's data with at least a `sessionId` (with `queryName` it is

@@ -10,6 +10,7 @@ use axum::{
 use serde_json::Value;
 
 use super::{
+    RouteState,
     model::{PostSession, SessionEntry, SessionList, SessionPage, SessionParams, WholeStore},
     rules::SessionEvent,
     watch,
@@ -17,12 +18,12 @@ use super::{
 use crate::{
     error::{ApiError, ErrorBody},
     http::{
-        extract::{ApiQuery, from_body, json_body},
+        extract::{ApiQuery, json_body},
         params::{Page, PageRequest, flag},
         reply::{StatusMessage, Success},
         sse::SseEvent,
     },
-    state::AppState,
+    validate::{self, shape::from_body},
 };
 
 /// `GET /sessions`: the whole store; with `limit` or `cursor` a filtered, sorted page with `statusCounts`
@@ -40,7 +41,7 @@ use crate::{
     )
 )]
 pub async fn list(
-    State(state): State<AppState>,
+    State(state): State<RouteState>,
     ApiQuery(params): ApiQuery<SessionParams>,
 ) -> Result<Response, ApiError> {
     let filter = params.filter()?;
@@ -66,7 +67,7 @@ pub async fn list(
         (status = 200, description = "The session", body = SessionEntry),
         (status = 404, description = "`Session not found`", body = ErrorBody),
     ))]
-pub async fn get_one(State(state): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+pub async fn get_one(State(state): State<RouteState>, Path(id): Path<String>) -> Result<Response, ApiError> {
     match state.sessions.get(&id).await? {
         Some(entry) => Ok(Json(entry).into_response()),
         None => Err(ApiError::NotFound("Session not found".into())),
@@ -87,10 +88,10 @@ pub async fn get_one(State(state): State<AppState>, Path(id): Path<String>) -> R
         (status = 415, description = "The body is not declared JSON", body = ErrorBody),
     )
 )]
-pub async fn post(State(state): State<AppState>, request: axum::extract::Request) -> Result<Response, ApiError> {
+pub async fn post(State(state): State<RouteState>, request: axum::extract::Request) -> Result<Response, ApiError> {
     let body: Value = json_body(request, &()).await?;
     let PostSession { session_id } = from_body(&body)?;
-    crate::validate::key("sessionId", &session_id)?;
+    validate::key("sessionId", &session_id)?;
     let data = body.as_object().cloned().unwrap_or_default();
     let reason = data.get("_reason").and_then(Value::as_str).unwrap_or_default().to_owned();
     // Upstream drops data without a query name; the session is then left as it is.
@@ -103,7 +104,7 @@ pub async fn post(State(state): State<AppState>, request: axum::extract::Request
 /// `DELETE /sessions`: every session.
 #[utoipa::path(delete, path = "/sessions", tag = "sessions", operation_id = "purge_sessions",
     responses((status = 200, description = "`Sessions purged`", body = StatusMessage)))]
-pub async fn purge(State(state): State<AppState>) -> Result<Json<StatusMessage>, ApiError> {
+pub async fn purge(State(state): State<RouteState>) -> Result<Json<StatusMessage>, ApiError> {
     state.sessions.delete_all().await?;
     Ok(Json(StatusMessage::success("Sessions purged")))
 }

@@ -6,15 +6,14 @@
 use axum::response::Response;
 use futures::StreamExt;
 
-use super::model::SessionChange;
+use super::{RouteState, model::SessionChange};
 use crate::{
     db::{fanout::FeedRow, feed::GlobalCursor, follow::follow},
     http::sse,
-    state::AppState,
 };
 
 /// Starts the watch (optionally of one session).
-pub fn respond(state: &AppState, session_id: Option<String>) -> Response {
+pub fn respond(state: &RouteState, session_id: Option<String>) -> Response {
     let store = state.sessions.clone();
     let subscription = state.session_fanout.subscribe_global();
     let read = move |after| {

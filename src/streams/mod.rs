@@ -19,12 +19,37 @@ pub mod writer;
 pub use store::ChunkStore;
 pub use writer::ChunkWriter;
 
+use std::sync::Arc;
+
+use sqlx::PgPool;
+use tokio_util::sync::CancellationToken;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-use crate::state::AppState;
+use self::{budget::NdjsonBudget, model::ChunkRow};
+use crate::{config::Config, db::fanout::Fanout};
+
+/// The part of the shared state the chunk-stream handlers reach. The whole state hands it out (`FromRef`), so this
+/// domain never depends on the whole.
+#[derive(Debug, Clone)]
+pub struct RouteState {
+    /// The settings this replica runs with.
+    pub config: Arc<Config>,
+    /// The request pool.
+    pub pool: PgPool,
+    /// Chunk streams.
+    pub chunks: ChunkStore,
+    /// This replica's readers of chunk streams.
+    pub chunk_fanout: Fanout<ChunkRow>,
+    /// This replica's group-commit writer.
+    pub writer: ChunkWriter,
+    /// The bytes all open chunk POSTs may hold in partly received NDJSON lines.
+    pub ndjson_budget: NdjsonBudget,
+    /// Cancelled when the replica starts shutting down: SSE responses end.
+    pub shutdown: CancellationToken,
+}
 
 /// The chunk-stream routes.
-pub fn router() -> OpenApiRouter<AppState> {
+pub fn router() -> OpenApiRouter<RouteState> {
     OpenApiRouter::new()
         .routes(routes!(routes::list, routes::purge))
         .routes(routes!(routes::read, routes::ingest))

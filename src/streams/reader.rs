@@ -10,6 +10,7 @@ use futures::StreamExt;
 use tokio::time::Instant;
 
 use super::{
+    RouteState,
     model::{ChunkRow, DONE},
     typed::EventType,
     unified::{self, Unifier},
@@ -18,7 +19,6 @@ use crate::{
     db::{self, fanout::FeedRow, feed::GlobalCursor, follow::follow, tail::FeedSource},
     error::ApiError,
     http::sse,
-    state::AppState,
 };
 
 /// Upstream's frame when `wait-for-query` runs out before the first live chunk.
@@ -88,7 +88,11 @@ impl Render {
 /// are those stored after this call: the start is fixed before the response goes out. A unified reader
 /// reads the stream from its first row even when it sends only new ones: a tool call's fragments may have
 /// started before it connected.
-pub async fn stream_response(state: &AppState, stream_id: String, options: ReadOptions) -> Result<Response, ApiError> {
+pub async fn stream_response(
+    state: &RouteState,
+    stream_id: String,
+    options: ReadOptions,
+) -> Result<Response, ApiError> {
     let store = state.chunks.clone();
     let subscription = state.chunk_fanout.subscribe_key(&stream_id);
     let start = store.last_position(&stream_id).await?;
@@ -164,7 +168,7 @@ pub async fn stream_response(state: &AppState, stream_id: String, options: ReadO
 /// Serves every new chunk of every stream (`GET /stream?watch=true`): the `chunk` field only, the
 /// completion marker as `"[DONE]"`. Chunks come in global order (see [`crate::db::feed`]): each stream's in
 /// its own order, and none is skipped for committing late.
-pub async fn feed_response(state: &AppState) -> Result<Response, ApiError> {
+pub async fn feed_response(state: &RouteState) -> Result<Response, ApiError> {
     let store = state.chunks.clone();
     let subscription = state.chunk_fanout.subscribe_global();
     let start = db::start_snapshot(&state.pool).await?;

@@ -14,6 +14,7 @@ use serde::Deserialize;
 use utoipa::IntoParams;
 
 use super::{
+    RouteState,
     budget::BudgetShare,
     model::{BrokerItem, Completed, Completion, CompletionStatus, Line, Processed},
     ndjson::NdjsonLines,
@@ -29,7 +30,6 @@ use crate::{
         sse::SseEvent,
     },
     idempotency::{IdempotencyKey, KeyHeader, KeyState, StoredReply},
-    state::AppState,
     validate,
 };
 
@@ -65,7 +65,7 @@ const MAX_PENDING_ACKS: usize = 64;
     )
 )]
 pub async fn ingest(
-    State(state): State<AppState>,
+    State(state): State<RouteState>,
     Path(id): Path<String>,
     KeyHeader(key): KeyHeader,
     body: Body,
@@ -108,7 +108,7 @@ pub async fn ingest(
 
 /// One chunk POST on its way to the writer.
 struct Ingest<'a> {
-    state: &'a AppState,
+    state: &'a RouteState,
     stream_id: Arc<str>,
     request: Arc<Request>,
     lines: NdjsonLines,
@@ -145,7 +145,7 @@ impl Drop for Ingest<'_> {
 }
 
 impl<'a> Ingest<'a> {
-    fn new(state: &'a AppState, stream_id: &str, key: Option<IdempotencyKey>, budget: BudgetShare) -> Self {
+    fn new(state: &'a RouteState, stream_id: &str, key: Option<IdempotencyKey>, budget: BudgetShare) -> Self {
         Ingest {
             state,
             stream_id: Arc::from(stream_id),
@@ -253,7 +253,7 @@ fn not_stored() -> ApiError {
         (status = 404, description = "`Stream not found`: nothing was ever written to it", body = ErrorBody),
     )
 )]
-pub async fn complete(State(state): State<AppState>, Path(id): Path<String>) -> Result<Json<Completed>, ApiError> {
+pub async fn complete(State(state): State<RouteState>, Path(id): Path<String>) -> Result<Json<Completed>, ApiError> {
     validate::key("query", &id)?;
     let status = match state.chunks.complete(&id).await? {
         Completion::Completed => CompletionStatus::Completed,
@@ -315,7 +315,7 @@ impl ReadParams {
     )
 )]
 pub async fn read(
-    State(state): State<AppState>,
+    State(state): State<RouteState>,
     Path(id): Path<String>,
     ApiQuery(params): ApiQuery<ReadParams>,
 ) -> Result<Response, ApiError> {
@@ -347,7 +347,10 @@ fn parse_wait(raw: &str) -> Result<Duration, ApiError> {
         (status = 400, description = "A bad `limit` or `cursor` (`PAGINATION_ERROR`) or `watch`", body = ErrorBody),
     )
 )]
-pub async fn list(State(state): State<AppState>, ApiQuery(params): ApiQuery<ListParams>) -> Result<Response, ApiError> {
+pub async fn list(
+    State(state): State<RouteState>,
+    ApiQuery(params): ApiQuery<ListParams>,
+) -> Result<Response, ApiError> {
     let watching = flag("watch", params.watch.as_deref())?;
     let page = PageRequest::parse(params.limit.as_deref(), params.cursor.as_deref())?;
     if watching {
@@ -362,7 +365,7 @@ pub async fn list(State(state): State<AppState>, ApiQuery(params): ApiQuery<List
 /// `DELETE /stream`: every stream.
 #[utoipa::path(delete, path = "/stream", tag = "streams", operation_id = "purge_streams",
     responses((status = 200, description = "`Stream data purged`", body = StatusMessage)))]
-pub async fn purge(State(state): State<AppState>) -> Result<Json<StatusMessage>, ApiError> {
+pub async fn purge(State(state): State<RouteState>) -> Result<Json<StatusMessage>, ApiError> {
     state.chunks.delete_all().await?;
     Ok(Json(StatusMessage::success("Stream data purged")))
 }

@@ -1,7 +1,7 @@
 //! Prometheus metrics: the process's recorder (`metrics` + `metrics-exporter-prometheus`, installed once),
 //! the names every part of the broker records under, and the text a scrape of `GET /metrics` gets. Counters
 //! and histograms are recorded where things happen; what is a count of rows (questions by status, outbox
-//! backlogs) or of the pool is read when scraped (see [`crate::http::metrics`]).
+//! backlogs) or of the pool is read when scraped (by the `/metrics` route).
 
 use std::{sync::OnceLock, time::Duration};
 

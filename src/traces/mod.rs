@@ -9,13 +9,34 @@ pub mod store;
 
 pub use store::SpanStore;
 
+use std::sync::Arc;
+
+use sqlx::PgPool;
+use tokio_util::sync::CancellationToken;
 use tower_http::decompression::RequestDecompressionLayer;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-use crate::state::AppState;
+use self::model::SpanRecord;
+use crate::{config::Config, db::fanout::Fanout};
+
+/// The part of the shared state the OTLP receiver and the `/traces` handlers reach. The whole state hands it out
+/// (`FromRef`), so this domain never depends on the whole.
+#[derive(Debug, Clone)]
+pub struct RouteState {
+    /// The settings this replica runs with.
+    pub config: Arc<Config>,
+    /// The request pool.
+    pub pool: PgPool,
+    /// Spans.
+    pub spans: SpanStore,
+    /// This replica's readers of spans.
+    pub span_fanout: Fanout<SpanRecord>,
+    /// Cancelled when the replica starts shutting down: SSE responses end.
+    pub shutdown: CancellationToken,
+}
 
 /// The OTLP receiver and the `/traces` routes.
-pub fn router() -> OpenApiRouter<AppState> {
+pub fn router() -> OpenApiRouter<RouteState> {
     let receiver = OpenApiRouter::new().routes(routes!(routes::export)).route_layer(RequestDecompressionLayer::new());
     OpenApiRouter::new().merge(receiver).routes(routes!(routes::list, routes::purge)).routes(routes!(routes::trace))
 }

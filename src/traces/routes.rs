@@ -12,6 +12,7 @@ use axum::{
 use futures::{StreamExt, stream::BoxStream};
 
 use super::{
+    RouteState,
     model::{ExportRefused, Exported, LegacyError, NewSpan, SpanRecord, Trace},
     otlp::{self, OtlpError, OtlpJson},
 };
@@ -24,7 +25,6 @@ use crate::{
         reply::StatusMessage,
         sse::{self, SseEvent},
     },
-    state::AppState,
 };
 
 /// `POST /v1/traces`: an OTLP export, protobuf or JSON (gzip-encoded or not); 200 `{}`.
@@ -44,7 +44,7 @@ use crate::{
         (status = 415, description = "A `Content-Encoding` other than `gzip` (or `identity`)", body = ErrorBody),
     )
 )]
-pub async fn export(State(state): State<AppState>, request: Request) -> Result<Response, ApiError> {
+pub async fn export(State(state): State<RouteState>, request: Request) -> Result<Response, ApiError> {
     let protobuf = request
         .headers()
         .get(header::CONTENT_TYPE)
@@ -79,7 +79,10 @@ fn legacy_error(error: &OtlpError) -> Response {
         (status = 400, description = "A bad `limit` or `cursor` (`PAGINATION_ERROR`) or `watch`", body = ErrorBody),
     )
 )]
-pub async fn list(State(state): State<AppState>, ApiQuery(params): ApiQuery<FeedParams>) -> Result<Response, ApiError> {
+pub async fn list(
+    State(state): State<RouteState>,
+    ApiQuery(params): ApiQuery<FeedParams>,
+) -> Result<Response, ApiError> {
     let page = PageRequest::parse(params.limit.as_deref(), params.cursor.as_deref())?;
     if flag("watch", params.watch.as_deref())? {
         // Upstream's watch of all traces has no from-beginning.
@@ -118,7 +121,7 @@ pub async fn list(State(state): State<AppState>, ApiQuery(params): ApiQuery<Feed
     )
 )]
 pub async fn trace(
-    State(state): State<AppState>,
+    State(state): State<RouteState>,
     Path(trace_id): Path<String>,
     ApiQuery(params): ApiQuery<KeyFeedParams>,
 ) -> Result<Response, ApiError> {
@@ -136,7 +139,7 @@ pub async fn trace(
     Ok(Json(Trace { trace_id, spans }).into_response())
 }
 
-fn respond(state: &AppState, spans: BoxStream<'static, Arc<SpanRecord>>) -> Response {
+fn respond(state: &RouteState, spans: BoxStream<'static, Arc<SpanRecord>>) -> Response {
     let frames = spans.map(|span| sse::data(span.span.get()));
     sse::watch(frames, state.shutdown.clone(), state.config.sse_heartbeat())
 }
@@ -144,7 +147,7 @@ fn respond(state: &AppState, spans: BoxStream<'static, Arc<SpanRecord>>) -> Resp
 /// `DELETE /traces`: every span.
 #[utoipa::path(delete, path = "/traces", tag = "traces", operation_id = "purge_traces",
     responses((status = 200, description = "`Trace data purged`", body = StatusMessage)))]
-pub async fn purge(State(state): State<AppState>) -> Result<Json<StatusMessage>, ApiError> {
+pub async fn purge(State(state): State<RouteState>) -> Result<Json<StatusMessage>, ApiError> {
     state.spans.delete_all().await?;
     Ok(Json(StatusMessage::success("Trace data purged")))
 }

@@ -142,7 +142,7 @@ pub async fn query_page(
     validate::key("namespace", &namespace)?;
     validate::key("name", &name)?;
     // Not started yet (or not streamed): `unknown`, and the page waits for it.
-    let phase = resume::phase(&state, &namespace, &name).await?;
+    let phase = resume::phase(&state.query_state, &namespace, &name).await?;
     let events = unified::replay(&state.chunks, &name).await?;
     let items = query_page::timeline(&events);
     let person = principal.as_ref().map(|Extension(principal)| principal.name());

@@ -1,23 +1,34 @@
-//! Input checks shared by every domain: keys that fit an index, and JSON that Postgres will store.
+//! Input checks shared by every domain (keys that fit an index, JSON that Postgres will store, JSON of
+//! the right [`shape`]) and [`Invalid`], the domain error every model's checks return; the HTTP layer maps
+//! it in one place.
+
+pub mod shape;
 
 use serde_json::Value;
 
-use crate::error::ApiError;
+/// A value that breaks a rule of its domain; the message starts with the field. A REST route answers it with
+/// 400 `VALIDATION_ERROR`, an MCP tool with invalid params.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Invalid(pub String);
+
+/// What a domain check returns.
+pub type Checked<T = ()> = Result<T, Invalid>;
 
 /// Longest id (conversation, query, stream) accepted. Postgres' b-tree entries top out near 2.7 kB; Kubernetes
 /// names are at most 253 bytes.
 pub const MAX_KEY_BYTES: usize = 512;
 
 /// Checks an id used as a key: non-empty, at most [`MAX_KEY_BYTES`], no NUL.
-pub fn key(field: &str, value: &str) -> Result<(), ApiError> {
+pub fn key(field: &str, value: &str) -> Checked {
     if value.is_empty() {
-        return Err(ApiError::Validation(format!("{field}: must not be empty")));
+        return Err(Invalid(format!("{field}: must not be empty")));
     }
     if value.len() > MAX_KEY_BYTES {
-        return Err(ApiError::Validation(format!("{field}: must be at most {MAX_KEY_BYTES} bytes")));
+        return Err(Invalid(format!("{field}: must be at most {MAX_KEY_BYTES} bytes")));
     }
     if value.contains('\0') {
-        return Err(ApiError::Validation(format!("{field}: must not contain NUL")));
+        return Err(Invalid(format!("{field}: must not contain NUL")));
     }
     Ok(())
 }

@@ -4,6 +4,11 @@
 
 use std::fmt;
 
+use crate::{
+    config::Config,
+    validate::{Checked, Invalid},
+};
+
 /// A parsed channel entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Channel {
@@ -94,6 +99,33 @@ fn github(target: &str) -> Option<Channel> {
         repo: repo.to_ascii_lowercase(),
         number,
     })
+}
+
+/// Checks a question's channel entries: each must name a channel this replica has credentials for (the
+/// error names the first entry that does not). The entries are then written one way each
+/// (`github:Acme/App#07` as `github:acme/app#7`), once each.
+pub fn check_entries(config: &Config, entries: &mut Vec<String>) -> Checked {
+    let mut canonical: Vec<String> = Vec::with_capacity(entries.len());
+    for entry in entries.iter() {
+        let channel = Channel::parse(entry).map_err(Invalid)?;
+        let configured = match channel {
+            Channel::Slack { .. } => config.slack_bot_token.is_some(),
+            Channel::GitHub { .. } => config.github_token.is_some(),
+        };
+        if !configured {
+            return Err(Invalid(format!(
+                "channels: '{entry}' needs --{}-{} on the broker, which is not set",
+                channel.kind(),
+                if channel.kind() == "slack" { "bot-token" } else { "token" }
+            )));
+        }
+        let entry = channel.to_string();
+        if !canonical.contains(&entry) {
+            canonical.push(entry);
+        }
+    }
+    *entries = canonical;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,0 +1,5 @@
+//! What operators and Kubernetes call: the probes (`/health`, `/readyz`) and the Prometheus scrape
+//! (`/metrics`). They read the whole state, so they stand above it, beside the page and MCP.
+
+pub mod health;
+pub mod metrics;

@@ -1,0 +1,106 @@
+//! The rules a new question and an answer keep: addresses, sizes, TTL, no NUL. Each check returns the
+//! domain's [`Invalid`], which REST answers with 400 and MCP with invalid params.
+
+use super::model::{Answer, NewQuestion};
+use crate::validate::{self, Checked, Invalid};
+
+/// Longest `ttlSeconds` accepted (a year).
+const MAX_TTL_SECONDS: i64 = 365 * 24 * 3600;
+/// Most channels one question can be routed to.
+const MAX_CHANNELS: usize = 16;
+/// Most options a question offers (Slack shows at most 25 elements in an actions block).
+const MAX_OPTIONS: usize = 10;
+/// Longest option (Slack's limit for a button's text).
+const MAX_OPTION_CHARS: usize = 75;
+
+impl NewQuestion {
+    /// Checks the addresses, content, channels and TTL.
+    pub fn validate(&self) -> Checked {
+        ark_url("sender", &self.sender)?;
+        ark_url("recipient", &self.recipient)?;
+        if self.content.trim().is_empty() {
+            return Err(Invalid("content: must not be empty".into()));
+        }
+        no_nul("content", &self.content)?;
+        if self.channels.len() > MAX_CHANNELS {
+            return Err(Invalid(format!("channels: at most {MAX_CHANNELS}")));
+        }
+        for channel in &self.channels {
+            validate::key("channels", channel)?;
+        }
+        if self.options.len() > MAX_OPTIONS {
+            return Err(Invalid(format!("options: at most {MAX_OPTIONS}")));
+        }
+        for option in &self.options {
+            if option.trim().is_empty() || option.chars().count() > MAX_OPTION_CHARS {
+                return Err(Invalid(format!(
+                    "options: each must be 1 to {MAX_OPTION_CHARS} characters, got '{option}'"
+                )));
+            }
+            no_nul("options", option)?;
+        }
+        if let Some(query) = &self.query {
+            validate::key("query.name", &query.name)?;
+            if let Some(namespace) = &query.namespace {
+                validate::key("query.namespace", namespace)?;
+            }
+        }
+        if let Some(tool_call_id) = &self.tool_call_id {
+            validate::key("toolCallId", tool_call_id)?;
+        }
+        match self.ttl_seconds {
+            Some(ttl) if ttl <= 0 || ttl > MAX_TTL_SECONDS => {
+                Err(Invalid(format!("ttlSeconds: must be between 1 and {MAX_TTL_SECONDS}")))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Answer {
+    /// Checks that there is an answer.
+    pub fn validate(&self) -> Checked {
+        if self.response.trim().is_empty() {
+            return Err(Invalid("response: must not be empty".into()));
+        }
+        no_nul("response", &self.response)?;
+        if let Some(by) = &self.answered_by {
+            validate::key("answeredBy", by)?;
+        }
+        Ok(())
+    }
+}
+
+/// Checks an `ark://agents|users|teams|channels/<name>` address.
+pub fn ark_url(field: &str, value: &str) -> Checked {
+    let invalid = || Invalid(format!("{field}: must be ark://agents|users|teams|channels/<name>, got '{value}'"));
+    no_nul(field, value)?;
+    let rest = value.strip_prefix("ark://").ok_or_else(invalid)?;
+    let (kind, name) = rest.split_once('/').ok_or_else(invalid)?;
+    let name_ok =
+        !name.is_empty() && name.len() <= 253 && !name.contains('/') && !name.chars().any(char::is_whitespace);
+    if matches!(kind, "agents" | "users" | "teams" | "channels") && name_ok { Ok(()) } else { Err(invalid()) }
+}
+
+fn no_nul(field: &str, value: &str) -> Checked {
+    if value.contains('\0') {
+        return Err(Invalid(format!("{field}: must not contain NUL")));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ark_url;
+
+    #[test]
+    fn ark_urls_name_a_kind_and_one_name() {
+        for good in ["ark://agents/reviewer", "ark://users/john.doe@example.com", "ark://teams/a", "ark://channels/ops"]
+        {
+            assert!(ark_url("x", good).is_ok(), "{good}");
+        }
+        for bad in ["", "ark://robots/x", "ark://users/", "ark://users/a/b", "http://users/x", "ark://users/a b"] {
+            assert!(ark_url("x", bad).is_err(), "{bad}");
+        }
+    }
+}
