@@ -44,6 +44,7 @@ use crate::{
         (status = 404, description = "GitHub webhooks are not configured (`--github-webhook-secret`)", body = ErrorBody),
     )
 )]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn receive(
     State(state): State<RouteState>,
     headers: HeaderMap,
@@ -73,6 +74,7 @@ pub async fn receive(
 }
 
 /// A new comment: an `/answer` answers; anything else (bots, the broker's own comments) is ignored.
+#[tracing::instrument(level = "debug", skip_all)]
 async fn comment(state: &RouteState, event: &Value) -> Result<String, ApiError> {
     let comment = &event["comment"];
     let login = comment["user"]["login"].as_str().unwrap_or_default();

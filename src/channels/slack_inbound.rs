@@ -51,6 +51,7 @@ use crate::{
         (status = 404, description = "Slack is not configured (`--slack-signing-secret` and `--slack-bot-token`)", body = ErrorBody),
     )
 )]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn interactions(
     State(state): State<RouteState>,
     headers: HeaderMap,
@@ -93,6 +94,7 @@ pub async fn interactions(
         (status = 404, description = "Slack is not configured (`--slack-signing-secret` and `--slack-bot-token`)", body = ErrorBody),
     )
 )]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn events(
     State(state): State<RouteState>,
     headers: HeaderMap,
@@ -138,6 +140,7 @@ fn verified(state: &RouteState, headers: &HeaderMap, body: &[u8]) -> Result<Slac
 }
 
 /// A button on a question's message.
+#[tracing::instrument(level = "debug", skip_all)]
 async fn block_action(state: &RouteState, slack: Slack, payload: &Value, user: &str) -> Result<Response, ApiError> {
     let action = &payload["actions"][0];
     let (action_id, value) = (action["action_id"].as_str().unwrap_or_default(), action["value"].as_str());
@@ -189,6 +192,7 @@ async fn block_action(state: &RouteState, slack: Slack, payload: &Value, user: &
 }
 
 /// The modal, submitted: answers with its text; a lost race or an unacceptable answer is shown on the field.
+#[tracing::instrument(level = "debug", skip_all)]
 async fn submission(state: &RouteState, view: &Value, user: &str) -> Result<Response, ApiError> {
     let question_id = view["private_metadata"].as_str().unwrap_or_default();
     let text = view["state"]["values"][ANSWER_BLOCK][ANSWER_ACTION]["value"].as_str().unwrap_or_default();
@@ -212,6 +216,7 @@ fn acknowledged() -> Response {
 }
 
 /// A message event: a person's reply in a question's thread answers it.
+#[tracing::instrument(level = "debug", skip_all)]
 async fn thread_reply(state: &RouteState, slack: Slack, event: &Value) -> Result<&'static str, ApiError> {
     let text = |name: &str| event[name].as_str().unwrap_or_default();
     // A reply also sent to the channel (`thread_broadcast`) is still a person's reply; other subtypes (edits,

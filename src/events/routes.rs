@@ -40,6 +40,7 @@ use crate::{
         (status = 415, description = "The body is not declared JSON", body = ErrorBody),
     )
 )]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn append(State(state): State<RouteState>, request: Request) -> Result<Response, ApiError> {
     let event = NewEvent::parse(json_body(request, &()).await?)?;
     state.events.append(&event, state.config.event_ttl_seconds as i64).await?;
@@ -59,6 +60,7 @@ pub async fn append(State(state): State<RouteState>, request: Request) -> Result
         (status = 400, description = "A bad `limit` or `cursor` (`PAGINATION_ERROR`), `watch` or `from-beginning`", body = ErrorBody),
     )
 )]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn list(
     State(state): State<RouteState>,
     ApiQuery(params): ApiQuery<FeedParams>,
@@ -85,6 +87,7 @@ pub async fn list(
         (status = 400, description = "A bad `limit` or `cursor` (`PAGINATION_ERROR`), `watch` or `from-beginning`", body = ErrorBody),
     )
 )]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn query(
     State(state): State<RouteState>,
     Path(query_id): Path<String>,
@@ -110,6 +113,7 @@ fn page_of(records: Vec<super::model::EventRecord>, limit: i64) -> Response {
 /// `DELETE /events`: every event.
 #[utoipa::path(delete, path = "/events", tag = "events", operation_id = "purge_events",
     responses((status = 200, description = "`Event data purged`", body = StatusMessage)))]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn purge(State(state): State<RouteState>) -> Result<Json<StatusMessage>, ApiError> {
     state.events.delete_all().await?;
     Ok(Json(StatusMessage::success("Event data purged")))
@@ -119,6 +123,7 @@ pub async fn purge(State(state): State<RouteState>) -> Result<Json<StatusMessage
 #[utoipa::path(delete, path = "/events/{query_id}", tag = "events", operation_id = "delete_query_events",
     params(("query_id" = String, Path, description = "The Query's UID")),
     responses((status = 200, description = "Deleted (or there was nothing)", body = StatusMessage)))]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn delete_query(
     State(state): State<RouteState>,
     Path(query_id): Path<String>,

@@ -48,6 +48,7 @@ use crate::{
         (status = 422, description = "The `Idempotency-Key` was first used for another body", body = ErrorBody),
     )
 )]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn append(
     State(state): State<RouteState>,
     KeyHeader(key): KeyHeader,
@@ -80,6 +81,7 @@ pub async fn append(
         (status = 400, description = "A bad `limit` or `cursor` (`PAGINATION_ERROR`) or `watch`", body = ErrorBody),
     )
 )]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn list(
     State(state): State<RouteState>,
     ApiQuery(params): ApiQuery<MessageParams>,
@@ -98,6 +100,7 @@ pub async fn list(
 /// `DELETE /messages`: every message.
 #[utoipa::path(delete, path = "/messages", tag = "memory", operation_id = "purge_messages",
     responses((status = 200, description = "`Memory purged`", body = StatusMessage)))]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn purge(State(state): State<RouteState>) -> Result<Json<StatusMessage>, ApiError> {
     state.messages.delete_all().await?;
     Ok(Json(StatusMessage::success("Memory purged")))
@@ -106,6 +109,7 @@ pub async fn purge(State(state): State<RouteState>) -> Result<Json<StatusMessage
 /// `GET /memory-status`: counts per conversation.
 #[utoipa::path(get, path = "/memory-status", tag = "memory", operation_id = "memory_status",
     responses((status = 200, description = "The counts", body = MemoryStatus)))]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn status(State(state): State<RouteState>) -> Result<Json<MemoryStatus>, ApiError> {
     let counts = state.messages.counts().await?;
     let total_messages: i64 = counts.iter().map(|c| c.message_count).sum();
@@ -122,6 +126,7 @@ pub async fn status(State(state): State<RouteState>) -> Result<Json<MemoryStatus
 /// `GET /conversations`: the ids of conversations with visible messages.
 #[utoipa::path(get, path = "/conversations", tag = "memory", operation_id = "list_conversations",
     responses((status = 200, description = "The ids", body = ConversationIds)))]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn conversations(State(state): State<RouteState>) -> Result<Json<ConversationIds>, ApiError> {
     Ok(Json(ConversationIds { conversations: state.messages.conversation_ids().await? }))
 }
@@ -129,6 +134,7 @@ pub async fn conversations(State(state): State<RouteState>) -> Result<Json<Conve
 /// `POST /conversations`: a fresh id; nothing is stored until messages arrive.
 #[utoipa::path(post, path = "/conversations", tag = "memory", operation_id = "new_conversation",
     responses((status = 201, description = "A new conversation id", body = NewConversation)))]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn new_conversation() -> (StatusCode, Json<NewConversation>) {
     (StatusCode::CREATED, Json(NewConversation { conversation_id: uuid::Uuid::new_v4().to_string() }))
 }
@@ -140,6 +146,7 @@ pub async fn new_conversation() -> (StatusCode, Json<NewConversation>) {
         (status = 200, description = "Its messages", body = Conversation),
         (status = 404, description = "`Conversation not found`: no visible message", body = ErrorBody),
     ))]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn conversation(
     State(state): State<RouteState>,
     Path(id): Path<String>,
@@ -156,6 +163,7 @@ pub async fn conversation(
 #[utoipa::path(delete, path = "/conversations/{id}", tag = "memory", operation_id = "delete_conversation",
     params(("id" = String, Path, description = "The conversation")),
     responses((status = 200, description = "Deleted (or there was nothing)", body = StatusMessage)))]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn delete_conversation(
     State(state): State<RouteState>,
     Path(id): Path<String>,
@@ -167,6 +175,7 @@ pub async fn delete_conversation(
 /// `DELETE /conversations`: every message.
 #[utoipa::path(delete, path = "/conversations", tag = "memory", operation_id = "purge_conversations",
     responses((status = 200, description = "`All conversations deleted`", body = StatusMessage)))]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn purge_conversations(State(state): State<RouteState>) -> Result<Json<StatusMessage>, ApiError> {
     state.messages.delete_all().await?;
     Ok(Json(StatusMessage::success("All conversations deleted")))
@@ -178,6 +187,7 @@ pub async fn purge_conversations(State(state): State<RouteState>) -> Result<Json
     params(("conversation_id" = String, Path, description = "The conversation"),
         ("query_id" = String, Path, description = "The query (name)")),
     responses((status = 200, description = "Deleted (or there was nothing)", body = StatusMessage)))]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn delete_conversation_query(
     State(state): State<RouteState>,
     Path((conversation_id, query_id)): Path<(String, String)>,
@@ -190,6 +200,7 @@ pub async fn delete_conversation_query(
 #[utoipa::path(delete, path = "/queries/{query_id}/messages", tag = "memory", operation_id = "delete_query_messages",
     params(("query_id" = String, Path, description = "The query (name)")),
     responses((status = 200, description = "Deleted (or there was nothing)", body = StatusMessage)))]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn delete_query(
     State(state): State<RouteState>,
     Path(query_id): Path<String>,

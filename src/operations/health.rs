@@ -19,6 +19,7 @@ pub fn router() -> OpenApiRouter<AppState> {
     operation_id = "health",
     responses((status = 200, description = "Always `OK`", body = String, content_type = "text/plain"))
 )]
+#[tracing::instrument(level = "debug", skip_all)]
 async fn health() -> &'static str {
     "OK"
 }
@@ -35,6 +36,7 @@ async fn health() -> &'static str {
             body = String, content_type = "text/plain"),
     )
 )]
+#[tracing::instrument(level = "debug", skip_all)]
 async fn ready(State(state): State<AppState>) -> (StatusCode, Extension<Verbatim>, &'static str) {
     let unavailable = (StatusCode::SERVICE_UNAVAILABLE, Extension(Verbatim), "Service Unavailable");
     if state.shutdown.is_cancelled() || !state.listener.is_up() {

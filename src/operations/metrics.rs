@@ -23,6 +23,7 @@ pub fn router() -> OpenApiRouter<AppState> {
     responses((status = 200, description = "Prometheus text format 0.0.4", body = String,
         content_type = "text/plain"))
 )]
+#[tracing::instrument(level = "debug", skip_all)]
 async fn scrape(State(state): State<AppState>) -> impl IntoResponse {
     let pool = &state.pool;
     metrics::set(metrics::POOL_CONNECTIONS, &[], f64::from(pool.size()));

@@ -38,6 +38,7 @@ use crate::{
         (status = 404, description = "`Query not found`: the broker knows nothing of it", body = ErrorBody),
     )
 )]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn state(
     State(state): State<RouteState>,
     Path((namespace, name)): Path<(String, String)>,
@@ -71,6 +72,7 @@ pub async fn state(
         (status = 415, description = "The body is not declared JSON", body = ErrorBody),
     )
 )]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn map_tool_call(
     State(state): State<RouteState>,
     Path((namespace, name, tool_call_id)): Path<(String, String, String)>,

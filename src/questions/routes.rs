@@ -91,6 +91,7 @@ struct QuestionList {
         (status = 415, description = "The body is not declared JSON", body = ErrorBody),
     )
 )]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn create(
     State(state): State<RouteState>,
     principal: Option<Extension<Principal>>,
@@ -118,6 +119,7 @@ pub async fn create(
         (status = 410, description = "The watch log no longer keeps `resourceVersion`: list again", body = ErrorBody),
     )
 )]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn list(
     State(state): State<RouteState>,
     headers: HeaderMap,
@@ -161,6 +163,7 @@ pub async fn list(
         (status = 200, description = "The question", body = Question),
         (status = 404, description = "`Question not found`", body = ErrorBody),
     ))]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn get(State(state): State<RouteState>, Path(id): Path<String>) -> Result<Json<Question>, ApiError> {
     state.questions.get(&id).await?.map(Json).ok_or_else(not_found)
 }
@@ -182,6 +185,7 @@ pub async fn get(State(state): State<RouteState>, Path(id): Path<String>) -> Res
         (status = 415, description = "The body is not declared JSON", body = ErrorBody),
     )
 )]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn answer(
     State(state): State<RouteState>,
     Path(id): Path<String>,
@@ -212,6 +216,7 @@ pub async fn answer(
         (status = 415, description = "The body is not declared JSON", body = ErrorBody),
     )
 )]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn post_answer(
     state: State<RouteState>,
     id: Path<String>,
@@ -229,6 +234,7 @@ pub async fn post_answer(
         (status = 404, description = "`Question not found`", body = ErrorBody),
         (status = 409, description = "Answered, cancelled or expired already: the question as it is", body = QuestionConflict),
     ))]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn cancel(State(state): State<RouteState>, Path(id): Path<String>) -> Result<Json<Question>, ApiError> {
     into_reply(state.questions.cancel(&id).await?)
 }

@@ -40,6 +40,7 @@ use crate::{
         (status = 400, description = "A bad `status`, `sort`, `order`, `dateFrom`, `dateTo`, `limit`, `cursor` or `watch`", body = ErrorBody),
     )
 )]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn list(
     State(state): State<RouteState>,
     ApiQuery(params): ApiQuery<SessionParams>,
@@ -67,6 +68,7 @@ pub async fn list(
         (status = 200, description = "The session", body = SessionEntry),
         (status = 404, description = "`Session not found`", body = ErrorBody),
     ))]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn get_one(State(state): State<RouteState>, Path(id): Path<String>) -> Result<Response, ApiError> {
     match state.sessions.get(&id).await? {
         Some(entry) => Ok(Json(entry).into_response()),
@@ -88,6 +90,7 @@ pub async fn get_one(State(state): State<RouteState>, Path(id): Path<String>) ->
         (status = 415, description = "The body is not declared JSON", body = ErrorBody),
     )
 )]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn post(State(state): State<RouteState>, request: axum::extract::Request) -> Result<Response, ApiError> {
     let body: Value = json_body(request, &()).await?;
     let PostSession { session_id } = from_body(&body)?;
@@ -104,6 +107,7 @@ pub async fn post(State(state): State<RouteState>, request: axum::extract::Reque
 /// `DELETE /sessions`: every session.
 #[utoipa::path(delete, path = "/sessions", tag = "sessions", operation_id = "purge_sessions",
     responses((status = 200, description = "`Sessions purged`", body = StatusMessage)))]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn purge(State(state): State<RouteState>) -> Result<Json<StatusMessage>, ApiError> {
     state.sessions.delete_all().await?;
     Ok(Json(StatusMessage::success("Sessions purged")))

@@ -64,6 +64,7 @@ const MAX_PENDING_ACKS: usize = 64;
             body = ErrorBody, headers(("Retry-After" = i64, description = "Always 1"))),
     )
 )]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn ingest(
     State(state): State<RouteState>,
     Path(id): Path<String>,
@@ -253,6 +254,7 @@ fn not_stored() -> ApiError {
         (status = 404, description = "`Stream not found`: nothing was ever written to it", body = ErrorBody),
     )
 )]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn complete(State(state): State<RouteState>, Path(id): Path<String>) -> Result<Json<Completed>, ApiError> {
     validate::key("query", &id)?;
     let status = match state.chunks.complete(&id).await? {
@@ -314,6 +316,7 @@ impl ReadParams {
         (status = 400, description = "A bad id, flag, `format` or `wait-for-query`", body = ErrorBody),
     )
 )]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn read(
     State(state): State<RouteState>,
     Path(id): Path<String>,
@@ -347,6 +350,7 @@ fn parse_wait(raw: &str) -> Result<Duration, ApiError> {
         (status = 400, description = "A bad `limit` or `cursor` (`PAGINATION_ERROR`) or `watch`", body = ErrorBody),
     )
 )]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn list(
     State(state): State<RouteState>,
     ApiQuery(params): ApiQuery<ListParams>,
@@ -365,6 +369,7 @@ pub async fn list(
 /// `DELETE /stream`: every stream.
 #[utoipa::path(delete, path = "/stream", tag = "streams", operation_id = "purge_streams",
     responses((status = 200, description = "`Stream data purged`", body = StatusMessage)))]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn purge(State(state): State<RouteState>) -> Result<Json<StatusMessage>, ApiError> {
     state.chunks.delete_all().await?;
     Ok(Json(StatusMessage::success("Stream data purged")))

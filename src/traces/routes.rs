@@ -44,6 +44,7 @@ use crate::{
         (status = 415, description = "A `Content-Encoding` other than `gzip` (or `identity`)", body = ErrorBody),
     )
 )]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn export(State(state): State<RouteState>, request: Request) -> Result<Response, ApiError> {
     let protobuf = request
         .headers()
@@ -79,6 +80,7 @@ fn legacy_error(error: &OtlpError) -> Response {
         (status = 400, description = "A bad `limit` or `cursor` (`PAGINATION_ERROR`) or `watch`", body = ErrorBody),
     )
 )]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn list(
     State(state): State<RouteState>,
     ApiQuery(params): ApiQuery<FeedParams>,
@@ -120,6 +122,7 @@ pub async fn list(
         (status = 404, description = "`Trace not found`", body = ErrorBody),
     )
 )]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn trace(
     State(state): State<RouteState>,
     Path(trace_id): Path<String>,
@@ -147,6 +150,7 @@ fn respond(state: &RouteState, spans: BoxStream<'static, Arc<SpanRecord>>) -> Re
 /// `DELETE /traces`: every span.
 #[utoipa::path(delete, path = "/traces", tag = "traces", operation_id = "purge_traces",
     responses((status = 200, description = "`Trace data purged`", body = StatusMessage)))]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn purge(State(state): State<RouteState>) -> Result<Json<StatusMessage>, ApiError> {
     state.spans.delete_all().await?;
     Ok(Json(StatusMessage::success("Trace data purged")))

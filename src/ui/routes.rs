@@ -59,6 +59,7 @@ impl PageParams {
 }
 
 /// `GET /ui`.
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn page(
     State(state): State<AppState>,
     principal: Option<Extension<Principal>>,
@@ -120,6 +121,7 @@ pub async fn page(
 /// renderer for cards (Markdown sanitised by ammonia, friendly names, outcome), and the watch's JSON carries
 /// nothing page-specific. The fragment is built by maud (escaped) and ammonia (sanitised); inserting it cannot
 /// run script, and the page's Content-Security-Policy forbids inline script besides.
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn card(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -132,6 +134,7 @@ pub async fn card(
 }
 
 /// `GET /ui/queries/{namespace}/{name}`: the Query's timeline as stored; the script keeps it live.
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn query_page(
     State(state): State<AppState>,
     Path((namespace, name)): Path<(String, String)>,
@@ -164,6 +167,7 @@ pub struct AnswerForm {
 
 /// `POST /ui/questions/{id}/answer`: answers, then redirects back to the page with the outcome. When the
 /// answer cannot be stored (the database is down), the error page shows the form again with the text in it.
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn answer(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -219,16 +223,19 @@ fn url_safe(id: &str) -> String {
 }
 
 /// `GET /ui/assets/app.js`.
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn script() -> impl IntoResponse {
     ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8")], include_str!("assets/app.js"))
 }
 
 /// `GET /ui/assets/query.js`.
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn query_script() -> impl IntoResponse {
     ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8")], include_str!("assets/query.js"))
 }
 
 /// `GET /ui/assets/app.css`.
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn stylesheet() -> impl IntoResponse {
     ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], include_str!("assets/app.css"))
 }
