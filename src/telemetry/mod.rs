@@ -19,8 +19,10 @@ pub fn init(config: &Config) {
     };
     let registry = tracing_subscriber::registry().with(filter);
     if json {
-        // The request's span (method, path, request.id) rides along on every line logged while serving it.
-        registry.with(fmt::layer().json().flatten_event(true).with_current_span(true).with_span_list(false)).init();
+        // Every line logged while serving a request lists the spans it is in, the request's first (method,
+        // path, request.id): at `debug` a handler's or a store call's span is the innermost, and a line naming
+        // only that one would lose its request.
+        registry.with(fmt::layer().json().flatten_event(true).with_current_span(false).with_span_list(true)).init();
     } else {
         registry.with(fmt::layer()).init();
     }

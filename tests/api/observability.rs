@@ -140,5 +140,32 @@ async fn each_request_is_logged_once_with_its_route_status_and_id_and_errors_car
     let errors: Vec<Value> =
         lines_saying(&replica, "request failed").into_iter().filter(|l| l["level"] == "ERROR").collect();
     assert_eq!(errors.len(), 1, "{}", replica.log());
-    assert_eq!(errors[0]["span"]["request.id"], "log-500", "the error names its request");
+    assert_eq!(errors[0]["spans"][0]["request.id"], "log-500", "the error names its request");
+}
+
+#[tokio::test]
+async fn at_debug_a_line_logged_inside_a_handler_and_a_store_call_still_names_its_request() {
+    let url = fresh_database().await;
+    let replica = Replica::start_with(&url, &["--log-level", "info,ark_broker=debug,sqlx=debug"]).await;
+    let response =
+        reqwest::Client::new().get(replica.url("/messages")).header("x-request-id", "log-debug").send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    // sqlx logs each statement at debug, inside the store call's span, inside the handler's.
+    let statement = within("sqlx's line for the request's statement", async {
+        loop {
+            let found = replica
+                .log()
+                .lines()
+                .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+                .find(|line| line["target"] == "sqlx::query" && line["spans"][0]["request.id"] == "log-debug");
+            if let Some(line) = found {
+                return line;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let names: Vec<&str> = statement["spans"].as_array().unwrap().iter().filter_map(|s| s["name"].as_str()).collect();
+    assert_eq!(names.first(), Some(&"http"), "{statement}");
+    assert!(names.len() >= 3, "the request's, the handler's and the store call's spans: {statement}");
 }
