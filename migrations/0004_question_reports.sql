@@ -45,19 +45,33 @@ group by channel;
 
 -- A read-only role for BI tools: grant it to a login user, e.g.
 --   create user metabase login password '…' in role ark_broker_reporting;
--- Roles belong to the whole server, so another database's migration may have created it already.
+-- Roles belong to the whole server, so another database's migration may have created it already, and a
+-- database owner without CREATEROLE (CloudNativePG's app user) cannot create it: the broker then starts
+-- without it, and the role and its grants can be added later (docs/reporting.md). Amended after release; the
+-- broker records this migration under its first checksum (src/db/migrate.rs).
 do $$
 begin
-    create role ark_broker_reporting nologin;
+    if not exists (select from pg_roles where rolname = 'ark_broker_reporting') then
+        create role ark_broker_reporting nologin;
+    end if;
 exception
     when duplicate_object or unique_violation then null;
+    when insufficient_privilege then
+        raise notice 'ark_broker_reporting not created: this user cannot create roles (see docs/reporting.md)';
 end
 $$;
 
-grant usage on schema public to ark_broker_reporting;
-grant select on questions,
-               report_pending_questions_by_recipient,
-               report_question_answer_times_daily,
-               report_question_outcomes_by_sender,
-               report_question_outcomes_by_channel
-    to ark_broker_reporting;
+-- Only where the reporting role exists (see 0004; amended after release, recorded under its first checksum).
+do $$
+begin
+    if exists (select from pg_roles where rolname = 'ark_broker_reporting') then
+        grant usage on schema public to ark_broker_reporting;
+        grant select on questions,
+                       report_pending_questions_by_recipient,
+                       report_question_answer_times_daily,
+                       report_question_outcomes_by_sender,
+                       report_question_outcomes_by_channel
+            to ark_broker_reporting;
+    end if;
+end
+$$;

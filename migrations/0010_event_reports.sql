@@ -35,11 +35,18 @@ select s.session_id,
 from sessions s
 where s.status = 'error' or s.error_count > 0;
 
-grant select on events,
-               sessions,
-               session_queries,
-               spans,
-               report_events_by_reason_daily,
-               report_llm_call_durations_daily,
-               report_error_sessions
-    to ark_broker_reporting;
+-- Only where the reporting role exists (see 0004; amended after release, recorded under its first checksum).
+do $$
+begin
+    if exists (select from pg_roles where rolname = 'ark_broker_reporting') then
+        grant select on events,
+                       sessions,
+                       session_queries,
+                       spans,
+                       report_events_by_reason_daily,
+                       report_llm_call_durations_daily,
+                       report_error_sessions
+            to ark_broker_reporting;
+    end if;
+end
+$$;

@@ -80,4 +80,11 @@ select query_namespace as namespace, query_name as name, tool_call_id, task_id, 
 from questions
 where task_id is not null and tool_call_id is not null;
 
-grant select on stream_phases, query_resume_states, tool_call_tasks to ark_broker_reporting;
+-- Only where the reporting role exists (see 0004; amended after release, recorded under its first checksum).
+do $$
+begin
+    if exists (select from pg_roles where rolname = 'ark_broker_reporting') then
+        grant select on stream_phases, query_resume_states, tool_call_tasks to ark_broker_reporting;
+    end if;
+end
+$$;

@@ -33,7 +33,14 @@ select d.question_id, q.query_namespace, q.query_name, d.channel, d.status, d.at
        d.message_url, d.created_at, d.delivered_at
 from channel_deliveries d join questions q on q.id = d.question_id;
 
-grant select on question_deliveries to ark_broker_reporting;
+-- Only where the reporting role exists (see 0004; amended after release, recorded under its first checksum).
+do $$
+begin
+    if exists (select from pg_roles where rolname = 'ark_broker_reporting') then
+        grant select on question_deliveries to ark_broker_reporting;
+    end if;
+end
+$$;
 
 -- Inbound deliveries seen (GitHub's X-GitHub-Delivery, Slack's event_id): a retried delivery is acknowledged
 -- and not acted on twice, whichever replica it reaches.

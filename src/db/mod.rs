@@ -9,6 +9,9 @@ pub mod feed;
 pub mod follow;
 pub mod hub;
 pub mod listener;
+mod migrate;
+
+pub use migrate::migrate;
 pub mod outbox;
 pub mod tail;
 pub mod turn;
@@ -17,7 +20,7 @@ pub mod watch;
 use std::{str::FromStr, time::Duration};
 
 use sqlx::{
-    ConnectOptions, Connection, PgConnection, PgPool,
+    PgConnection, PgPool,
     postgres::{PgConnectOptions, PgPoolOptions},
 };
 
@@ -137,19 +140,6 @@ pub async fn connect(url: &str, max_connections: u32, timeouts: Timeouts) -> Res
         })
         .connect_with(options)
         .await
-}
-
-/// Applies pending migrations on a connection of its own. sqlx holds a Postgres advisory lock meanwhile, so
-/// replicas that start at the same moment apply them once and all come up.
-pub async fn migrate(url: &str) -> Result<(), sqlx::migrate::MigrateError> {
-    let mut connection = connect_options(url, "ark-broker-migrate")?.connect().await?;
-    // The schema, embedded at compile time from `migrations/`. Migrations are expand-only, so a binary older
-    // than the schema (a pod restarting mid-rollout, a rollback) starts on it instead of refusing.
-    let mut migrator = sqlx::migrate!("./migrations");
-    migrator.set_ignore_missing(true);
-    migrator.run(&mut connection).await?;
-    connection.close().await?;
-    Ok(())
 }
 
 /// The visibility horizon: the oldest transaction id still in flight (every lower one has ended).

@@ -146,3 +146,48 @@ async fn a_broker_older_than_the_schema_still_starts_on_it() {
     .unwrap();
     ark_broker::db::migrate(&url).await.expect("migrations it does not know are left alone");
 }
+
+/// The role the reporting views are granted to, and whether it may read `questions` in `url`'s database.
+async fn reporting_can_read_questions(url: &str) -> Option<bool> {
+    let pool = sqlx::PgPool::connect(url).await.unwrap();
+    let exists: bool =
+        sqlx::query_scalar("select exists (select from pg_roles where rolname = 'ark_broker_reporting')")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    if !exists {
+        return None;
+    }
+    let query = "select has_table_privilege('ark_broker_reporting', 'questions', 'select')";
+    Some(sqlx::query_scalar(query).fetch_one(&pool).await.unwrap())
+}
+
+#[tokio::test]
+async fn a_database_owner_that_cannot_create_roles_migrates_as_cloudnativepgs_app_user() {
+    use std::str::FromStr;
+
+    use sqlx::{ConnectOptions, Executor, postgres::PgConnectOptions};
+
+    // A server of the test's own: roles belong to the whole server, and this one starts without the role.
+    let (_server, admin_url) = crate::support::OwnServer::start().await;
+    let admin = sqlx::PgPool::connect(&admin_url).await.unwrap();
+    admin.execute("create role app login password 'app'").await.unwrap();
+    let owned_by_app = |database: &str| {
+        PgConnectOptions::from_str(&admin_url).unwrap().username("app").password("app").database(database)
+    };
+    admin.execute("create database first owner app").await.unwrap();
+    let first = owned_by_app("first").to_url_lossy().to_string();
+    ark_broker::db::migrate(&first)
+        .await
+        .expect("the owner migrates without CREATEROLE; the reporting role is left out");
+    assert_eq!(reporting_can_read_questions(&first).await, None);
+
+    // An administrator makes the role (as the chart's CloudNativePG bootstrap does): the next database's
+    // migrations grant to it.
+    admin.execute("create role ark_broker_reporting nologin").await.unwrap();
+    admin.execute("create database second owner app").await.unwrap();
+    let second = owned_by_app("second").to_url_lossy().to_string();
+    ark_broker::db::migrate(&second).await.expect("the owner migrates and grants to the existing role");
+    assert_eq!(reporting_can_read_questions(&second).await, Some(true));
+    ark_broker::db::migrate(&first).await.expect("a database migrated before starts again");
+}

@@ -654,7 +654,9 @@ def _():
     assert cluster["apiVersion"] == "postgresql.cnpg.io/v1"
     spec = cluster["spec"]
     assert spec["instances"] == 3 and spec["storage"] == {"size": "10Gi"}, spec
-    assert spec["bootstrap"] == {"initdb": {"database": "ark", "owner": "ark"}}
+    # The app user may not create roles: the bootstrap makes the reporting role the migrations grant to.
+    assert spec["bootstrap"] == {"initdb": {"database": "ark", "owner": "ark",
+                                            "postInitSQL": ["CREATE ROLE ark_broker_reporting NOLOGIN"]}}
     assert spec["resources"] == values["cnpg"]["resources"]
     assert spec["postgresql"] == {"synchronous": {"method": "any", "number": 1, "dataDurability": "required"}}
     assert spec["affinity"] == {"enablePodAntiAffinity": True, "podAntiAffinityType": "preferred",
