@@ -7,7 +7,7 @@ use std::{future::Future, time::Duration};
 use axum::{
     Extension, Router,
     extract::{DefaultBodyLimit, FromRef},
-    http::{HeaderValue, Method, Request},
+    http::{HeaderValue, Method},
     middleware,
 };
 use tokio::net::TcpListener;
@@ -58,11 +58,8 @@ pub fn app(state: AppState) -> Router {
             .allow_headers(AllowHeaders::mirror_request())
     });
     let trusted = TrustedOrigins::new(&state.config.cors_allowed_origins, &state.config.allowed_hosts);
-    let trace = TraceLayer::new_for_http().make_span_with(|request: &Request<_>| {
-        let request_id = error::request_id(request.headers());
-        // At info, so every line logged while serving the request (errors included) carries its request.id.
-        tracing::info_span!("http", method = %request.method(), path = %request.uri().path(), request.id = %request_id)
-    });
+    // Failures are logged once, by `error::render_error_body` (5xx) and the request line, not by tower-http too.
+    let trace = TraceLayer::new_for_http().on_failure(()).make_span_with(access_log::request_span);
     let (rest, document) = rest_routes(&state).split_for_parts();
     Router::new()
         .merge(rest)

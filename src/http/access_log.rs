@@ -5,12 +5,31 @@
 
 use std::time::Instant;
 
-use axum::{extract::MatchedPath, extract::Request, middleware::Next, response::Response};
+use axum::{
+    extract::{MatchedPath, Request},
+    http::{self, Method},
+    middleware::Next,
+    response::Response,
+};
 
 use crate::{error, telemetry::metrics};
 
 /// Routes polled by Kubernetes and Prometheus: counted, not logged.
 const QUIET: &[&str] = &["/health", "/readyz", "/metrics"];
+
+/// The method as a metric label: the standard ones by name, any other as `OTHER` — a client choosing a new
+/// method per request would otherwise make new series without end (the log line keeps the real one).
+fn method_label(method: &Method) -> &'static str {
+    const KNOWN: [&str; 9] = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE"];
+    KNOWN.into_iter().find(|known| *known == method.as_str()).unwrap_or("OTHER")
+}
+
+/// The span every request is served in: at `info`, so every line logged while serving it (errors included)
+/// carries its `request.id`.
+pub fn request_span<B>(request: &http::Request<B>) -> tracing::Span {
+    let request_id = error::request_id(request.headers());
+    tracing::info_span!("http", method = %request.method(), path = %request.uri().path(), request.id = %request_id)
+}
 
 /// The middleware.
 pub async fn record(request: Request, next: Next) -> Response {
@@ -21,7 +40,7 @@ pub async fn record(request: Request, next: Next) -> Response {
     let response = next.run(request).await;
     let elapsed = started.elapsed();
     let status = response.status().as_u16();
-    metrics::http_request(method.as_str(), &route, status, elapsed);
+    metrics::http_request(method_label(&method), &route, status, elapsed);
     if !QUIET.contains(&route.as_str()) {
         tracing::info!(
             http.method = %method,
@@ -33,4 +52,15 @@ pub async fn record(request: Request, next: Next) -> Response {
         );
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_standard_methods_are_labelled_by_name() {
+        assert_eq!(method_label(&Method::PATCH), "PATCH");
+        assert_eq!(method_label(&Method::from_bytes(b"M12345").unwrap()), "OTHER");
+    }
 }

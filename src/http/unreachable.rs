@@ -1,6 +1,6 @@
 //! While this replica knows Postgres cannot be reached (its LISTEN connection is down and connecting again
 //! fails), requests that need the database get 503 with `Retry-After` at once instead of each waiting the
-//! pool's timeout. Probes are served as usual, and so is the page (`/ui…`), which fails as fast by itself but
+//! pool's timeout. Probes and the scrape (`/metrics`) are served as usual, and so is the page (`/ui…`), which fails as fast by itself but
 //! with an HTML error page for a person's browser instead of the API's JSON (`ui::error_page`). In front of
 //! the REST API and of MCP.
 
@@ -18,7 +18,7 @@ use crate::{
 /// The middleware.
 pub async fn fail_fast(State(listener): State<ListenerStatus>, request: Request, next: Next) -> Response {
     let path = request.uri().path();
-    let needs_database = !(path == "/health" || path == "/readyz" || path == "/ui" || path.starts_with("/ui/"));
+    let needs_database = !(matches!(path, "/health" | "/readyz" | "/metrics" | "/ui") || path.starts_with("/ui/"));
     if needs_database && listener.database_unreachable() {
         return error::refuse(&request, ApiError::Unavailable("the database cannot be reached".into()));
     }

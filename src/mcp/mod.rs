@@ -23,11 +23,18 @@ use axum::{
 use rmcp::transport::streamable_http_server::{
     StreamableHttpServerConfig, StreamableHttpService, session::never::NeverSessionManager,
 };
-use tower_http::request_id::{MakeRequestUuid, SetRequestIdLayer};
+use tower_http::{
+    request_id::{MakeRequestUuid, SetRequestIdLayer},
+    trace::TraceLayer,
+};
 
 pub use server::BrokerMcp;
 
-use crate::{error::ApiError, http::hosts::host_allowed, state::AppState};
+use crate::{
+    error::ApiError,
+    http::{access_log, hosts::host_allowed},
+    state::AppState,
+};
 
 /// The MCP router (`/mcp`).
 pub fn router(state: AppState) -> Router {
@@ -49,7 +56,8 @@ pub fn router(state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(state.listener.clone(), crate::http::unreachable::fail_fast))
         .layer(middleware::from_fn_with_state(state.auth.clone(), crate::auth::require_credentials))
         .layer(middleware::from_fn_with_state(state, refuse_foreign_callers))
-        .layer(middleware::from_fn(crate::http::access_log::record))
+        .layer(middleware::from_fn(access_log::record))
+        .layer(TraceLayer::new_for_http().on_failure(()).make_span_with(access_log::request_span))
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
         .fallback(|| async { ApiError::NotFound("Not found".into()) })
 }

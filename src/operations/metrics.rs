@@ -28,12 +28,23 @@ async fn scrape(State(state): State<AppState>) -> impl IntoResponse {
     let pool = &state.pool;
     metrics::set(metrics::POOL_CONNECTIONS, &[], f64::from(pool.size()));
     metrics::set(metrics::POOL_IDLE, &[], pool.num_idle() as f64);
+    // While the database is known to be unreachable the scrape answers at once from what was recorded (row
+    // counts keep their last value): each read would wait for the pool's timeout, past Prometheus's.
+    if !state.listener.database_unreachable() {
+        read_from_database(&state).await;
+    }
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], metrics::render())
+}
+
+/// The pool's wait and the cluster-wide row counts, read now; each is skipped (and keeps its last value)
+/// when Postgres does not answer.
+async fn read_from_database(state: &AppState) {
+    let pool = &state.pool;
     let started = Instant::now();
     // The wait is what a request would wait now; the connection goes straight back.
     if pool.acquire().await.is_ok() {
         metrics::set(metrics::POOL_WAIT, &[], started.elapsed().as_secs_f64());
     }
-    // Row counts are skipped (and keep their last value) while Postgres cannot answer: the scrape still works.
     if let Ok(counts) = state.questions.count_by_status().await {
         for (status, count) in counts {
             metrics::set(metrics::QUESTIONS, &[("status", status)], count as f64);
@@ -45,5 +56,4 @@ async fn scrape(State(state): State<AppState>) -> impl IntoResponse {
     if let Ok(backlog) = state.channels.backlog().await {
         metrics::set(metrics::OUTBOX_BACKLOG, &[("outbox", "channel_deliveries".into())], backlog as f64);
     }
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], metrics::render())
 }

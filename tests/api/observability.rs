@@ -141,6 +141,44 @@ async fn each_request_is_logged_once_with_its_route_status_and_id_and_errors_car
         lines_saying(&replica, "request failed").into_iter().filter(|l| l["level"] == "ERROR").collect();
     assert_eq!(errors.len(), 1, "{}", replica.log());
     assert_eq!(errors[0]["spans"][0]["request.id"], "log-500", "the error names its request");
+    assert!(
+        !replica.log().contains("tower_http::trace::on_failure"),
+        "a failure is logged once, not by tower-http too"
+    );
+
+    // MCP's requests are logged the same way, inside a span with their request.id.
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tasks/list", "params": {}});
+    let mcp = client
+        .post(&replica.mcp_url)
+        .header("x-request-id", "log-mcp")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25")
+        .json(&list)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(mcp.status(), 200);
+    let mcp_line = within("the MCP request's line", async {
+        loop {
+            let found = lines_saying(&replica, "request").into_iter().find(|l| l["request.id"] == "log-mcp");
+            if let Some(line) = found {
+                return line;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert_eq!(
+        (mcp_line["http.route"].as_str(), mcp_line["spans"][0]["request.id"].as_str()),
+        (Some("/mcp"), Some("log-mcp"))
+    );
+
+    // A method of the client's own invention is counted as OTHER: it cannot make new series.
+    let invented = reqwest::Method::from_bytes(b"M12345").unwrap();
+    client.request(invented, replica.url("/anything")).send().await.unwrap();
+    let metrics = client.get(replica.url("/metrics")).send().await.unwrap().text().await.unwrap();
+    assert!(!metrics.contains("M12345"), "{metrics}");
+    assert!(metrics.contains(r#"method="OTHER""#), "{metrics}");
 }
 
 #[tokio::test]

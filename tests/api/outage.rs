@@ -1,7 +1,6 @@
 //! A database outage seen from real broker processes: once a replica knows Postgres cannot be reached, a
 //! request gets 503 with `Retry-After` at once (not after the pool's timeout), REST and MCP alike, `/health`
-//! still answers, and
-//! everything works again when Postgres is back.
+//! and `/metrics` still answer, and everything works again when Postgres is back.
 
 use std::time::{Duration, Instant};
 
@@ -51,6 +50,14 @@ async fn with_postgres_stopped_requests_fail_fast_and_recover_when_it_is_back() 
     assert_eq!((response.status().as_u16(), started.elapsed() < Duration::from_secs(3)), (503, true));
     assert_eq!(response.headers()["retry-after"], "1");
     assert_eq!(client.get(a.url("/health")).send().await.unwrap().status(), 200, "the process still answers");
+    // The scrape answers at once from what was recorded, so the outage itself can be watched.
+    let started = Instant::now();
+    let scrape = client.get(a.url("/metrics")).send().await.unwrap();
+    assert_eq!((scrape.status().as_u16(), started.elapsed() < Duration::from_secs(3)), (200, true));
+    assert!(scrape.text().await.unwrap().contains("ark_broker_build_info"), "the scrape's text");
+    // A failed probe is no error of the broker's: nothing is logged at ERROR for it (tower-http's failure
+    // line is off; a 5xx of the broker's own is logged once, with its request).
+    assert!(!a.log().contains("tower_http::trace::on_failure"), "{}", a.log());
 
     server.start_again().await;
     within("the replica to recover", async {
