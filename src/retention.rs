@@ -1,9 +1,9 @@
-//! The reaper, so no table grows forever: deletes messages, events and spans whose TTL has passed (and the
-//! oldest events and spans beyond their caps), finished streams and their chunks after the stream retention,
-//! the questions watch log after its window, done Query status patches, day-old idempotency keys and inbound
-//! channel delivery ids; and expires pending questions past their expiry. Every replica runs it, but a pass
-//! is made by whichever replica takes the turn (an advisory try-lock); each statement deletes at most a batch
-//! (`skip locked`), so no pass holds many locks or a long transaction.
+//! The reaper, so no table grows forever: deletes messages, events and spans whose TTL has passed (and the oldest
+//! events and spans beyond their caps), finished streams and their chunks after the stream retention, the questions
+//! watch log after its window, done (or day-old undone) Query status patches, day-old idempotency keys and inbound
+//! channel delivery ids; and expires pending questions past their expiry. Every replica runs it, but a pass is made by
+//! whichever replica takes the turn (an advisory try-lock); each statement deletes at most a batch (`skip locked`), so
+//! no pass holds many locks or a long transaction.
 
 use std::time::Duration;
 
@@ -117,7 +117,8 @@ impl Reaper {
             ),
             (
                 "status_patches",
-                drain("done status patches", || self.patches.delete_done(DONE_KEEP_SECONDS, BATCH)).await,
+                drain("done or stale status patches", || self.patches.delete_done_or_stale(DONE_KEEP_SECONDS, BATCH))
+                    .await,
             ),
             (
                 "inbound_deliveries",

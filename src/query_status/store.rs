@@ -86,13 +86,16 @@ impl PatchStore {
             .await?)
     }
 
-    /// Deletes up to `limit` patches done more than `keep_seconds` ago.
+    /// Deletes up to `limit` patches done more than `keep_seconds` ago, and those still not done that long
+    /// after they were queued: no replica patches Query status (it is off everywhere), or Kubernetes refused
+    /// them for a day; the Query has long moved on, and making them now would be wrong.
     #[tracing::instrument(level = "debug", skip_all)]
-    pub async fn delete_done(&self, keep_seconds: i64, limit: i64) -> StoreResult<usize> {
+    pub async fn delete_done_or_stale(&self, keep_seconds: i64, limit: i64) -> StoreResult<usize> {
         let deleted = sqlx::query!(
             "delete from query_status_patches where id in (
                select id from query_status_patches
                where done_at < now() - make_interval(secs => $1::bigint)
+                  or (done_at is null and created_at < now() - make_interval(secs => $1::bigint))
                order by id limit $2 for update skip locked)",
             keep_seconds,
             limit,

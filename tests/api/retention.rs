@@ -1,5 +1,5 @@
-//! Bounded tables: the reaper deletes finished streams and their chunks after the stream retention, the
-//! question watch log after its window, done Query status patches and old inbound delivery ids, and keeps
+//! Bounded tables: the reaper deletes finished streams and their chunks after the stream retention, the question watch
+//! log after its window, done (or day-old undone) Query status patches and old inbound delivery ids, and keeps
 //! everything younger or still in use; one replica at a time makes a pass.
 
 use serde_json::json;
@@ -48,6 +48,14 @@ async fn finished_streams_and_old_log_and_outbox_rows_are_deleted_and_the_rest_k
         .execute(&pool)
         .await
         .unwrap();
+    // A patch no replica made for two days (status patching off everywhere): stale, and deleted too.
+    let stale = json!({"sender": "ark://agents/a", "recipient": "ark://users/b", "content": "still?",
+                       "query": {"namespace": "ns", "name": "q-stale"}});
+    app.post_json("/questions", &stale).await;
+    sqlx::query("update query_status_patches set created_at = now() - interval '2 days' where query_name = 'q-stale'")
+        .execute(&pool)
+        .await
+        .unwrap();
     sqlx::query("insert into inbound_deliveries (source, delivery_id, received_at) values ('github', 'old', now() - interval '2 days'), ('github', 'new', now())")
         .execute(&pool)
         .await
@@ -57,13 +65,21 @@ async fn finished_streams_and_old_log_and_outbox_rows_are_deleted_and_the_rest_k
     let deleted = |kind: &str| report.iter().find(|(k, _)| *k == kind).map(|(_, n)| *n).unwrap();
     assert_eq!(deleted("streams"), 3 + 1, "the old stream's two chunks, its completion marker, and the stream");
     assert_eq!(deleted("question_events"), 1);
-    assert_eq!((deleted("status_patches"), deleted("inbound_deliveries")), (1, 1));
+    assert_eq!(
+        (deleted("status_patches"), deleted("inbound_deliveries")),
+        (1 + 1, 1),
+        "the done one and the stale one"
+    );
 
     assert_eq!(count(&app, "select count(*) from chunks where stream_id = 'old-done'").await, 0);
     assert_eq!(count(&app, "select count(*) from streams where stream_id = 'old-done'").await, 0);
     assert_eq!(count(&app, "select count(*) from chunks where stream_id in ('new-done', 'open')").await, 2 + 1 + 2);
-    assert_eq!(count(&app, "select count(*) from question_events").await, 1, "the answer's change is kept");
-    assert_eq!(count(&app, "select count(*) from query_status_patches").await, 1, "the resume is kept");
+    assert_eq!(
+        count(&app, "select count(*) from question_events").await,
+        2,
+        "the answer's change and the later ask are kept"
+    );
+    assert_eq!(count(&app, "select count(*) from query_status_patches").await, 1, "the recent resume is kept");
     assert_eq!(count(&app, "select count(*) from inbound_deliveries").await, 1);
     // A deleted stream is unknown again; one written anew starts over.
     let (status, _) = json_of(app.post_raw("/stream/old-done", "{\"n\":3}\n").await).await;
