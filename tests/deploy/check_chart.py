@@ -254,6 +254,9 @@ variants = {
         SECRET_DB, {"channels": {"slack": {"secretName": "ark-broker-slack"},
                                  "github": {"secretName": "ark-broker-github", "apiUrl": "https://ghe.example/api/v3"}}}),
     "all options on": ALL_ON,
+    "strings that read as other YAML": merged(SECRET_DB, {
+        "priorityClassName": "true", "probes": {"liveness": {"path": "/health: x"}},
+        "metrics": {"serviceMonitor": {"enabled": True, "interval": "0"}}}),
     "CNPG on, with a NetworkPolicy and status patching off": CNPG_ON,
     "CNPG tuned: own name, image, storage class, parameters, no synchronous commit, extra spec": {"cnpg": {
         "enabled": True, "name": "ark-pg", "imageName": "ghcr.io/cloudnative-pg/postgresql:17.6",
@@ -268,6 +271,16 @@ for label, values in variants.items():
     def _():
         rendered[label] = render(values)
         validate_all(rendered[label])
+
+
+@check("string values render as strings, however they read (quoted, not taken for YAML)")
+def _():
+    objects = rendered["strings that read as other YAML"]
+    pod = find(objects, "Deployment", FULLNAME)["spec"]["template"]["spec"]
+    assert pod["priorityClassName"] == "true", pod["priorityClassName"]
+    assert pod["containers"][0]["livenessProbe"]["httpGet"]["path"] == "/health: x"
+    monitor = find(objects, "ServiceMonitor", FULLNAME)
+    assert monitor["spec"]["endpoints"][0]["interval"] == "0", monitor["spec"]["endpoints"][0]
 
 
 @check("rendering without a database URL fails with the `required` message")
