@@ -96,8 +96,57 @@ pub fn finish(mut document: openapi::OpenApi, open_paths: &[&str]) -> Document {
             }
         }
     }
-    let json = serde_json::to_vec(&document).expect("the OpenAPI document serialises");
-    Document(Bytes::from(json))
+    let mut json = serde_json::to_value(&document).expect("the OpenAPI document serialises");
+    plain_descriptions(&mut json);
+    Document(Bytes::from(json.to_string()))
+}
+
+/// Rewrites the rustdoc links the descriptions and summaries come with (they are the handlers' and types' doc comments):
+/// `` [`NewEvent::parse`] `` reads `` `NewEvent::parse` ``, without `crate::`, `super::` or `self::`.
+fn plain_descriptions(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::Object(map) => {
+            for (key, value) in map.iter_mut() {
+                match value {
+                    serde_json::Value::String(text) if key == "description" || key == "summary" => {
+                        *text = plain_links(text)
+                    }
+                    _ => plain_descriptions(value),
+                }
+            }
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(plain_descriptions),
+        _ => {}
+    }
+}
+
+fn plain_links(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("[`") {
+        let Some(len) = rest[start + 2..].find("`]") else { break };
+        let name = &rest[start + 2..start + 2 + len];
+        out.push_str(&rest[..start]);
+        let name = ["crate::", "super::", "self::"].iter().fold(name, |name, prefix| name.trim_start_matches(prefix));
+        out.push('`');
+        out.push_str(name);
+        out.push('`');
+        rest = &rest[start + 2 + len + 2..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::plain_links;
+
+    #[test]
+    fn rustdoc_links_read_as_code() {
+        assert_eq!(plain_links("[`flag`] reads it; see [`super::budget`]."), "`flag` reads it; see `budget`.");
+        assert_eq!(plain_links("no links, `code` and [text]"), "no links, `code` and [text]");
+        assert_eq!(plain_links("unclosed [`x"), "unclosed [`x");
+    }
 }
 
 fn operations(item: &mut PathItem) -> impl Iterator<Item = (HttpMethod, &mut Operation)> {
