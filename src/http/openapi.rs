@@ -137,18 +137,6 @@ fn plain_links(text: &str) -> String {
     out
 }
 
-#[cfg(test)]
-mod tests {
-    use super::plain_links;
-
-    #[test]
-    fn rustdoc_links_read_as_code() {
-        assert_eq!(plain_links("[`flag`] reads it; see [`super::budget`]."), "`flag` reads it; see `budget`.");
-        assert_eq!(plain_links("no links, `code` and [text]"), "no links, `code` and [text]");
-        assert_eq!(plain_links("unclosed [`x"), "unclosed [`x");
-    }
-}
-
 fn operations(item: &mut PathItem) -> impl Iterator<Item = (HttpMethod, &mut Operation)> {
     [
         (HttpMethod::Get, &mut item.get),
@@ -191,4 +179,16 @@ fn unavailable() -> Response {
     error_builder("Postgres cannot be reached, or the replica is draining or at one of its limits; retry")
         .header("Retry-After", retry)
         .build()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::plain_links;
+
+    #[test]
+    fn rustdoc_links_read_as_code() {
+        assert_eq!(plain_links("[`flag`] reads it; see [`super::budget`]."), "`flag` reads it; see `budget`.");
+        assert_eq!(plain_links("no links, `code` and [text]"), "no links, `code` and [text]");
+        assert_eq!(plain_links("unclosed [`x"), "unclosed [`x");
+    }
 }

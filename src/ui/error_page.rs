@@ -35,7 +35,7 @@ pub fn reachable(state: &AppState) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// Middleware on the page's routes: every error response becomes an HTML page.
+/// Middleware in front of the page's requests: every error response becomes an HTML page.
 pub async fn as_html(request: Request, next: Next) -> Response {
     let request_id = request_id(request.headers()).to_owned();
     // The path as routed (never an absolute-form target a client may send), so "Try again" stays here.
@@ -53,12 +53,16 @@ pub async fn as_html(request: Request, next: Next) -> Response {
     };
     let unsent = response.extensions().get::<Unsent>().cloned();
     let retry_after = response.headers().get(header::RETRY_AFTER).cloned();
+    let challenge = response.headers().get(header::WWW_AUTHENTICATE).cloned();
     // A 408's `Connection: close` stays: the rest of the body may still be on its way.
     let connection = response.headers().get(header::CONNECTION).cloned();
     let mut page = render(status, &message, &request_id, again.as_deref(), unsent.as_ref());
     *page.status_mut() = status;
     if let Some(retry_after) = retry_after {
         page.headers_mut().insert(header::RETRY_AFTER, retry_after);
+    }
+    if let Some(challenge) = challenge {
+        page.headers_mut().insert(header::WWW_AUTHENTICATE, challenge);
     }
     if let Some(connection) = connection {
         page.headers_mut().insert(header::CONNECTION, connection);

@@ -14,8 +14,9 @@ mod routes;
 
 use axum::{
     Router,
+    extract::Request,
     http::{HeaderValue, header},
-    middleware,
+    middleware::{self, Next},
     response::Response,
     routing::{get, post},
 };
@@ -33,8 +34,19 @@ pub fn router() -> Router<AppState> {
         .route("/ui/assets/app.js", get(routes::script))
         .route("/ui/assets/query.js", get(routes::query_script))
         .route("/ui/assets/app.css", get(routes::stylesheet))
-        .layer(middleware::from_fn(error_page::as_html))
         .layer(middleware::map_response(security_headers))
+}
+
+/// Middleware in front of every route and of the layers before them (authentication, the same-origin check,
+/// the refusal of NUL bytes, the 404 fallback): a request for the page (`/ui…`) that fails gets the HTML
+/// error page with the page's headers, never the API's JSON error body.
+pub async fn errors_as_html(request: Request, next: Next) -> Response {
+    let path = request.uri().path();
+    if path == "/ui" || path.starts_with("/ui/") {
+        security_headers(error_page::as_html(request, next).await).await
+    } else {
+        next.run(request).await
+    }
 }
 
 /// The policy of every page: scripts, styles and connections only from the broker itself (no inline script),

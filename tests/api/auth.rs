@@ -67,9 +67,14 @@ async fn with_token_auth_each_principal_sees_only_its_own_tasks_and_unauthentica
     for inbound in ["/channels/slack/interactions", "/channels/slack/events", "/channels/github/webhook"] {
         assert_eq!(http.post(a.url(inbound)).body("{}").send().await.unwrap().status(), 404, "{inbound}");
     }
-    for path in ["/questions", "/messages", "/ui", "/stream", "/openapi.json", "/no-such-route"] {
+    for path in ["/questions", "/messages", "/stream", "/openapi.json", "/no-such-route"] {
         assert_unauthorized(http.get(a.url(path)).send().await.unwrap(), false).await;
     }
+    // The page says the same to a person's browser, as an HTML page.
+    let page = http.get(a.url("/ui")).send().await.unwrap();
+    assert_eq!(page.status(), 401);
+    assert!(page.headers()["www-authenticate"].to_str().unwrap().starts_with("Bearer"));
+    assert!(page.headers()["content-type"].to_str().unwrap().starts_with("text/html"));
     assert_unauthorized(http.get(a.url("/questions")).bearer_auth("carol-token").send().await.unwrap(), true).await;
     let two = http.get(a.url("/questions")).header("authorization", "Bearer alice-token");
     let two = two.header("authorization", "Bearer bob-token");

@@ -30,7 +30,6 @@ async fn nul_in_any_id_parameter_or_field_is_a_400_naming_it() {
         ("/traces?session_id=%00", "session_id"),
         ("/stream/a%00", "id"),
         ("/queries/a%00/b/state", "query_id"),
-        ("/ui/queries/a/b%00", "name"),
     ];
     for (path, field) in gets {
         let (status, body) = json_of(app.get(path).await).await;
@@ -38,6 +37,11 @@ async fn nul_in_any_id_parameter_or_field_is_a_400_naming_it() {
         let message = body["error"]["message"].as_str().unwrap();
         assert!(message.starts_with(field) && message.contains("NUL"), "{path}: {message}");
     }
+    // The page says it as HTML.
+    let page = app.get("/ui/queries/a/b%00").await;
+    assert_eq!(page.status(), 400);
+    let html = page.text().await.unwrap();
+    assert!(html.contains("name") && html.contains("NUL") && html.contains("<html"), "{html}");
     let (status, _) = json_of(app.delete("/events/a%00").await).await;
     assert_eq!(status, 400);
     let posts = [

@@ -98,6 +98,9 @@ async fn a_card_renders_alone_for_the_script_and_the_pages_errors_are_html_while
     for (path, status, says) in [
         ("/ui/questions/q-none/card", 404, "<h1>Not found</h1>"),
         ("/ui?cursor=zzz", 400, "cursor: not one this page made"),
+        // Refused by the layers in front of the page's routes: still an HTML page.
+        ("/ui/nothing-here", 404, "<h1>Not found</h1>"),
+        ("/ui?q=%00", 400, "NUL"),
     ] {
         let response = app.get(path).await;
         assert_eq!(response.status(), status, "{path}");
@@ -105,6 +108,17 @@ async fn a_card_renders_alone_for_the_script_and_the_pages_errors_are_html_while
         let html = response.text().await.unwrap();
         assert!(html.contains(says) && html.contains("Request ID: <code>"), "{path}: {html}");
     }
+    let cross_site = app
+        .client
+        .post(app.url(&format!("/ui/questions/{id}/answer")))
+        .header("origin", "http://evil.example")
+        .form(&[("response", "no")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cross_site.status(), 403);
+    assert!(cross_site.headers()["content-type"].to_str().unwrap().starts_with("text/html"));
+    assert!(cross_site.headers().contains_key("content-security-policy"), "the page's headers on its error page");
     let api = app.get("/questions/q-none").await;
     assert_eq!(api.headers()["content-type"], "application/json; charset=utf-8", "the API keeps its JSON errors");
 }
