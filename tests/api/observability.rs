@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{Replica, SseReader, TestApp, fresh_database, json_of, within};
+use crate::support::{Replica, SseReader, TestApp, fresh_database, json_of, mcp::Mcp, within};
 
 /// The value of the sample `name{labels}` (labels as written, in order), if scraped.
 fn sample(metrics: &str, series: &str) -> Option<f64> {
@@ -147,17 +147,9 @@ async fn each_request_is_logged_once_with_its_route_status_and_id_and_errors_car
     );
 
     // MCP's requests are logged the same way, inside a span with their request.id.
-    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tasks/list", "params": {}});
-    let mcp = client
-        .post(&replica.mcp_url)
-        .header("x-request-id", "log-mcp")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2025-11-25")
-        .json(&list)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(mcp.status(), 200);
+    let listed =
+        Mcp::new(&replica.mcp_url).with_header("x-request-id", "log-mcp").legacy("tasks/list", json!({})).await;
+    assert_eq!(listed.status, 200);
     let mcp_line = within("the MCP request's line", async {
         loop {
             let found = lines_saying(&replica, "request").into_iter().find(|l| l["request.id"] == "log-mcp");
