@@ -25,10 +25,7 @@ use super::{
     tools::{self, ASK_QUESTION, Caller},
     waiter::{Wait, Waiter},
 };
-use crate::{
-    questions::{Change, channel::check_entries},
-    state::AppState,
-};
+use crate::{questions::Change, state::AppState};
 
 /// The first protocol version in which tasks are an extension rather than a core utility.
 const MODERN_VERSION: &str = "2026-07-28";
@@ -93,9 +90,7 @@ impl Legacy {
         if params["name"] != ASK_QUESTION {
             return Err(McpError::new(ErrorCode::METHOD_NOT_FOUND, "This tool does not support task execution", None));
         }
-        let mut question = tools::ask_arguments(params["arguments"].as_object(), &self.caller)?;
-        check_entries(&self.state.config, &mut question.channels)
-            .map_err(|error| McpError::invalid_params(error.to_string(), None))?;
+        let question = tools::ask_arguments(params["arguments"].as_object(), &self.caller, &self.state.config)?;
         let ttl = params.pointer("/task/ttl").and_then(Value::as_u64);
         let question = self.tasks.create(question, ttl).await?;
         let immediate = format!(

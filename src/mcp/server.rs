@@ -23,7 +23,6 @@ use super::{
 use crate::{
     questions::{
         Change,
-        channel::check_entries,
         model::{Question, QuestionStatus},
         store::QuestionFilter,
     },
@@ -60,9 +59,7 @@ impl BrokerMcp {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let mut question = tools::ask_arguments(request.arguments.as_ref(), &self.caller(&context))?;
-        check_entries(&self.state.config, &mut question.channels)
-            .map_err(|error| McpError::invalid_params(error.to_string(), None))?;
+        let question = tools::ask_arguments(request.arguments.as_ref(), &self.caller(&context), &self.state.config)?;
         if context.client_capabilities().is_some_and(|c| c.supports_tasks()) {
             let question = self.tasks.create(question, None).await?;
             let task = tasks::modern_task(&question, self.tasks.task_poll_interval_ms());

@@ -137,8 +137,12 @@ pub fn definitions() -> Vec<Tool> {
     vec![list, ask]
 }
 
-/// Builds the question `ask_question` asks from its arguments and the caller.
-pub fn ask_arguments(arguments: Option<&JsonObject>, caller: &Caller) -> Result<NewQuestion, McpError> {
+/// Builds the question `ask_question` asks from its arguments and the caller, checked as REST checks one.
+pub fn ask_arguments(
+    arguments: Option<&JsonObject>,
+    caller: &Caller,
+    config: &Config,
+) -> Result<NewQuestion, McpError> {
     let arguments = Value::Object(arguments.cloned().unwrap_or_default());
     // The same messages as REST's: `recipient: required`, `channels: expected array, received string`.
     let arguments: AskArguments =
@@ -147,7 +151,7 @@ pub fn ask_arguments(arguments: Option<&JsonObject>, caller: &Caller) -> Result<
         Some(name) => Some(QueryRef { namespace: arguments.query_namespace, name }),
         None => caller.query.clone(),
     };
-    let question = NewQuestion {
+    let mut question = NewQuestion {
         sender: arguments.sender.or_else(|| caller.agent.clone()).unwrap_or_else(|| "ark://agents/unknown".into()),
         recipient: arguments.recipient,
         content: arguments.content,
@@ -160,7 +164,7 @@ pub fn ask_arguments(arguments: Option<&JsonObject>, caller: &Caller) -> Result<
         task_ttl_ms: None,
         owner: caller.owner.clone(),
     };
-    question.validate().map_err(|error| McpError::invalid_params(error.to_string(), None))?;
+    question.admit(config).map_err(|error| McpError::invalid_params(error.to_string(), None))?;
     Ok(question)
 }
 

@@ -1,8 +1,14 @@
 //! The rules a new question and an answer keep: addresses, sizes, TTL, no NUL. Each check returns the
 //! domain's [`Invalid`], which REST answers with 400 and MCP with invalid params.
 
-use super::model::{Answer, NewQuestion};
-use crate::validate::{self, Checked, Invalid};
+use super::{
+    channel::check_entries,
+    model::{Answer, NewQuestion},
+};
+use crate::{
+    config::Config,
+    validate::{self, Checked, Invalid},
+};
 
 /// Longest `ttlSeconds` accepted (a year).
 const MAX_TTL_SECONDS: i64 = 365 * 24 * 3600;
@@ -14,6 +20,13 @@ const MAX_OPTIONS: usize = 10;
 const MAX_OPTION_CHARS: usize = 75;
 
 impl NewQuestion {
+    /// Everything a question must keep to be asked here: [`NewQuestion::validate`], and channel entries this
+    /// replica has credentials for, written one way each (REST and both MCP eras ask through this).
+    pub fn admit(&mut self, config: &Config) -> Checked {
+        self.validate()?;
+        check_entries(config, &mut self.channels)
+    }
+
     /// Checks the addresses, content, channels and TTL.
     pub fn validate(&self) -> Checked {
         ark_url("sender", &self.sender)?;

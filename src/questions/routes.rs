@@ -26,8 +26,6 @@ use crate::{
     },
 };
 
-use super::channel;
-
 /// Parameters of `GET /questions` (an empty value means "any").
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -97,8 +95,7 @@ pub async fn create(
     principal: Option<Extension<Principal>>,
     ApiJson(mut new): ApiJson<NewQuestion>,
 ) -> Result<(StatusCode, Json<Question>), ApiError> {
-    new.validate()?;
-    channel::check_entries(&state.config, &mut new.channels)?;
+    new.admit(&state.config)?;
     if state.auth.is_on() {
         new.owner = principal.map(|Extension(principal)| principal.name().to_owned());
     }
