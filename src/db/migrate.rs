@@ -29,7 +29,7 @@ fn migrator() -> Migrator {
         .cloned()
         .map(|mut migration| {
             if let Some((_, first)) = FIRST_CHECKSUMS.iter().find(|(version, _)| *version == migration.version) {
-                migration.checksum = Cow::Owned(hex_bytes(first));
+                migration.checksum = Cow::Owned(hex::decode(first).expect("a hex checksum"));
             }
             migration
         })
@@ -39,10 +39,6 @@ fn migrator() -> Migrator {
     // starts on it instead of refusing.
     migrator.set_ignore_missing(true);
     migrator
-}
-
-fn hex_bytes(hex: &str) -> Vec<u8> {
-    (0..hex.len()).step_by(2).map(|at| u8::from_str_radix(&hex[at..at + 2], 16).expect("a hex checksum")).collect()
 }
 
 /// Applies pending migrations on a connection of its own. sqlx holds a Postgres advisory lock meanwhile, so
@@ -66,7 +62,7 @@ mod tests {
             let first = FIRST_CHECKSUMS.iter().find(|(version, _)| *version == ours.version);
             match first {
                 Some((_, hex)) => {
-                    assert_eq!(ours.checksum.as_ref(), hex_bytes(hex), "{}", ours.version);
+                    assert_eq!(ours.checksum.as_ref(), hex::decode(hex).unwrap(), "{}", ours.version);
                     assert_ne!(ours.checksum, theirs.checksum, "{} is amended", ours.version);
                 }
                 None => assert_eq!(ours.checksum, theirs.checksum, "{}", ours.version),
