@@ -14,9 +14,6 @@ use axum::{
 
 use crate::{error, telemetry::metrics};
 
-/// Routes polled by Kubernetes and Prometheus: counted, not logged.
-const QUIET: &[&str] = &["/health", "/readyz", "/metrics"];
-
 /// The method as a metric label: the standard ones by name, any other as `OTHER` — a client choosing a new
 /// method per request would otherwise make new series without end (the log line keeps the real one).
 fn method_label(method: &Method) -> &'static str {
@@ -41,7 +38,8 @@ pub async fn record(request: Request, next: Next) -> Response {
     let elapsed = started.elapsed();
     let status = response.status().as_u16();
     metrics::http_request(method_label(&method), &route, status, elapsed);
-    if !QUIET.contains(&route.as_str()) {
+    // Polled routes are counted, not logged.
+    if !super::POLLED_PATHS.contains(&route.as_str()) {
         tracing::info!(
             http.method = %method,
             http.route = %route,

@@ -13,3 +13,7 @@ pub mod reply;
 pub mod same_origin;
 pub mod sse;
 pub mod unreachable;
+
+/// What Kubernetes and Prometheus poll: the probes and the scrape. They are counted but not logged per
+/// request, and answer for themselves while the database is unreachable (readiness by failing).
+pub const POLLED_PATHS: [&str; 3] = ["/health", "/readyz", "/metrics"];

@@ -10,6 +10,7 @@ use axum::{
     response::Response,
 };
 
+use super::POLLED_PATHS;
 use crate::{
     db::listener::ListenerStatus,
     error::{self, ApiError},
@@ -18,8 +19,8 @@ use crate::{
 /// The middleware.
 pub async fn fail_fast(State(listener): State<ListenerStatus>, request: Request, next: Next) -> Response {
     let path = request.uri().path();
-    let needs_database = !(matches!(path, "/health" | "/readyz" | "/metrics" | "/ui") || path.starts_with("/ui/"));
-    if needs_database && listener.database_unreachable() {
+    let answers_itself = POLLED_PATHS.contains(&path) || path == "/ui" || path.starts_with("/ui/");
+    if !answers_itself && listener.database_unreachable() {
         return error::refuse(&request, ApiError::Unavailable("the database cannot be reached".into()));
     }
     next.run(request).await

@@ -213,7 +213,6 @@ pub async fn answer(
         (status = 415, description = "The body is not declared JSON", body = ErrorBody),
     )
 )]
-#[tracing::instrument(level = "debug", skip_all)]
 pub async fn post_answer(
     state: State<RouteState>,
     id: Path<String>,
