@@ -38,6 +38,9 @@ use crate::{
     queries, questions, sessions, streams, traces, ui,
 };
 
+/// How long before the end of the shutdown timeout chunk POSTs still open are answered (503 with
+/// `chunks_stored`), so the answer reaches them before their connections close.
+const DRAIN_ANSWER_MARGIN: Duration = Duration::from_secs(2);
 /// How long shutdown waits for the database connections to close.
 const POOL_CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long shutdown waits for the replica's own background tasks (the chunk writer commits what it holds).
@@ -116,9 +119,9 @@ impl From<TcpListener> for Listeners {
     }
 }
 
-/// Serves `state` until `shutdown` resolves; then readiness fails, SSE responses and waiting MCP calls end
-/// (their questions stay), open requests get `shutdown_timeout` to finish, buffered chunks are committed,
-/// and it returns. Connections are held to the limits of [`connections`].
+/// Serves `state` until `shutdown` resolves; then readiness fails, new connections are refused, SSE
+/// responses and waiting MCP calls end (their questions stay), open requests — chunk POSTs included — get
+/// `shutdown_timeout` to finish, buffered chunks are committed, and it returns. Connections are held to the limits of [`connections`].
 pub async fn serve(
     listeners: impl Into<Listeners>,
     state: AppState,
@@ -139,6 +142,14 @@ pub async fn serve(
         () = shutdown => Ok(()),
     };
     draining.cancel();
+    // Open chunk POSTs are let finish (Ark's executors never reopen one); those still open near the end of
+    // the shutdown timeout are answered with what they stored, before their connections are closed.
+    let deadline = state.drain_deadline.clone();
+    let ending = state.config.shutdown_timeout().saturating_sub(DRAIN_ANSWER_MARGIN);
+    let deadline_timer = tokio::spawn(async move {
+        tokio::time::sleep(ending).await;
+        deadline.cancel();
+    });
     let rest = tokio::time::timeout(state.config.shutdown_timeout(), async {
         let mut outcome = Ok(());
         while let Some(result) = servers.join_next().await {
@@ -152,6 +163,7 @@ pub async fn serve(
         Ok(())
     });
     servers.abort_all();
+    deadline_timer.abort();
     finish_background(state).await;
     first.and(rest)
 }

@@ -205,8 +205,9 @@ pub struct Config {
           value_parser = clap::value_parser!(u64).range(1..))]
     pub sse_heartbeat_seconds: u64,
 
-    /// Seconds the broker waits for open requests after SIGTERM before it exits anyway.
-    #[arg(long, env = "ARK_BROKER_SHUTDOWN_TIMEOUT_SECONDS", default_value_t = 8)]
+    /// Seconds the broker waits for open requests after SIGTERM before it exits anyway: long enough for an
+    /// LLM answer streaming into an open chunk POST to finish (Ark's executors never reopen one).
+    #[arg(long, env = "ARK_BROKER_SHUTDOWN_TIMEOUT_SECONDS", default_value_t = 120)]
     pub shutdown_timeout_seconds: u64,
 
     /// Largest JSON request body, in bytes (upstream: 10 MB). Larger bodies get 413.

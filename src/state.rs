@@ -30,7 +30,14 @@ use crate::{
     questions::{store::QuestionStore, tail as question_tail},
     retention::Reaper,
     sessions::{model::SessionChange, store::SessionStore},
-    streams::{abort, budget::NdjsonBudget, model::ChunkRow, store::ChunkStore, writer::ChunkWriter},
+    streams::{
+        abort,
+        budget::NdjsonBudget,
+        completion::{self, OpenWriters},
+        model::ChunkRow,
+        store::ChunkStore,
+        writer::ChunkWriter,
+    },
     traces::{model::SpanRecord, store::SpanStore},
 };
 
@@ -80,6 +87,10 @@ pub struct AppState {
     pub writer: ChunkWriter,
     /// Cancelled when the replica starts shutting down: readiness fails and SSE responses end.
     pub shutdown: CancellationToken,
+    /// Cancelled when a draining replica may wait no longer for open chunk POSTs.
+    pub drain_deadline: CancellationToken,
+    /// This replica's open chunk POSTs, which completion requests reach.
+    pub open_writers: OpenWriters,
     /// The bytes all open chunk POSTs may hold in partly received NDJSON lines.
     pub ndjson_budget: NdjsonBudget,
     background: Arc<Mutex<Background>>,
@@ -153,8 +164,17 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
         (Feed::Spans, span_tail),
     ]
     .into();
-    let listener_task =
-        tokio::spawn(listener::run(listen_pool, tails, status.clone(), config.poll_interval(), shutdown.clone()));
+    let open_writers = OpenWriters::default();
+    let (completion_requests, requests) = tokio::sync::mpsc::unbounded_channel();
+    let completion_task = completion::spawn_requests(chunks.clone(), open_writers.clone(), requests);
+    let listener_task = tokio::spawn(listener::run(
+        listen_pool,
+        tails,
+        completion_requests,
+        status.clone(),
+        config.poll_interval(),
+        shutdown.clone(),
+    ));
     if tokio::time::timeout(LISTENER_START_TIMEOUT, status.wait_up()).await.is_err() {
         shutdown.cancel();
         return Err(StartError::Listener(LISTENER_START_TIMEOUT));
@@ -175,8 +195,8 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
         max_spans: config.max_spans as i64,
         question_log_seconds: config.question_log_seconds as i64,
     };
-    let abort_task =
-        abort::spawn(chunks.clone(), Duration::from_secs(config.stream_abort_grace_seconds), shutdown.clone());
+    let abort_grace = Duration::from_secs(config.stream_abort_grace_seconds);
+    let abort_task = abort::spawn(chunks.clone(), open_writers.clone(), abort_grace, shutdown.clone());
     let reaper_task = tokio::spawn(reaper.run(Duration::from_secs(config.reap_interval_seconds), shutdown.clone()));
     // The tails end when the listener, which holds their senders, ends.
     let mut background = vec![
@@ -190,6 +210,7 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
         event_tail_task,
         session_tail_task,
         span_tail_task,
+        completion_task,
     ];
     background.extend(auth_task);
     let mut outbound: Vec<JoinHandle<()>> =
@@ -219,6 +240,8 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
         chunks,
         writer,
         shutdown,
+        drain_deadline: CancellationToken::new(),
+        open_writers,
         ndjson_budget,
         background: Arc::new(Mutex::new(Background { local: background, outbound })),
     })
@@ -248,7 +271,7 @@ route_states! {
     events { config, pool, events, event_fanout, shutdown }
     sessions { config, sessions, session_fanout, shutdown }
     traces { config, pool, spans, span_fanout, shutdown }
-    streams { config, pool, chunks, chunk_fanout, writer, ndjson_budget, shutdown }
+    streams { config, pool, chunks, chunk_fanout, writer, ndjson_budget, shutdown, drain_deadline, open_writers }
     questions { config, auth, hub, questions, shutdown }
     queries { query_state, chunks, questions }
     channels { config, channels, questions }

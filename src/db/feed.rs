@@ -35,6 +35,26 @@ use super::StoreResult;
 /// The one NOTIFY channel every replica LISTENs on.
 pub const CHANNEL: &str = "ark_broker";
 
+/// The prefix of a NOTIFY that is no feed's: `complete:<stream id>` asks the replicas holding open chunk
+/// POSTs of that stream to append its completion marker after their lines (see `streams::completion`).
+pub const COMPLETION_REQUEST: &str = "complete";
+
+/// Longest stream id a completion request names; longer ones are sent without it (`complete:`), and every
+/// replica then checks all its open POSTs, so a payload stays within 256 bytes.
+const MAX_KEY_IN_PAYLOAD: usize = 200;
+
+/// The NOTIFY payload of a completion request for `stream_id`.
+pub fn completion_payload(stream_id: &str) -> String {
+    let key = if stream_id.len() <= MAX_KEY_IN_PAYLOAD { stream_id } else { "" };
+    format!("{COMPLETION_REQUEST}:{key}")
+}
+
+/// Reads a payload written by [`completion_payload`]: `Some(None)` asks about every open POST.
+pub fn parse_completion(payload: &str) -> Option<Option<String>> {
+    let key = payload.strip_prefix(COMPLETION_REQUEST)?.strip_prefix(':')?;
+    Some((!key.is_empty()).then(|| key.to_owned()))
+}
+
 /// A table readers follow live.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Feed {

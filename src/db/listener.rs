@@ -20,7 +20,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    feed::{CHANNEL, Feed},
+    feed::{self, CHANNEL, Feed},
     tail::TailEvent,
 };
 
@@ -36,6 +36,10 @@ const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
 /// Where each feed's notifications go.
 pub type Tails = HashMap<Feed, mpsc::UnboundedSender<TailEvent>>;
+
+/// Where completion requests go (`streams::completion`): a stream id, or `None` for "check every open
+/// chunk POST" (a request naming no stream, or a reconnect after which requests may have been missed).
+pub type CompletionRequests = mpsc::UnboundedSender<Option<String>>;
 
 /// Whether this replica's LISTEN connection is up (`/readyz` and start-up read it), and whether Postgres is
 /// known to be unreachable (requests then fail at once instead of waiting for the pool).
@@ -76,6 +80,7 @@ impl ListenerStatus {
 pub async fn run(
     listen_pool: PgPool,
     tails: Tails,
+    completions: CompletionRequests,
     status: ListenerStatus,
     poll_interval: Duration,
     cancel: CancellationToken,
@@ -101,7 +106,8 @@ pub async fn run(
         tracing::info!(channel = CHANNEL, "listening for notifications");
         // Notifications sent while we were away are gone: every reader re-reads what it may have missed.
         broadcast(&tails, TailEvent::Resync);
-        let ended = pump(listener, &tails, poll_interval, &cancel).await;
+        let _ = completions.send(None);
+        let ended = pump(listener, &tails, &completions, poll_interval, &cancel).await;
         status.set(false);
         if let Some(reason) = ended {
             tracing::warn!(reason, "LISTEN connection lost; reconnecting");
@@ -129,6 +135,7 @@ async fn connect(listen_pool: &PgPool) -> Result<PgListener, sqlx::Error> {
 async fn pump(
     listener: PgListener,
     tails: &Tails,
+    completions: &CompletionRequests,
     poll_interval: Duration,
     cancel: &CancellationToken,
 ) -> Option<String> {
@@ -151,7 +158,12 @@ async fn pump(
                             let _ = tail.send(TailEvent::Committed(tx));
                         }
                     }
-                    None => tracing::debug!(payload = notification.payload(), "ignoring unknown notification"),
+                    None => match feed::parse_completion(notification.payload()) {
+                        Some(stream) => {
+                            let _ = completions.send(stream);
+                        }
+                        None => tracing::debug!(payload = notification.payload(), "ignoring unknown notification"),
+                    },
                 },
                 Some(Ok(None)) | None => return Some("connection closed".to_owned()),
                 Some(Err(error)) => return Some(error.to_string()),

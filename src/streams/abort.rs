@@ -4,21 +4,32 @@
 //! aborted and its readers get the abort frame, then `[DONE]`. A POST that ends cleanly without `/complete`
 //! is not an abort: the Python SDK posts one chunk per request. Every replica runs the sweep, so a stream is
 //! marked even when the replica that saw the break is gone; the marking itself happens once.
+//!
+//! The same sweep finishes completions its writers did not ([`super::completion`]): a request older than
+//! the grace gets its marker after what is stored (the writer's replica died or froze), and this replica's
+//! open POSTs are checked for requests whose notification was lost.
 
 use std::time::Duration;
 
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::ChunkStore;
+use super::{
+    ChunkStore,
+    completion::{self, OpenWriters},
+};
 
 /// Streams marked per pass.
 const BATCH: i64 = 100;
 /// The longest pause between passes.
 const MAX_PERIOD: Duration = Duration::from_secs(1);
 
+/// Writers registered longer than this are forgotten: their replica died without releasing them (a POST open
+/// for a whole day is none of Ark's).
+const STALE_WRITER: Duration = Duration::from_secs(86_400);
+
 /// Starts this replica's sweep for streams whose grace period ran out.
-pub fn spawn(store: ChunkStore, grace: Duration, shutdown: CancellationToken) -> JoinHandle<()> {
+pub fn spawn(store: ChunkStore, writers: OpenWriters, grace: Duration, shutdown: CancellationToken) -> JoinHandle<()> {
     let period = (grace / 4).clamp(Duration::from_millis(100), MAX_PERIOD);
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(period);
@@ -35,6 +46,18 @@ pub fn spawn(store: ChunkStore, grace: Duration, shutdown: CancellationToken) ->
                     }
                 }
                 Err(error) => tracing::warn!(%error, "cannot mark aborted streams"),
+            }
+            match store.complete_overdue(grace, BATCH).await {
+                Ok(completed) => {
+                    for stream in completed {
+                        tracing::warn!(stream.id = %stream, "stream completed without its writers: they did not finish within the grace");
+                    }
+                }
+                Err(error) => tracing::warn!(%error, "cannot finish overdue stream completions"),
+            }
+            completion::seal_requested(&store, &writers).await;
+            if let Err(error) = store.forget_writers_older_than(STALE_WRITER).await {
+                tracing::warn!(%error, "cannot forget stale chunk POST registrations");
             }
         }
     })

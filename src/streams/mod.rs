@@ -6,6 +6,9 @@
 pub mod abort;
 pub mod broker_writes;
 pub mod budget;
+pub mod completion;
+mod completion_store;
+mod ingest;
 pub mod model;
 mod ndjson;
 mod reader;
@@ -46,6 +49,10 @@ pub struct RouteState {
     pub ndjson_budget: NdjsonBudget,
     /// Cancelled when the replica starts shutting down: SSE responses end.
     pub shutdown: CancellationToken,
+    /// Cancelled when a draining replica may wait no longer: chunk POSTs still open are ended then.
+    pub drain_deadline: CancellationToken,
+    /// This replica's open chunk POSTs, which completion requests reach.
+    pub open_writers: completion::OpenWriters,
 }
 
 /// The chunk-stream routes.

@@ -1,7 +1,7 @@
 //! Handlers of the chunk-stream routes. Each handler's `#[utoipa::path]` is its route and its OpenAPI
 //! description.
 
-use std::{collections::VecDeque, sync::Arc, time::Duration};
+use std::time::Duration;
 
 use axum::{
     Json,
@@ -9,17 +9,14 @@ use axum::{
     extract::{Path, State},
     response::{IntoResponse, Response},
 };
-use futures::StreamExt;
 use serde::Deserialize;
 use utoipa::IntoParams;
 
 use super::{
-    RouteState,
-    budget::BudgetShare,
-    model::{BrokerItem, Completed, Completion, CompletionStatus, Line, Processed},
-    ndjson::NdjsonLines,
+    RouteState, completion,
+    ingest::Ingest,
+    model::{BrokerItem, Completed, Completion, CompletionStatus, Processed},
     reader::{self, Format, ReadOptions},
-    writer::{Ack, Request},
 };
 use crate::{
     error::{ApiError, ErrorBody},
@@ -29,12 +26,9 @@ use crate::{
         reply::StatusMessage,
         sse::SseEvent,
     },
-    idempotency::{IdempotencyKey, KeyHeader, KeyState, StoredReply},
+    idempotency::{KeyHeader, KeyState, StoredReply},
     validate,
 };
-
-/// Acks a request may have outstanding before it waits for the oldest; bounds memory per request.
-const MAX_PENDING_ACKS: usize = 64;
 
 /// `POST /stream/{id}`: NDJSON read as it arrives; chunks are committed (and visible to readers) while the
 /// request is still open. Answers once every received chunk is committed, saying how many lines were
@@ -81,9 +75,11 @@ pub async fn ingest(
         }
     }
     let mut ingest = Ingest::new(&state, &id, key.clone(), share);
+    ingest.register().await?;
     let fed = ingest.feed(body).await;
     // Even after a failure: what was handed over before it may still be stored, and the reply counts it.
     let settled = ingest.settle().await;
+    ingest.release().await;
     if let Err(cause) = fed.and(settled) {
         return Err(ApiError::PartlyStored { cause: Box::new(cause), chunks_stored: ingest.stored });
     }
@@ -107,141 +103,8 @@ pub async fn ingest(
     }
 }
 
-/// One chunk POST on its way to the writer.
-struct Ingest<'a> {
-    state: &'a RouteState,
-    stream_id: Arc<str>,
-    request: Arc<Request>,
-    lines: NdjsonLines,
-    /// What `lines` holds of the replica's budget; given back when the request ends, however it ends.
-    budget: BudgetShare,
-    /// Hand-overs not yet known to be stored, oldest first, with their line counts.
-    pending: VecDeque<(Ack, usize)>,
-    /// Lines handed over.
-    received: usize,
-    /// Lines known to be stored: always the first `stored` of the request.
-    stored: usize,
-    /// Whether the body was read to its end (or the broker ended the request). A request dropped, or whose
-    /// body failed, before that lost its writer: the connection broke mid-body (see [`super::abort`]).
-    body_ended: bool,
-}
-
-impl Drop for Ingest<'_> {
-    fn drop(&mut self) {
-        if self.body_ended {
-            return;
-        }
-        // Marked once what was handed over is stored, so those chunks' own commit does not clear the mark.
-        let pending = std::mem::take(&mut self.pending);
-        let (store, stream_id) = (self.state.chunks.clone(), self.stream_id.clone());
-        tokio::spawn(async move {
-            for (ack, _) in pending {
-                let _ = ack.await;
-            }
-            if let Err(error) = store.writer_lost(&stream_id).await {
-                tracing::warn!(%error, stream.id = %stream_id, "cannot record that a stream's writer disconnected");
-            }
-        });
-    }
-}
-
-impl<'a> Ingest<'a> {
-    fn new(state: &'a RouteState, stream_id: &str, key: Option<IdempotencyKey>, budget: BudgetShare) -> Self {
-        Ingest {
-            state,
-            stream_id: Arc::from(stream_id),
-            request: Arc::new(Request::new(key)),
-            lines: NdjsonLines::new(state.config.max_chunk_bytes),
-            budget,
-            pending: VecDeque::new(),
-            received: 0,
-            stored: 0,
-            body_ended: false,
-        }
-    }
-
-    /// Reads the body to its end, handing lines over as they complete; stops at the first failure.
-    async fn feed(&mut self, body: Body) -> Result<(), ApiError> {
-        let mut body = body.into_data_stream();
-        let request = self.request.clone();
-        loop {
-            // A failed write ends the request at once, even if the client keeps sending.
-            let piece = tokio::select! {
-                piece = body.next() => piece,
-                () = request.failure() => {
-                    // The broker ended the request, not the writer: the stream keeps its writer.
-                    self.body_ended = true;
-                    return Err(not_stored());
-                }
-                () = self.state.shutdown.cancelled() => {
-                    // Draining: what was read is stored and the reply says how much; the writer sends the rest
-                    // to another replica. A line cut off mid-way is not stored.
-                    self.body_ended = true;
-                    return Err(ApiError::Draining(
-                        "the broker is shutting down: send the lines after chunks_stored to another replica".into(),
-                    ));
-                }
-            };
-            let Some(piece) = piece else { break };
-            let piece = piece.map_err(|e| ApiError::BadRequest(format!("reading the request body failed: {e}")))?;
-            let chunks = self.lines.push(&piece);
-            // The complete lines are handed over either way; a refused hold then ends the request.
-            let held = self.budget.hold(self.lines.buffered());
-            self.submit(chunks).await?;
-            if let Err(refused) = held {
-                // The broker ends the request, not the writer: the stream keeps its writer.
-                self.body_ended = true;
-                return Err(refused);
-            }
-        }
-        self.body_ended = true;
-        let rest = self.lines.finish();
-        // Finishing only gives bytes back.
-        let _ = self.budget.hold(self.lines.buffered());
-        self.submit(rest).await
-    }
-
-    async fn submit(&mut self, chunks: Vec<Line>) -> Result<(), ApiError> {
-        let count = chunks.len();
-        if count == 0 {
-            return Ok(());
-        }
-        let ack = self.state.writer.write(&self.request, self.stream_id.clone(), chunks, self.received).await?;
-        self.received += count;
-        self.pending.push_back((ack, count));
-        if self.pending.len() > MAX_PENDING_ACKS
-            && let Some((oldest, lines)) = self.pending.pop_front()
-        {
-            self.wait_stored(oldest, lines).await?;
-        }
-        Ok(())
-    }
-
-    /// Waits for every outstanding hand-over, in order; stops at the first that was not stored (the writer
-    /// stores none after it).
-    async fn settle(&mut self) -> Result<(), ApiError> {
-        while let Some((ack, lines)) = self.pending.pop_front() {
-            self.wait_stored(ack, lines).await?;
-        }
-        Ok(())
-    }
-
-    async fn wait_stored(&mut self, ack: Ack, lines: usize) -> Result<(), ApiError> {
-        match ack.await {
-            Ok(Ok(())) => {
-                self.stored += lines;
-                Ok(())
-            }
-            _ => Err(not_stored()),
-        }
-    }
-}
-
-fn not_stored() -> ApiError {
-    ApiError::Unavailable("chunks could not be stored; retry".into())
-}
-
-/// `POST /stream/{id}/complete`: appends the completion marker; readers get `[DONE]`.
+/// `POST /stream/{id}/complete`: appends the completion marker after every line received before it
+/// ([`super::completion`]); readers get `[DONE]`.
 #[utoipa::path(
     post,
     path = "/stream/{id}/complete",
@@ -257,7 +120,7 @@ fn not_stored() -> ApiError {
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn complete(State(state): State<RouteState>, Path(id): Path<String>) -> Result<Json<Completed>, ApiError> {
     validate::key("query", &id)?;
-    let status = match state.chunks.complete(&id).await? {
+    let status = match completion::complete(&state.chunks, &state.chunk_fanout, &state.open_writers, &id).await? {
         Completion::Completed => CompletionStatus::Completed,
         Completion::AlreadyCompleted => CompletionStatus::AlreadyCompleted,
         Completion::NotFound => return Err(ApiError::NotFound("Stream not found".into())),

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use sqlx::{PgConnection, PgPool};
 
-use super::model::{ChunkRow, Completion, Line};
+use super::model::{ChunkRow, Line};
 use crate::db::{
     self, StoreResult,
     feed::{Feed, FeedTx, GlobalCursor},
@@ -14,9 +14,6 @@ use crate::db::{
     tail::FeedSource,
 };
 use crate::idempotency::{self, IdempotencyKey, KeyState, Scope, StoredReply};
-
-/// How often `complete` retries when a writer with a later transaction id wrote the stream first.
-const MAX_CLAIM_ATTEMPTS: usize = 20;
 
 /// Chunks of one stream to append, in order.
 #[derive(Debug)]
@@ -177,54 +174,6 @@ impl ChunkStore {
     pub async fn finish_key(&self, key: &IdempotencyKey, reply: &StoredReply) -> StoreResult<StoredReply> {
         let mut conn = self.pool.acquire().await?;
         idempotency::store::finish(&mut conn, Scope::Stream, key, reply).await
-    }
-
-    /// Appends the completion marker once; later calls report that it is there already.
-    #[tracing::instrument(level = "debug", skip_all)]
-    pub async fn complete(&self, stream_id: &str) -> StoreResult<Completion> {
-        for _ in 0..MAX_CLAIM_ATTEMPTS {
-            let mut tx = FeedTx::begin(&self.pool, Feed::Chunks).await?;
-            let marker = sqlx::query_scalar!(
-                r#"with claimed as (
-                     update streams
-                     set last_position = last_position + 1, last_tx = pg_current_xact_id(), completed_at = now(),
-                         writer_lost_at = null
-                     where stream_id = $1 and completed_at is null and last_position > purged_position
-                       and last_tx < pg_current_xact_id()
-                     returning last_position
-                   ), inserted as (
-                     insert into chunks (stream_id, position, chunk, is_done, bytes)
-                     select $1, last_position, '"[DONE]"', true, 8 from claimed
-                     returning 1
-                   )
-                   select last_position from claimed"#,
-                stream_id,
-            )
-            .fetch_optional(tx.conn())
-            .await?;
-            if marker.is_some() {
-                tx.wrote();
-                tx.commit().await?;
-                return Ok(Completion::Completed);
-            }
-            let state = sqlx::query!(
-                r#"select completed_at is not null as "completed!", last_position > purged_position as "known!",
-                          last_tx >= pg_current_xact_id() as "overtaken!"
-                   from streams where stream_id = $1"#,
-                stream_id,
-            )
-            .fetch_optional(tx.conn())
-            .await?;
-            tx.rollback().await?;
-            match state {
-                None => return Ok(Completion::NotFound),
-                Some(state) if !state.known => return Ok(Completion::NotFound),
-                Some(state) if state.completed => return Ok(Completion::AlreadyCompleted),
-                // A writer whose transaction started after ours wrote the stream first: try again.
-                Some(_) => continue,
-            }
-        }
-        Err(db::StoreError::Contended("stream"))
     }
 
     /// A stream's committed last position (0 if it has none): a live-only reader starts after it.

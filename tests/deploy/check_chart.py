@@ -363,7 +363,7 @@ def _():
 def _():
     assert container["lifecycle"]["preStop"] == {"exec": {"command": ["sleep", "5"]}}
     shutdown = int(env["ARK_BROKER_SHUTDOWN_TIMEOUT_SECONDS"]["value"])
-    assert shutdown == values["shutdown"]["shutdownTimeoutSeconds"] == 8
+    assert shutdown == values["shutdown"]["shutdownTimeoutSeconds"] == 120
     assert pod["terminationGracePeriodSeconds"] >= 5 + shutdown + 5, pod["terminationGracePeriodSeconds"]
 
 

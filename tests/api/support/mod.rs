@@ -1,6 +1,7 @@
 //! Test support: the throwaway PostgreSQL, brokers in-process and as processes, and an SSE client.
 
 pub mod ark_api;
+pub mod balancer;
 pub mod browser;
 pub mod cluster;
 pub mod fake_channels;
