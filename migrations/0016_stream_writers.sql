@@ -8,6 +8,9 @@
 create unlogged table stream_writers (
     writer_id uuid primary key,
     stream_id text not null,
+    -- the liveness key of the replica holding the POST: a session advisory lock its LISTEN connection holds
+    -- while it lives, so a writer row of a replica that died is recognised (pg_locks) and ignored.
+    replica_key bigint not null,
     opened_at timestamptz not null default now()
 );
 

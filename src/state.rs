@@ -139,7 +139,7 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
         .connect_lazy_with(db::connect_options(database_url, &listener::application_name())?);
     let hub = Hub::default();
     let status = ListenerStatus::default();
-    let chunks = ChunkStore::new(pool.clone());
+    let chunks = ChunkStore::new(pool.clone(), status.replica_key());
     let messages = MessageStore::new(pool.clone());
     let questions = QuestionStore::new(pool.clone());
     let events = EventStore::new(pool.clone());

@@ -42,17 +42,27 @@ pub type Tails = HashMap<Feed, mpsc::UnboundedSender<TailEvent>>;
 pub type CompletionRequests = mpsc::UnboundedSender<Option<String>>;
 
 /// Whether this replica's LISTEN connection is up (`/readyz` and start-up read it), and whether Postgres is
-/// known to be unreachable (requests then fail at once instead of waiting for the pool).
+/// known to be unreachable (requests then fail at once instead of waiting for the pool). The connection also
+/// holds the replica's liveness lock ([`ListenerStatus::replica_key`]).
 #[derive(Debug, Clone)]
-pub struct ListenerStatus(Arc<watch::Sender<bool>>, Arc<AtomicBool>);
+pub struct ListenerStatus(Arc<watch::Sender<bool>>, Arc<AtomicBool>, i64);
 
 impl Default for ListenerStatus {
     fn default() -> Self {
-        ListenerStatus(Arc::new(watch::channel(false).0), Arc::new(AtomicBool::new(false)))
+        let key = i64::from_le_bytes(uuid::Uuid::new_v4().as_bytes()[..8].try_into().expect("8 bytes"));
+        ListenerStatus(Arc::new(watch::channel(false).0), Arc::new(AtomicBool::new(false)), key)
     }
 }
 
 impl ListenerStatus {
+    /// This process's liveness key: a session advisory lock the LISTEN connection holds while it is up, so
+    /// other replicas can tell from `pg_locks` that this one is alive (PostgreSQL releases the lock when the
+    /// process dies and its connection closes). Rows a replica leaves for as long as it lives (open chunk
+    /// POSTs) carry it.
+    pub fn replica_key(&self) -> i64 {
+        self.2
+    }
+
     /// Whether the connection is up now.
     pub fn is_up(&self) -> bool {
         *self.0.borrow()
@@ -87,7 +97,7 @@ pub async fn run(
 ) {
     let mut backoff = Duration::from_millis(50);
     while !cancel.is_cancelled() {
-        let listener = match connect(&listen_pool).await {
+        let listener = match connect(&listen_pool, status.replica_key()).await {
             Ok(listener) => listener,
             Err(error) => {
                 status.1.store(super::is_unreachable(&error), Ordering::Relaxed);
@@ -123,10 +133,11 @@ fn broadcast(tails: &Tails, event: TailEvent) {
     }
 }
 
-async fn connect(listen_pool: &PgPool) -> Result<PgListener, sqlx::Error> {
+async fn connect(listen_pool: &PgPool, replica_key: i64) -> Result<PgListener, sqlx::Error> {
     let mut listener = PgListener::connect_with(listen_pool).await?;
     // We reconnect ourselves, so that a lost connection is always seen and followed by a resync.
     listener.eager_reconnect(false);
+    sqlx::query!("select pg_advisory_lock($1)", replica_key).execute(&mut listener).await?;
     listener.listen(CHANNEL).await?;
     Ok(listener)
 }

@@ -57,11 +57,12 @@ impl ChunkStore {
     #[tracing::instrument(level = "debug", skip_all)]
     pub async fn register_writer(&self, writer: Uuid, stream_id: &str) -> StoreResult<bool> {
         Ok(sqlx::query_scalar!(
-            r#"with registered as (insert into stream_writers (writer_id, stream_id) values ($1, $2))
+            r#"with registered as (insert into stream_writers (writer_id, stream_id, replica_key) values ($1, $2, $3))
                select exists (select 1 from streams where stream_id = $2 and complete_requested_at is not null
                                 and completed_at is null) as "requested!""#,
             writer,
             stream_id,
+            self.replica_key(),
         )
         .fetch_one(self.pool())
         .await?)
@@ -226,9 +227,19 @@ async fn lock(tx: &mut FeedTx, stream_id: &str) -> StoreResult<Option<Locked>> {
     }))
 }
 
+/// Whether open POSTs of the stream remain on live replicas. A writer row of a replica that died (its
+/// liveness lock is gone from `pg_locks`: PostgreSQL released it with the replica's connection) does not
+/// count, so a killed writer replica does not hold the stream's end back; the row itself is left alone (the
+/// replica may only be reconnecting) and goes with the stream's end or [`ChunkStore::forget_writers_older_than`].
 async fn has_writers(tx: &mut FeedTx, stream_id: &str) -> StoreResult<bool> {
     Ok(sqlx::query_scalar!(
-        r#"select exists (select 1 from stream_writers where stream_id = $1) as "exists!""#,
+        r#"select exists (
+             select 1 from stream_writers w
+             where w.stream_id = $1 and exists (
+               select 1 from pg_locks l
+               where l.locktype = 'advisory' and l.granted and l.objsubid = 1
+                 and ((l.classid::bigint << 32) | l.objid::bigint) = w.replica_key)
+           ) as "exists!""#,
         stream_id
     )
     .fetch_one(tx.conn())
@@ -242,9 +253,10 @@ async fn withdraw(tx: &mut FeedTx, stream_id: &str) -> StoreResult<()> {
     Ok(())
 }
 
-/// Appends the completion marker to a stream whose row the transaction holds. False when a writer with a
-/// later transaction id wrote the stream first: roll back and try again in a new transaction, so one
-/// stream's writers keep increasing transaction ids (see [`crate::db::feed`]).
+/// Appends the completion marker to a stream whose row the transaction holds, and forgets the writers of dead
+/// replicas it no longer waits for. False when a writer with a later transaction id wrote the stream first:
+/// roll back and try again in a new transaction, so one stream's writers keep increasing transaction ids
+/// (see [`crate::db::feed`]).
 async fn append_marker(tx: &mut FeedTx, stream_id: &str) -> StoreResult<bool> {
     let marker = sqlx::query_scalar!(
         r#"with claimed as (
@@ -263,5 +275,8 @@ async fn append_marker(tx: &mut FeedTx, stream_id: &str) -> StoreResult<bool> {
     )
     .fetch_optional(tx.conn())
     .await?;
+    if marker.is_some() {
+        sqlx::query!("delete from stream_writers where stream_id = $1", stream_id).execute(tx.conn()).await?;
+    }
     Ok(marker.is_some())
 }

@@ -28,17 +28,24 @@ pub struct Append {
 #[derive(Debug, Clone)]
 pub struct ChunkStore {
     pool: PgPool,
+    /// This replica's liveness key ([`crate::db::listener::ListenerStatus::replica_key`]), on its open POSTs.
+    replica_key: i64,
 }
 
 impl ChunkStore {
-    /// A store on `pool`.
-    pub fn new(pool: PgPool) -> Self {
-        ChunkStore { pool }
+    /// A store on `pool`, for the replica whose liveness key is `replica_key`.
+    pub fn new(pool: PgPool, replica_key: i64) -> Self {
+        ChunkStore { pool, replica_key }
     }
 
     /// The pool, for the store's other files.
     pub(super) fn pool(&self) -> &PgPool {
         &self.pool
+    }
+
+    /// This replica's liveness key.
+    pub(super) fn replica_key(&self) -> i64 {
+        self.replica_key
     }
 
     /// Registers streams that may not exist yet; existing ones are left alone without waiting for a writer
