@@ -35,6 +35,7 @@ mod restart_story;
 mod resume;
 mod retention;
 mod sessions;
+mod sessions_lifecycle;
 mod slack;
 mod streams;
 mod traces;
