@@ -1,11 +1,13 @@
 //! Command-line flags with environment fallbacks: the one place the broker's settings are defined.
 
+mod ttls;
 mod values;
 
 use std::{net::IpAddr, path::PathBuf, time::Duration};
 
 use clap::Parser;
 
+pub use ttls::{ConfigError, Ttls};
 use values::header_name;
 pub use values::{AuthMode, DatabaseUrl, LogFormat, Secret, StatusPatching};
 
@@ -243,6 +245,17 @@ pub struct Config {
     #[arg(long, env = "EVENT_VISIBILITY_TTL_SECONDS", default_value_t = 2_592_000,
           value_parser = clap::value_parser!(u64).range(1..=3_153_600_000))]
     pub event_ttl_seconds: u64,
+
+    /// Seconds a message is kept when its `POST /messages` sets no `ttl_seconds` (upstream's default: 30 days).
+    #[arg(long, env = "MESSAGE_VISIBILITY_TTL_SECONDS", default_value_t = 2_592_000,
+          value_parser = clap::value_parser!(u64).range(1..=3_153_600_000))]
+    pub message_ttl_seconds: u64,
+
+    /// Seconds a session is kept after its latest event or message (upstream's default: 30 days); at least the
+    /// message and event TTLs, so a session never disappears while what it indexes is still kept.
+    #[arg(long, env = "SESSIONS_VISIBILITY_TTL_SECONDS", default_value_t = 2_592_000,
+          value_parser = clap::value_parser!(u64).range(1..=3_153_600_000))]
+    pub session_ttl_seconds: u64,
 
     /// Most events kept; the reaper deletes the oldest beyond it (0: no cap).
     #[arg(long, env = "MAX_EVENTS", default_value_t = 0)]

@@ -1,5 +1,5 @@
-//! The reaper, so no table grows forever: deletes messages, events and spans whose TTL has passed (and the oldest
-//! events and spans beyond their caps), finished streams and their chunks after the stream retention, the questions
+//! The reaper, so no table grows forever: deletes messages, events, sessions and spans whose TTL has passed (and the
+//! oldest events and spans beyond their caps), finished streams and their chunks after the stream retention, the questions
 //! watch log after its window, done (or day-old undone) Query status patches, day-old idempotency keys and inbound
 //! channel delivery ids; and expires pending questions past their expiry. Every replica runs it, but a pass is made by
 //! whichever replica takes the turn (an advisory try-lock); each statement deletes at most a batch (`skip locked`), so
@@ -18,6 +18,7 @@ use crate::{
     messages::store::MessageStore,
     query_status::store::PatchStore,
     questions::store::QuestionStore,
+    sessions::SessionStore,
     streams::store::ChunkStore,
     telemetry::metrics,
     traces::store::SpanStore,
@@ -43,6 +44,8 @@ pub struct Reaper {
     pub events: EventStore,
     /// Most events kept (0: no cap).
     pub max_events: i64,
+    /// Sessions (expired ones go with their queries).
+    pub sessions: SessionStore,
     /// Spans.
     pub spans: SpanStore,
     /// Most spans kept (0: no cap).
@@ -98,6 +101,7 @@ impl Reaper {
         let report = vec![
             ("messages", drain("messages", || async { Ok(self.messages.delete_expired(BATCH).await? as usize) }).await),
             ("events", drain("events", || self.events.reap(self.max_events, BATCH)).await),
+            ("sessions", drain("sessions", || async { Ok(self.sessions.delete_expired(BATCH).await? as usize) }).await),
             ("spans", drain("spans", || self.spans.reap(self.max_spans, BATCH)).await),
             ("questions_expired", drain("expiring questions", || self.questions.expire_due(BATCH)).await),
             (

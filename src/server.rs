@@ -7,13 +7,16 @@ use tokio::net::{TcpListener, TcpSocket};
 
 use crate::{
     app::{self, Listeners, StartError},
-    config::Config,
+    config::{Config, ConfigError},
     db::embedded::{EmbeddedError, EmbeddedOptions, EmbeddedPostgres},
 };
 
 /// Why the process stopped with an error.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
+    /// The settings contradict each other.
+    #[error("refusing to start: {0}")]
+    Config(#[from] ConfigError),
     /// The embedded PostgreSQL could not be started.
     #[error("embedded PostgreSQL: {0}")]
     Embedded(#[from] EmbeddedError),
@@ -37,6 +40,8 @@ pub enum RunError {
 
 /// Runs a replica until SIGTERM or ctrl-c.
 pub async fn run(config: Config) -> Result<(), RunError> {
+    // Before anything starts: settings that cannot work are refused, not corrected.
+    config.check()?;
     let embedded = match &config.database_url {
         Some(_) => None,
         None => {

@@ -43,7 +43,7 @@ use crate::{
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn append(State(state): State<RouteState>, request: Request) -> Result<Response, ApiError> {
     let event = NewEvent::parse(json_body(request, &()).await?)?;
-    state.events.append(&event, state.config.event_ttl_seconds as i64).await?;
+    state.events.append(&event, state.config.ttls()).await?;
     Ok((StatusCode::CREATED, Json(Success::new())).into_response())
 }
 

@@ -5,6 +5,7 @@ use sqlx::PgPool;
 
 use super::model::{EventRecord, NewEvent};
 use crate::{
+    config::Ttls,
     db::{
         self, StoreError, StoreResult,
         feed::{Feed, FeedTx, GlobalCursor},
@@ -46,11 +47,11 @@ impl EventStore {
         EventStore { pool }
     }
 
-    /// Stores `event` (expiring after its TTL, or `default_ttl_seconds`) and applies it to its session, in
+    /// Stores `event` (expiring after its TTL, or the default of `ttls`) and applies it to its session, in
     /// one transaction; readers on every replica see both once this returns.
     #[tracing::instrument(level = "debug", skip_all)]
-    pub async fn append(&self, event: &NewEvent, default_ttl_seconds: i64) -> StoreResult<()> {
-        let ttl = event.ttl_seconds.unwrap_or(default_ttl_seconds);
+    pub async fn append(&self, event: &NewEvent, ttls: Ttls) -> StoreResult<()> {
+        let ttl = event.ttl_seconds.unwrap_or(ttls.event_seconds);
         let session_event = event.session_event();
         for _ in 0..MAX_CLAIM_ATTEMPTS {
             let mut tx = FeedTx::begin(&self.pool, Feed::Events).await?;
@@ -82,14 +83,16 @@ impl EventStore {
             )
             .fetch_optional(tx.conn())
             .await?;
-            if stored.is_none() {
+            let Some(sequence) = stored else {
                 // A writer whose transaction started after ours wrote this query's events first: try again.
                 tx.rollback().await?;
                 continue;
-            }
+            };
             tx.wrote();
-            if let Some(session_event) = &session_event {
-                session_store::apply_event(tx.conn(), session_event).await?;
+            // Its arrival order is the event's sequence number, as upstream's (the phase watermark).
+            if let Some(session_event) = &session_event
+                && session_store::apply_event(tx.conn(), session_event, Some(sequence), ttls.session_seconds).await?
+            {
                 tx.also_wrote(Feed::Sessions);
             }
             return tx.commit().await;

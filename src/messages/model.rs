@@ -47,7 +47,8 @@ pub struct AppendMessages {
     pub query_id: String,
     /// Messages, in order.
     pub messages: Vec<Value>,
-    /// Seconds until the messages are hidden and reaped (at most 100 years).
+    /// Seconds until the messages are hidden and reaped (at most 100 years; default
+    /// `MESSAGE_VISIBILITY_TTL_SECONDS`).
     #[schema(minimum = 1, maximum = 3_153_600_000_i64)]
     pub ttl_seconds: Option<i64>,
 }

@@ -57,8 +57,11 @@ pub async fn append(
     body.validate()?;
     let fingerprint = key.as_ref().map(|_| body.fingerprint());
     let once = key.as_ref().zip(fingerprint.as_deref());
-    let state =
-        state.messages.append(&body.conversation_id, &body.query_id, &body.messages, body.ttl_seconds, once).await?;
+    let ttls = state.config.ttls();
+    let state = state
+        .messages
+        .append(&body.conversation_id, &body.query_id, &body.messages, body.ttl_seconds, ttls, once)
+        .await?;
     match state {
         KeyState::New => Ok(StatusCode::OK.into_response()),
         KeyState::Finished(reply) => Ok(reply.into_response()),

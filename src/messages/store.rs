@@ -7,6 +7,7 @@ use sqlx::PgPool;
 
 use super::model::{MessageFilter, MessageItem};
 use crate::{
+    config::Ttls,
     db::{
         self, StoreError, StoreResult,
         feed::{Feed, FeedTx, GlobalCursor},
@@ -61,9 +62,10 @@ impl MessageStore {
         MessageStore { pool }
     }
 
-    /// Appends `messages` in order, visible to readers on every replica once this returns. With `once` (an
-    /// idempotency key and the request's fingerprint) it appends only if the key is new, and otherwise
-    /// reports what the key says; [`KeyState::New`] means "appended now".
+    /// Appends `messages` in order, expiring after `ttl_seconds` (or the default of `ttls`), visible to
+    /// readers on every replica once this returns. With `once` (an idempotency key and the request's
+    /// fingerprint) it appends only if the key is new, and otherwise reports what the key says;
+    /// [`KeyState::New`] means "appended now".
     #[tracing::instrument(level = "debug", skip_all)]
     pub async fn append(
         &self,
@@ -71,11 +73,13 @@ impl MessageStore {
         query_id: &str,
         messages: &[Value],
         ttl_seconds: Option<i64>,
+        ttls: Ttls,
         once: Option<(&IdempotencyKey, &str)>,
     ) -> StoreResult<KeyState> {
         if messages.is_empty() {
             return Ok(KeyState::New);
         }
+        let ttl_seconds = ttl_seconds.unwrap_or(ttls.message_seconds);
         let count = messages.len() as i64;
         for _ in 0..MAX_CLAIM_ATTEMPTS {
             let mut tx = FeedTx::begin(&self.pool, Feed::Messages).await?;
@@ -117,7 +121,7 @@ impl MessageStore {
             if claimed.is_some() {
                 tx.wrote();
                 // Upstream: a message of a query some session knows is activity of that session.
-                if session_store::apply_message(tx.conn(), query_id, conversation_id).await? {
+                if session_store::apply_message(tx.conn(), query_id, conversation_id, ttls.session_seconds).await? {
                     tx.also_wrote(Feed::Sessions);
                 }
                 tx.commit().await?;

@@ -2,6 +2,7 @@
 //! upstream's rules ([`rules`]) but kept in Postgres and changed in the writer's transaction, so every
 //! replica serves the same sessions and a `watch` on any replica sees changes written on any other.
 
+mod derive;
 pub mod event;
 pub mod model;
 mod routes;
@@ -35,5 +36,8 @@ pub struct RouteState {
 
 /// The `/sessions` routes.
 pub fn router() -> OpenApiRouter<RouteState> {
-    OpenApiRouter::new().routes(routes!(routes::list, routes::post, routes::purge)).routes(routes!(routes::get_one))
+    OpenApiRouter::new()
+        .routes(routes!(routes::list, routes::post, routes::purge))
+        .routes(routes!(routes::get_one))
+        .routes(routes!(routes::delete_query))
 }

@@ -356,6 +356,16 @@ fn date(name: &str, raw: Option<&str>) -> Checked<Option<DateTime<Utc>>> {
     parsed.map(Some).ok_or_else(|| Invalid(format!("{name}: Invalid date '{raw}'")))
 }
 
+/// `DELETE /sessions/queries/{queryName}`: upstream's delete reply with how many sessions had the query.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct QueryRemoved {
+    /// `success`, and `Query <name> removed from <n> session(s)`.
+    #[serde(flatten)]
+    pub reply: crate::http::reply::StatusMessage,
+    /// From how many sessions the query was removed (0 when none had it).
+    pub removed: u64,
+}
+
 /// The body of `POST /sessions`: an event's data with at least a `sessionId` (with `queryName` it is
 /// applied as an event's data would be, `_reason` standing for the event's reason).
 #[derive(Debug, Deserialize, ToSchema)]

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::{
     RouteState,
-    model::{PostSession, SessionEntry, SessionList, SessionPage, SessionParams, WholeStore},
+    model::{PostSession, QueryRemoved, SessionEntry, SessionList, SessionPage, SessionParams, WholeStore},
     rules::SessionEvent,
     watch,
 };
@@ -99,7 +99,7 @@ pub async fn post(State(state): State<RouteState>, request: axum::extract::Reque
     let reason = data.get("_reason").and_then(Value::as_str).unwrap_or_default().to_owned();
     // Upstream drops data without a query name; the session is then left as it is.
     if let Some(event) = SessionEvent::from_data(&data, &reason) {
-        state.sessions.apply(&event).await?;
+        state.sessions.apply(&event, state.config.ttls().session_seconds).await?;
     }
     Ok((StatusCode::CREATED, Json(Success::new())).into_response())
 }
@@ -111,4 +111,19 @@ pub async fn post(State(state): State<RouteState>, request: axum::extract::Reque
 pub async fn purge(State(state): State<RouteState>) -> Result<Json<StatusMessage>, ApiError> {
     state.sessions.delete_all().await?;
     Ok(Json(StatusMessage::success("Sessions purged")))
+}
+
+/// `DELETE /sessions/queries/{queryName}`: the controller's finalizer, when a Query is deleted. 200 even when
+/// no session had it: the controller reads 404 as "this broker lacks the route" and would skip it.
+#[utoipa::path(delete, path = "/sessions/queries/{queryName}", tag = "sessions", operation_id = "delete_session_query",
+    params(("queryName" = String, Path, description = "The Query's name")),
+    responses((status = 200, description = "Removed from every session that had it; a session left empty is deleted", body = QueryRemoved)))]
+#[tracing::instrument(level = "debug", skip_all)]
+pub async fn delete_query(
+    State(state): State<RouteState>,
+    Path(query_name): Path<String>,
+) -> Result<Json<QueryRemoved>, ApiError> {
+    let removed = state.sessions.remove_query(&query_name).await?;
+    let reply = StatusMessage::success(format!("Query {query_name} removed from {removed} session(s)"));
+    Ok(Json(QueryRemoved { reply, removed }))
 }

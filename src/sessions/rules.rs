@@ -6,6 +6,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use super::derive::{conversations_of, participants_of};
 pub use super::event::SessionEvent;
 
 /// A query's lifecycle phase, derived from its events.
@@ -77,8 +78,25 @@ pub struct QueryState {
     pub created_at: DateTime<Utc>,
     /// When it reached a terminal phase.
     pub completed_at: Option<DateTime<Utc>>,
-    /// Its most recent event or message.
+    /// Its most recent event (which elects the query whose phase is the session's status).
     pub last_activity: DateTime<Utc>,
+    /// The arrival order (`events.sequence_number`) of the latest event applied to it (0: none yet).
+    #[serde(default)]
+    pub last_event_sequence: i64,
+    /// The arrival order of the latest terminal event applied to it (upstream's phase watermark).
+    #[serde(default)]
+    pub last_phase_sequence: i64,
+}
+
+/// What a message did to the session its query is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MessageEffect {
+    /// The query is not in this session.
+    Unknown,
+    /// The session was active; nothing it shows changed.
+    Activity,
+    /// Query `.0` joined the message's conversation: conversations and participants changed.
+    Joined(usize),
 }
 
 /// A conversation of a session, derived from its queries.
@@ -152,6 +170,13 @@ pub fn phase_of(reason: &str, error: Option<&str>) -> Phase {
     Phase::Running
 }
 
+impl Phase {
+    /// Whether the phase ends the query (only such events move the phase watermark).
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Phase::Done | Phase::Error | Phase::Canceled)
+    }
+}
+
 /// A session's name: its id without a `session-` prefix.
 pub fn name_of(session_id: &str) -> String {
     session_id.strip_prefix("session-").unwrap_or(session_id).to_owned()
@@ -178,13 +203,35 @@ impl SessionState {
         }
     }
 
-    /// Applies an event at `now`; returns the index of the query it changed.
-    pub fn apply_event(&mut self, event: &SessionEvent, now: DateTime<Utc>) -> usize {
-        self.last_activity = now;
+    /// Applies an event that arrived `sequence`th (`None`: posted to `POST /sessions`, which has no arrival
+    /// order) at `now`; returns the index of the query it changed, or `None` if it changed nothing.
+    ///
+    /// Upstream's watermarks: an event applied after a later one of its query arrived (two writers, two
+    /// transactions) only fills what is still unset, and decides the phase only if no later terminal event
+    /// did; such a late terminal event leaves the query's activity alone, so it does not win the election
+    /// of the session's status over the later event either.
+    pub fn apply_event(&mut self, event: &SessionEvent, sequence: Option<i64>, now: DateTime<Utc>) -> Option<usize> {
         let phase = phase_of(&event.reason, event.error.as_deref());
+        let arrived = sequence.unwrap_or(0);
         let index = match self.queries.iter().position(|q| q.name == event.query_name) {
             Some(index) => {
-                update_query(&mut self.queries[index], phase, event, now);
+                let query = &mut self.queries[index];
+                let stale = sequence.is_some_and(|s| s <= query.last_event_sequence);
+                let phase_stale = sequence.is_some_and(|s| s <= query.last_phase_sequence);
+                let filled = fill_metadata(query, event);
+                if stale && !filled && (!phase.is_terminal() || phase_stale) {
+                    return None;
+                }
+                if !stale {
+                    query.last_activity = now;
+                    apply_phase(query, phase, event, now);
+                } else if phase.is_terminal() && !phase_stale {
+                    apply_phase(query, phase, event, now);
+                }
+                query.last_event_sequence = query.last_event_sequence.max(arrived);
+                if phase.is_terminal() {
+                    query.last_phase_sequence = query.last_phase_sequence.max(arrived);
+                }
                 index
             }
             None => {
@@ -201,25 +248,46 @@ impl SessionState {
                     created_at: now,
                     completed_at: (phase != Phase::Running).then_some(now),
                     last_activity: now,
+                    last_event_sequence: arrived,
+                    last_phase_sequence: if phase.is_terminal() { arrived } else { 0 },
                 });
                 self.queries.len() - 1
             }
         };
+        self.last_activity = now;
         self.recalculate();
-        index
+        Some(index)
     }
 
-    /// Applies a message of query `query_name` in `conversation_id` at `now`: activity, and the
-    /// conversation if the query had none. Upstream recalculates nothing else until the next event.
-    pub fn apply_message(&mut self, query_name: &str, conversation_id: &str, now: DateTime<Utc>) -> Option<usize> {
-        let index = self.queries.iter().position(|q| q.name == query_name)?;
-        let query = &mut self.queries[index];
-        query.last_activity = now;
-        if query.conversation_id.is_none() {
-            query.conversation_id = Some(conversation_id.to_owned());
-        }
+    /// Applies a message of query `query_name` in `conversation_id` at `now` (upstream's rule): the session
+    /// was active, and a query without a conversation joins this one, which changes the session's
+    /// conversations and participants (a finished query gets no later event that would show them). The
+    /// query's own activity stays: it elects the query whose phase is the session's status, and a message
+    /// changes no phase.
+    pub fn apply_message(&mut self, query_name: &str, conversation_id: &str, now: DateTime<Utc>) -> MessageEffect {
+        let Some(index) = self.queries.iter().position(|q| q.name == query_name) else {
+            return MessageEffect::Unknown;
+        };
         self.last_activity = now;
-        Some(index)
+        let query = &mut self.queries[index];
+        if query.conversation_id.is_some() {
+            return MessageEffect::Activity;
+        }
+        query.conversation_id = Some(conversation_id.to_owned());
+        self.recalculate_conversations();
+        MessageEffect::Joined(index)
+    }
+
+    /// Removes query `query_name` (its Query was deleted) and derives the totals again; returns whether it
+    /// was there. The activity stays where it was: a deletion is not activity.
+    pub fn remove_query(&mut self, query_name: &str) -> bool {
+        let before = self.queries.len();
+        self.queries.retain(|q| q.name != query_name);
+        if self.queries.len() == before {
+            return false;
+        }
+        self.recalculate();
+        true
     }
 
     /// How many distinct conversations its queries have (what `sort=conversations` orders by).
@@ -250,16 +318,23 @@ impl SessionState {
                 .fold(&self.queries[0], |latest, q| if q.last_activity > latest.last_activity { q } else { latest });
             if latest.phase == Phase::Error { Status::Error } else { Status::Idle }
         };
+        self.recalculate_conversations();
+    }
+
+    fn recalculate_conversations(&mut self) {
         self.conversations = conversations_of(&self.queries);
         self.participants = participants_of(&self.conversations);
     }
 }
 
-fn update_query(query: &mut QueryState, phase: Phase, event: &SessionEvent, now: DateTime<Utc>) {
-    query.last_activity = now;
-    let fill = |slot: &mut Option<String>, value: &Option<String>| {
+/// Fills what is still unset (every rule is first-write-wins, so an event applied late can only fill a
+/// gap); returns whether anything was filled.
+fn fill_metadata(query: &mut QueryState, event: &SessionEvent) -> bool {
+    let mut filled = false;
+    let mut fill = |slot: &mut Option<String>, value: &Option<String>| {
         if is_set(value.as_deref()) && !is_set(slot.as_deref()) {
             slot.clone_from(value);
+            filled = true;
         }
     };
     fill(&mut query.conversation_id, &event.conversation_id);
@@ -270,7 +345,14 @@ fn update_query(query: &mut QueryState, phase: Phase, event: &SessionEvent, now:
         && query.target_type == "agent"
     {
         query.target_type = target_type.to_owned();
+        filled = true;
     }
+    filled
+}
+
+/// The order-sensitive rule: a `done` clears an `error`, so an older `done` must never reach it after a
+/// newer `error` (the watermarks keep it out).
+fn apply_phase(query: &mut QueryState, phase: Phase, event: &SessionEvent, now: DateTime<Utc>) {
     match phase {
         Phase::Error => {
             query.phase = Phase::Error;
@@ -290,72 +372,6 @@ fn update_query(query: &mut QueryState, phase: Phase, event: &SessionEvent, now:
         }
         _ => {}
     }
-}
-
-fn participant_type_of(target_type: &str) -> ParticipantType {
-    match target_type {
-        "team" => ParticipantType::Team,
-        "tool" => ParticipantType::Tool,
-        _ => ParticipantType::Agent,
-    }
-}
-
-fn conversations_of(queries: &[QueryState]) -> Vec<ConversationSummary> {
-    let mut groups: Vec<(&str, Vec<&QueryState>)> = Vec::new();
-    for query in queries {
-        let Some(id) = query.conversation_id.as_deref().filter(|id| !id.is_empty()) else { continue };
-        match groups.iter_mut().find(|(group, _)| *group == id) {
-            Some((_, members)) => members.push(query),
-            None => groups.push((id, vec![query])),
-        }
-    }
-    groups
-        .into_iter()
-        .map(|(id, members)| {
-            let mut participants: Vec<String> = Vec::new();
-            for query in &members {
-                let who = [&query.team, &query.agent, &query.tool].into_iter().flatten().find(|w| !w.is_empty());
-                if let Some(who) = who
-                    && !participants.contains(who)
-                {
-                    participants.push(who.clone());
-                }
-            }
-            let (first, last) = (members[0], members[members.len() - 1]);
-            ConversationSummary {
-                conversation_id: id.to_owned(),
-                name: participants.first().cloned().unwrap_or_else(|| id.to_owned()),
-                participants,
-                message_count: members.len(),
-                duration: duration(first.created_at, last.completed_at),
-                start_time: crate::timestamp::iso_timestamp(first.created_at),
-                participant_type: participant_type_of(&first.target_type),
-                error_count: members.iter().filter(|q| q.phase == Phase::Error).count(),
-            }
-        })
-        .collect()
-}
-
-fn participants_of(conversations: &[ConversationSummary]) -> Vec<Participant> {
-    let mut participants: Vec<Participant> = Vec::new();
-    for conversation in conversations {
-        if !participants.iter().any(|p| p.name == conversation.name) {
-            participants.push(Participant {
-                id: conversation.name.clone(),
-                name: conversation.name.clone(),
-                kind: conversation.participant_type,
-            });
-        }
-    }
-    participants
-}
-
-/// `1m 3s`, `42s`, or `ongoing` when there is no end yet (whole seconds, rounded down, as upstream).
-fn duration(start: DateTime<Utc>, end: Option<DateTime<Utc>>) -> String {
-    let Some(end) = end else { return "ongoing".into() };
-    let seconds = (end - start).num_milliseconds().div_euclid(1000);
-    let minutes = seconds.div_euclid(60);
-    if minutes > 0 { format!("{minutes}m {}s", seconds % 60) } else { format!("{seconds}s") }
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 
 use chrono::{Duration, TimeZone};
 
-use super::*;
+use super::{super::derive::duration, *};
 
 fn at(seconds: i64) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 11, 23, 10, 0, 0).unwrap() + Duration::milliseconds(seconds * 1000)
@@ -22,11 +22,11 @@ fn with_error(mut event: SessionEvent, error: &str) -> SessionEvent {
     event
 }
 
-/// Applies `events` to a fresh session, one second apart.
+/// Applies `events` to a fresh session, one second apart, in the order they arrived.
 fn session_after(events: &[SessionEvent]) -> SessionState {
     let mut session = SessionState::new("session-s1", at(0));
     for (n, event) in events.iter().enumerate() {
-        session.apply_event(event, at(n as i64));
+        session.apply_event(event, Some(n as i64 + 1), at(n as i64));
     }
     session
 }
@@ -148,7 +148,7 @@ fn conversations_group_queries_with_message_count_duration_and_participants() {
     c.conversation_id = Some("c2".into());
     let mut session = session_after(&[a, b, c]);
     // a at 0 s, b at 1 s, c at 2 s; b completes 63 s after a started.
-    session.apply_event(&event("b", "QueryExecutionComplete"), at(63));
+    session.apply_event(&event("b", "QueryExecutionComplete"), Some(4), at(63));
 
     let [c1, c2] = &session.conversations[..] else { panic!("two conversations: {:?}", session.conversations) };
     assert_eq!(c1.conversation_id, "c1");
@@ -170,14 +170,74 @@ fn short_durations_are_in_seconds() {
 }
 
 #[test]
-fn messages_update_only_known_queries_and_set_a_missing_conversation() {
-    let mut session = session_after(&[event("q", "QueryExecutionStart")]);
-    assert_eq!(session.apply_message("unknown", "c9", at(5)), None);
+fn a_message_joins_a_query_to_its_conversation_once_and_moves_only_the_sessions_activity() {
+    let mut done = event("q", "QueryExecutionComplete");
+    done.agent = Some("weather".into());
+    let mut session = session_after(&[done]);
+    assert!(session.conversations.is_empty());
+    assert_eq!(session.apply_message("unknown", "c9", at(5)), MessageEffect::Unknown);
     assert_eq!(session.last_activity, at(0), "a message of an unknown query changes nothing");
-    assert_eq!(session.apply_message("q", "c1", at(5)), Some(0));
-    assert_eq!(session.apply_message("q", "c2", at(6)), Some(0));
+    assert_eq!(session.apply_message("q", "c1", at(5)), MessageEffect::Joined(0));
+    assert_eq!(session.conversations[0].conversation_id, "c1", "the conversation shows without another event");
+    assert_eq!(session.participants[0].name, "weather");
+    assert_eq!(session.apply_message("q", "c2", at(6)), MessageEffect::Activity);
     assert_eq!(session.queries[0].conversation_id.as_deref(), Some("c1"), "the first conversation stays");
-    assert_eq!((session.queries[0].last_activity, session.last_activity), (at(6), at(6)));
+    assert_eq!(
+        (session.queries[0].last_activity, session.last_activity),
+        (at(0), at(6)),
+        "the query's activity elects the status; a message changes no phase"
+    );
+}
+
+#[test]
+fn an_older_done_applied_after_a_newer_error_leaves_the_error() {
+    let mut session = session_after(&[event("q", "QueryExecutionStart")]);
+    let failed = with_error(event("q", "QueryExecutionComplete"), "boom");
+    assert_eq!(session.apply_event(&failed, Some(3), at(3)), Some(0));
+    assert_eq!(session.apply_event(&event("q", "QueryExecutionComplete"), Some(2), at(4)), None, "nothing changed");
+    let query = &session.queries[0];
+    assert_eq!((query.phase, query.error.as_deref(), query.completed_at), (Phase::Error, Some("boom"), Some(at(3))));
+    assert_eq!((session.status, session.error_count, session.last_activity), (Status::Error, 1, at(3)));
+}
+
+#[test]
+fn a_late_non_terminal_event_does_not_make_the_querys_own_done_stale() {
+    let mut session = session_after(&[event("q", "QueryExecutionStart")]);
+    session.apply_event(&event("q", "LLMCallComplete"), Some(3), at(3));
+    assert_eq!(session.apply_event(&event("q", "QueryExecutionComplete"), Some(2), at(4)), Some(0));
+    let query = &session.queries[0];
+    assert_eq!((query.phase, query.completed_at), (Phase::Done, Some(at(4))));
+    assert_eq!(query.last_activity, at(3), "a late terminal event does not re-elect its query");
+    assert_eq!((query.last_event_sequence, query.last_phase_sequence), (3, 2));
+}
+
+#[test]
+fn a_late_event_still_fills_what_is_unset_and_unordered_ones_always_apply() {
+    let mut session = session_after(&[event("q", "QueryExecutionStart"), event("q", "LLMCallStart")]);
+    let mut late = event("q", "AgentExecutionStart");
+    late.agent = Some("weather".into());
+    assert_eq!(session.apply_event(&late, Some(1), at(5)), Some(0), "it filled the agent");
+    assert_eq!((session.queries[0].agent.as_deref(), session.queries[0].last_activity), (Some("weather"), at(1)));
+    assert_eq!(session.apply_event(&late, Some(1), at(6)), None, "a replay of it changes nothing");
+    // `POST /sessions` has no arrival order: applied as it comes, and no watermark moves.
+    let posted = with_error(event("q", "ToolCallError"), "x");
+    assert_eq!(session.apply_event(&posted, None, at(7)), Some(0));
+    assert_eq!(session.queries[0].phase, Phase::Error);
+    assert_eq!((session.queries[0].last_event_sequence, session.queries[0].last_phase_sequence), (2, 0));
+}
+
+#[test]
+fn removing_a_query_derives_the_totals_again_without_moving_the_activity() {
+    let mut failed = with_error(event("b", "QueryExecutionComplete"), "boom");
+    failed.conversation_id = Some("c2".into());
+    let mut session = session_after(&[event("a", "QueryExecutionComplete"), failed]);
+    assert_eq!((session.status, session.error_count, session.conversations.len()), (Status::Error, 1, 1));
+    assert!(!session.remove_query("unknown"));
+    assert!(session.remove_query("b"));
+    assert_eq!((session.status, session.error_count, session.conversations.len()), (Status::Idle, 0, 0));
+    assert_eq!(session.last_activity, at(1));
+    assert!(session.remove_query("a"));
+    assert!(session.queries.is_empty());
 }
 
 #[test]

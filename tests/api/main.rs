@@ -37,6 +37,7 @@ mod resume;
 mod retention;
 mod rolling_restart;
 mod sessions;
+mod sessions_lifecycle;
 mod slack;
 mod streams;
 mod traces;

@@ -23,6 +23,7 @@ pub fn reaper(app: &TestApp) -> ark_broker::retention::Reaper {
         keys: ark_broker::idempotency::store::KeyStore::new(app.state.pool.clone()),
         events: app.state.events.clone(),
         max_events: 0,
+        sessions: app.state.sessions.clone(),
         spans: app.state.spans.clone(),
         max_spans: 0,
         question_log_seconds: 3600,
@@ -163,23 +164,23 @@ async fn ttl_seconds_sets_expires_at_and_expired_messages_are_hidden() {
     let app = TestApp::spawn().await;
     let body = json!({"conversation_id": "c", "query_id": "q", "messages": ["short"], "ttl_seconds": 3600});
     assert_eq!(app.post_json("/messages", &body).await.status(), 200);
-    append(&app, "c", "q", json!(["forever"])).await;
-    let ttl: i32 = sqlx::query_scalar(
-        "select extract(epoch from (expires_at - created_at))::int from messages where query_id = 'q' and expires_at is not null",
+    append(&app, "c", "q", json!(["kept"])).await;
+    let ttls: Vec<i32> = sqlx::query_scalar(
+        "select extract(epoch from (expires_at - created_at))::int from messages order by sequence_number",
     )
-    .fetch_one(&app.pool())
+    .fetch_all(&app.pool())
     .await
     .unwrap();
-    assert_eq!(ttl, 3600);
+    assert_eq!(ttls, [3600, 2_592_000], "without ttl_seconds: MESSAGE_VISIBILITY_TTL_SECONDS, 30 days by default");
     // Move the expiry into the past instead of waiting for it.
-    sqlx::query("update messages set expires_at = now() - interval '1 second' where expires_at is not null")
+    sqlx::query("update messages set expires_at = now() - interval '1 second' where message = '\"short\"'")
         .execute(&app.pool())
         .await
         .unwrap();
     let (_, page) = json_of(app.get("/messages").await).await;
     let items = page["items"].as_array().unwrap();
     assert_eq!(items.len(), 1);
-    assert_eq!(items[0]["message"], "forever");
+    assert_eq!(items[0]["message"], "kept");
     let (_, status) = json_of(app.get("/memory-status").await).await;
     assert_eq!(status["total_messages"], 1, "expired messages are not counted");
 

@@ -41,6 +41,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("post", "/sessions"),
     ("delete", "/sessions"),
     ("get", "/sessions/{id}"),
+    ("delete", "/sessions/queries/{queryName}"),
     ("post", "/v1/traces"),
     ("get", "/traces"),
     ("delete", "/traces"),
@@ -108,7 +109,7 @@ async fn the_document_is_openapi_3_1_with_every_rest_route_and_the_error_body() 
     let served: BTreeSet<(&str, &str)> = operations(&document).map(|(method, path, _)| (method, path)).collect();
     let expected: BTreeSet<(&str, &str)> = ROUTES.iter().copied().collect();
     assert_eq!(served, expected, "the document's operations are the router's REST routes");
-    assert_eq!(document["paths"].as_object().unwrap().len(), 28);
+    assert_eq!(document["paths"].as_object().unwrap().len(), 29);
     let ids: Vec<&str> = operations(&document).map(|(_, _, op)| op["operationId"].as_str().unwrap()).collect();
     assert_eq!(ids.iter().collect::<HashSet<_>>().len(), ids.len(), "operation ids are unique: {ids:?}");
 

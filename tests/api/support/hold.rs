@@ -19,7 +19,8 @@ pub async fn install_hold(url: &str) -> PgConnection {
                  return new;
                end $$;
                create trigger test_hold before insert on chunks for each row execute function test_hold();
-               create trigger test_hold before insert on messages for each row execute function test_hold();"#,
+               create trigger test_hold before insert on messages for each row execute function test_hold();
+               create trigger test_hold before insert on events for each row execute function test_hold();"#,
         )
         .await
         .unwrap();
