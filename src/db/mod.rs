@@ -13,6 +13,7 @@ mod migrate;
 
 pub use migrate::{migrate, migrate_on};
 pub mod outbox;
+pub mod sizes;
 pub mod tail;
 mod target;
 pub mod turn;
