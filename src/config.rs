@@ -1,6 +1,7 @@
 //! Command-line flags with environment fallbacks: the one place the broker's settings are defined.
 
 mod ttls;
+pub mod upstream;
 mod values;
 
 use std::{net::IpAddr, path::PathBuf, time::Duration};
@@ -14,7 +15,8 @@ pub use values::{AuthMode, DatabaseUrl, LogFormat, Secret, StatusPatching};
 /// Ark Broker: Postgres-backed memory, chunk streams and questions for Ark, served by identical replicas.
 ///
 /// Environment names follow the upstream TypeScript broker where it has one (`PORT`, `HOST`, `DATABASE_URL`,
-/// `DATABASE_POOL_MAX`, `LOG_LEVEL`); the rest are prefixed `ARK_BROKER_`.
+/// `DATABASE_POOL_MAX`, `LOG_LEVEL`); the rest are prefixed `ARK_BROKER_`. Upstream's names for settings named
+/// otherwise here (`CHUNK_TTL_SECONDS`, `SHUTDOWN_DRAIN_TIMEOUT_MS`, …) are accepted too; ours win.
 #[derive(Debug, Clone, Parser)]
 #[command(name = "ark-broker", version, about)]
 pub struct Config {
@@ -164,6 +166,18 @@ pub struct Config {
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<DatabaseUrl>,
 
+    /// A CA certificate (PEM) to verify PostgreSQL's TLS certificate with (a managed PostgreSQL with its own
+    /// CA). Set, every connection uses TLS and verifies the certificate and the host name (`verify-full`;
+    /// `sslmode=verify-ca` in the URL keeps the host name unchecked); unset, the URL's `sslmode` decides.
+    #[arg(long, env = "DATABASE_SSL_ROOT_CERT_PATH")]
+    pub database_ssl_root_cert: Option<PathBuf>,
+
+    /// Milliseconds to wait for PostgreSQL to accept a new connection at start-up; a request waits for a
+    /// pooled connection at most this long, and never more than 5 s.
+    #[arg(long, env = "DATABASE_CONNECT_TIMEOUT_MS", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u64).range(100..=600_000))]
+    pub db_connect_timeout_ms: u64,
+
     /// Milliseconds any statement of a request may run before Postgres cancels it.
     #[arg(long, env = "ARK_BROKER_DB_STATEMENT_TIMEOUT_MS", default_value_t = 15_000,
           value_parser = clap::value_parser!(u64).range(100..))]
@@ -226,10 +240,16 @@ pub struct Config {
           value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub stream_abort_grace_seconds: u64,
 
-    /// Seconds between passes of the reaper (expired rows, finished streams, logs and outboxes; see retention.rs).
+    /// Seconds between passes of the reaper (expired rows, finished streams, logs and outboxes; see retention.rs);
+    /// 0 turns it off on this replica (upstream's `ROW_REAP_INTERVAL_SECONDS=0` does the same).
     #[arg(long, env = "ARK_BROKER_REAP_INTERVAL_SECONDS", default_value_t = 60,
-          value_parser = clap::value_parser!(u64).range(1..))]
+          value_parser = clap::value_parser!(u64).range(0..=2_147_483))]
     pub reap_interval_seconds: u64,
+
+    /// Rows the reaper deletes per statement: each holds at most this many row locks and is short.
+    #[arg(long, env = "ROW_REAP_BATCH_SIZE", default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub reap_batch_size: u64,
 
     /// Seconds the questions watch log keeps a change; a watch resuming from an older version gets 410.
     #[arg(long, env = "ARK_BROKER_QUESTION_LOG_SECONDS", default_value_t = 86_400,
@@ -321,6 +341,23 @@ impl Config {
         config
     }
 
+    /// The settings from the command line and the process's environment, upstream's variable names included
+    /// ([`upstream`]); what those resolved to is returned to be logged once logging is up. Exits on a bad
+    /// setting (and on `--help`, `--version`), naming the upstream variables it was set from.
+    pub fn load() -> (Self, upstream::Resolved) {
+        use clap::CommandFactory;
+        match upstream::parse(Self::command(), std::env::args_os(), |name| std::env::var(name).ok()) {
+            Ok(loaded) => loaded,
+            Err((error, resolved)) => {
+                let _ = error.print();
+                if let (true, Some(hint)) = (error.use_stderr(), resolved.hint()) {
+                    eprintln!("{hint}");
+                }
+                std::process::exit(error.exit_code())
+            }
+        }
+    }
+
     /// The fallback poll period.
     pub fn poll_interval(&self) -> Duration {
         Duration::from_millis(self.poll_interval_ms)
@@ -354,6 +391,10 @@ mod tests {
             let (Some(long), Some(env)) = (arg.get_long(), arg.get_env()) else { continue };
             let row = format!("| `--{long}` | `{}` |", env.to_string_lossy());
             assert!(readme.contains(&row), "the README's configuration table lacks `{row}`");
+        }
+        for alias in upstream::ALIASES {
+            let row = format!("| `{}` | `--{}` |", alias.upstream, alias.flag.replace('_', "-"));
+            assert!(readme.contains(&row), "the README's table of upstream's names lacks `{row}`");
         }
     }
 }

@@ -2,12 +2,11 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 #[tokio::main]
 async fn main() -> ExitCode {
-    let config = ark_broker::config::Config::parse();
+    let (config, upstream) = ark_broker::config::Config::load();
     ark_broker::telemetry::init(&config);
+    upstream.log();
     match ark_broker::server::run(config).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {

@@ -24,8 +24,6 @@ use crate::{
     traces::store::SpanStore,
 };
 
-/// Rows handled per statement, so one pass never holds many locks or a long transaction.
-const BATCH: i64 = 1000;
 /// How long done Query status patches and seen inbound delivery ids are kept (for a look after the fact).
 const DONE_KEEP_SECONDS: i64 = 86_400;
 
@@ -60,6 +58,9 @@ pub struct Reaper {
     pub patches: PatchStore,
     /// The channel outbox and the inbound delivery ids.
     pub deliveries: DeliveryStore,
+    /// Rows handled per statement (`--reap-batch-size`), so one pass never holds many locks or a long
+    /// transaction.
+    pub batch: i64,
 }
 
 /// What one pass did: rows deleted (or questions expired) per kind, in a fixed order.
@@ -98,35 +99,48 @@ impl Reaper {
 
     /// One pass over everything.
     pub async fn pass(&self) -> PassReport {
+        let batch = self.batch;
         let report = vec![
-            ("messages", drain("messages", || async { Ok(self.messages.delete_expired(BATCH).await? as usize) }).await),
-            ("events", drain("events", || self.events.reap(self.max_events, BATCH)).await),
-            ("sessions", drain("sessions", || async { Ok(self.sessions.delete_expired(BATCH).await? as usize) }).await),
-            ("spans", drain("spans", || self.spans.reap(self.max_spans, BATCH)).await),
-            ("questions_expired", drain("expiring questions", || self.questions.expire_due(BATCH)).await),
+            (
+                "messages",
+                drain(batch, "messages", || async { Ok(self.messages.delete_expired(batch).await? as usize) }).await,
+            ),
+            ("events", drain(batch, "events", || self.events.reap(self.max_events, batch)).await),
+            (
+                "sessions",
+                drain(batch, "sessions", || async { Ok(self.sessions.delete_expired(batch).await? as usize) }).await,
+            ),
+            ("spans", drain(batch, "spans", || self.spans.reap(self.max_spans, batch)).await),
+            ("questions_expired", drain(batch, "expiring questions", || self.questions.expire_due(batch)).await),
             (
                 "idempotency_keys",
-                drain("idempotency keys", || async {
-                    Ok(self.keys.delete_expired(idempotency::KEEP_SECONDS, BATCH).await? as usize)
+                drain(batch, "idempotency keys", || async {
+                    Ok(self.keys.delete_expired(idempotency::KEEP_SECONDS, batch).await? as usize)
                 })
                 .await,
             ),
             (
                 "question_events",
-                drain("the question watch log", || self.questions.prune_events(self.question_log_seconds, BATCH)).await,
+                drain(batch, "the question watch log", || {
+                    self.questions.prune_events(self.question_log_seconds, batch)
+                })
+                .await,
             ),
             (
                 "streams",
-                drain("finished streams", || self.chunks.reap_finished(self.stream_retention_seconds, BATCH)).await,
-            ),
-            (
-                "status_patches",
-                drain("done or stale status patches", || self.patches.delete_done_or_stale(DONE_KEEP_SECONDS, BATCH))
+                drain(batch, "finished streams", || self.chunks.reap_finished(self.stream_retention_seconds, batch))
                     .await,
             ),
             (
+                "status_patches",
+                drain(batch, "done or stale status patches", || {
+                    self.patches.delete_done_or_stale(DONE_KEEP_SECONDS, batch)
+                })
+                .await,
+            ),
+            (
                 "inbound_deliveries",
-                drain("inbound delivery ids", || self.deliveries.forget_inbound(DONE_KEEP_SECONDS, BATCH)).await,
+                drain(batch, "inbound delivery ids", || self.deliveries.forget_inbound(DONE_KEEP_SECONDS, batch)).await,
             ),
         ];
         for (kind, rows) in &report {
@@ -140,18 +154,18 @@ impl Reaper {
     }
 }
 
-/// Repeats `batch` until it handles fewer than a full batch; returns the total.
-async fn drain<F, Fut>(what: &str, batch: F) -> usize
+/// Repeats `delete` (of at most `batch` rows) until it handles fewer than a full batch; returns the total.
+async fn drain<F, Fut>(batch: i64, what: &str, delete: F) -> usize
 where
     F: Fn() -> Fut,
     Fut: Future<Output = StoreResult<usize>>,
 {
     let mut total = 0;
     loop {
-        match batch().await {
+        match delete().await {
             Ok(n) => {
                 total += n;
-                if n < BATCH as usize {
+                if n < batch as usize {
                     return total;
                 }
             }

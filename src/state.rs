@@ -112,6 +112,9 @@ pub enum StartError {
     /// Postgres refused or could not be reached.
     #[error("cannot connect to PostgreSQL: {0}")]
     Connect(#[from] sqlx::Error),
+    /// The CA certificate for PostgreSQL's TLS cannot be read.
+    #[error(transparent)]
+    RootCert(#[from] db::RootCertError),
     /// A migration failed.
     #[error("cannot migrate the database: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
@@ -130,13 +133,16 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
     crate::telemetry::metrics::install();
     let shutdown = CancellationToken::new();
     let (auth, auth_task) = Authenticator::from_config(&config, &shutdown).await?;
-    db::migrate(database_url).await?;
-    let pool = db::connect(database_url, config.database_pool_max, db::Timeouts::of(&config)).await?;
+    let database = db::Database::of(&config, database_url);
+    database.check()?;
+    // Connecting first, on its own, so an unreachable server or a refused certificate is said as such.
+    db::migrate_on(database.connect_one("ark-broker-migrate").await?).await?;
+    let pool = db::connect(&database, config.database_pool_max, db::Timeouts::of(&config)).await?;
     let listen_pool = PgPoolOptions::new()
         .max_connections(1)
         // A failed connect surfaces within a second, so the replica soon knows when Postgres is unreachable.
         .acquire_timeout(Duration::from_secs(1))
-        .connect_lazy_with(db::connect_options(database_url, &listener::application_name())?);
+        .connect_lazy_with(database.options(&listener::application_name())?);
     let hub = Hub::default();
     let status = ListenerStatus::default();
     let chunks = ChunkStore::new(pool.clone(), status.replica_key());
@@ -195,15 +201,14 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
         spans: spans.clone(),
         max_spans: config.max_spans as i64,
         question_log_seconds: config.question_log_seconds as i64,
+        batch: config.reap_batch_size as i64,
     };
     let abort_grace = Duration::from_secs(config.stream_abort_grace_seconds);
     let abort_task = abort::spawn(chunks.clone(), open_writers.clone(), abort_grace, shutdown.clone());
-    let reaper_task = tokio::spawn(reaper.run(Duration::from_secs(config.reap_interval_seconds), shutdown.clone()));
     // The tails end when the listener, which holds their senders, ends.
     let mut background = vec![
         listener_task,
         writer_task,
-        reaper_task,
         abort_task,
         chunk_tail_task,
         message_tail_task,
@@ -214,6 +219,10 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
         completion_task,
     ];
     background.extend(auth_task);
+    // Interval 0 (upstream's `ROW_REAP_INTERVAL_SECONDS=0`): this replica never reaps.
+    if config.reap_interval_seconds > 0 {
+        background.push(tokio::spawn(reaper.run(Duration::from_secs(config.reap_interval_seconds), shutdown.clone())));
+    }
     let mut outbound: Vec<JoinHandle<()>> =
         channel_worker::spawn(&channels, hub.clone(), shutdown.clone()).into_iter().collect();
     if let Some(client) = query_status::client(&config).await {

@@ -2,7 +2,8 @@
 //! every call back to Slack runs after the reply):
 //! - `POST /channels/slack/interactions`: an option button answers with that option; "Answer…" opens the
 //!   modal (`views.open`), whose submission answers with its text. A click or submission that lost the race
-//!   is told who answered (an ephemeral note, or the modal's field error).
+//!   is told who answered (an ephemeral note, or the modal's field error). A copy Slack sends again is
+//!   acknowledged and not acted on, like a retried event.
 //! - `POST /channels/slack/events`: the URL verification challenge, and a person's reply in a question's
 //!   thread, which answers it. Retried events (`event_id`) are acted on once; bots are ignored.
 //!
@@ -66,13 +67,42 @@ pub async fn interactions(
         .and_then(|payload| serde_json::from_str(payload).ok())
         .ok_or_else(|| ApiError::BadRequest("an interaction needs a JSON `payload` field".into()))?;
     let user = text_field(&payload["user"]["id"], "user.id")?;
-    match payload["type"].as_str() {
-        Some("block_actions") => block_action(&state, slack, &payload, user).await,
-        Some("view_submission") if payload["view"]["callback_id"] == MODAL_CALLBACK => {
-            submission(&state, &payload["view"], user).await
+    let act = async {
+        match payload["type"].as_str() {
+            Some("block_actions") => block_action(&state, slack, &payload, user).await,
+            Some("view_submission") if payload["view"]["callback_id"] == MODAL_CALLBACK => {
+                submission(&state, &payload["view"], user).await
+            }
+            // Another app's modal, or a kind of interaction the broker does not offer: acknowledged, nothing more.
+            _ => Ok(acknowledged()),
         }
-        // Another app's modal, or a kind of interaction the broker does not offer: acknowledged, nothing more.
-        _ => Ok(acknowledged()),
+    };
+    // Slack sends a copy again (`X-Slack-Retry-Num`) when the first reply was late or lost. Acting on it again
+    // would call Slack a second time (the loser's note, another modal) for one click, so a copy, on any
+    // replica, is acknowledged only; what the first copy did stands.
+    match state.channels.deliveries().once("slack", &interaction_id(&payload), act).await? {
+        Some(reply) => Ok(reply),
+        None => {
+            let retry = headers.get("x-slack-retry-num").and_then(|v| v.to_str().ok()).unwrap_or("?");
+            tracing::debug!(retry, "a Slack interaction seen before, acted on already");
+            // A modal's copy gets the empty reply that closes it; a button's, a receipt saying so.
+            Ok(match payload["type"].as_str() {
+                Some("view_submission") => acknowledged(),
+                _ => Json(Receipt::outcome("duplicate")).into_response(),
+            })
+        }
+    }
+}
+
+/// What tells one interaction from another, the same in Slack's copies of it: its `trigger_id` (Slack issues
+/// one per click and per submission), or for a payload without one the digest of the payload itself.
+fn interaction_id(payload: &Value) -> String {
+    match payload["trigger_id"].as_str() {
+        Some(trigger) if crate::validate::key("trigger_id", trigger).is_ok() => format!("interaction:{trigger}"),
+        _ => {
+            use sha2::Digest;
+            format!("interaction:sha256:{}", hex::encode(sha2::Sha256::digest(payload.to_string().as_bytes())))
+        }
     }
 }
 

@@ -4,11 +4,11 @@
 use std::borrow::Cow;
 
 use sqlx::{
-    ConnectOptions, Connection,
+    Connection, PgConnection,
     migrate::{MigrateError, Migrator},
 };
 
-use super::connect_options;
+use super::Database;
 
 /// Migrations whose files were amended after release, with the SHA-384 of the text first released (what sqlx
 /// recorded in `_sqlx_migrations` of every database that applied them). The amendments change nothing for such
@@ -41,10 +41,16 @@ fn migrator() -> Migrator {
     migrator
 }
 
-/// Applies pending migrations on a connection of its own. sqlx holds a Postgres advisory lock meanwhile, so
-/// replicas that start at the same moment apply them once and all come up.
+/// Applies pending migrations to the database at `url`, on a connection of its own.
 pub async fn migrate(url: &str) -> Result<(), MigrateError> {
-    let mut connection = connect_options(url, "ark-broker-migrate")?.connect().await?;
+    let connection = Database::new(url).connect_one("ark-broker-migrate").await?;
+    migrate_on(connection).await
+}
+
+/// Applies pending migrations on `connection` (the broker's own, made by [`Database::connect_one`]), then
+/// closes it. sqlx holds a Postgres advisory lock meanwhile, so replicas that start at the same moment apply
+/// them once and all come up.
+pub async fn migrate_on(mut connection: PgConnection) -> Result<(), MigrateError> {
     migrator().run(&mut connection).await?;
     connection.close().await?;
     Ok(())

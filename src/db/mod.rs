@@ -11,18 +11,19 @@ pub mod hub;
 pub mod listener;
 mod migrate;
 
-pub use migrate::migrate;
+pub use migrate::{migrate, migrate_on};
 pub mod outbox;
+pub mod sizes;
 pub mod tail;
+mod target;
 pub mod turn;
 pub mod watch;
 
-use std::{str::FromStr, time::Duration};
+pub use target::{Database, RootCertError};
 
-use sqlx::{
-    PgConnection, PgPool,
-    postgres::{PgConnectOptions, PgPoolOptions},
-};
+use std::time::Duration;
+
+use sqlx::{PgConnection, PgPool, postgres::PgPoolOptions};
 
 use crate::config::Config;
 
@@ -71,15 +72,6 @@ pub fn raw_json(text: String) -> StoreResult<Box<serde_json::value::RawValue>> {
     serde_json::value::RawValue::from_string(text).map_err(|e| StoreError::Database(sqlx::Error::Decode(Box::new(e))))
 }
 
-/// Connect options for `url`, named so connections can be told apart in `pg_stat_activity`.
-pub fn connect_options(url: &str, application_name: &str) -> Result<PgConnectOptions, sqlx::Error> {
-    Ok(PgConnectOptions::from_str(url)?
-        // Not `plan_cache_mode=force_custom_plan` for the whole session: it re-planned the hot statements (the
-        // flush CTE, the tail reads) on every execution, which halved the saturation ingest
-        // (docs/performance.md). The list queries that need it ask for it: [`plan_per_execution`].
-        .application_name(application_name))
-}
-
 /// Makes the rest of the caller's transaction plan each statement for its parameters. Lists with optional
 /// filters (`$1::text is null or column = $1`) need it: a cached generic plan keeps the null test and walks
 /// the primary key, where a plan for the given values uses the filter's index.
@@ -113,20 +105,23 @@ impl Timeouts {
 
 /// How long a pooled connection may sit idle before it is pinged when handed out again.
 const IDLE_BEFORE_PING: Duration = Duration::from_secs(1);
+/// The longest a request waits for a pooled connection (making one included) before it gets 503: shorter
+/// than any client's patience, so a replica that cannot reach PostgreSQL says so fast.
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The request pool of one replica. Its connections carry `timeouts`, so a replica frozen mid-transaction
 /// harms only itself: Postgres ends its session and releases what it held. The LISTEN connection and
 /// migrations use their own connections without them (LISTEN idles forever; a migration may take long).
-pub async fn connect(url: &str, max_connections: u32, timeouts: Timeouts) -> Result<PgPool, sqlx::Error> {
+pub async fn connect(database: &Database, max_connections: u32, timeouts: Timeouts) -> Result<PgPool, sqlx::Error> {
     let ms = |d: Duration| format!("{}ms", d.as_millis());
-    let options = connect_options(url, "ark-broker")?.options([
+    let options = database.options("ark-broker")?.options([
         ("statement_timeout", ms(timeouts.statement)),
         ("lock_timeout", ms(timeouts.lock)),
         ("idle_in_transaction_session_timeout", ms(timeouts.idle_in_transaction)),
     ]);
     PgPoolOptions::new()
         .max_connections(max_connections.max(2))
-        .acquire_timeout(Duration::from_secs(5))
+        .acquire_timeout(ACQUIRE_TIMEOUT.min(database.connect_timeout()))
         // sqlx pings every connection it hands out by default: one more round trip per flush and per read.
         // Only a connection that sat idle may have died with the server meanwhile; a busy one was just used.
         .test_before_acquire(false)

@@ -1,13 +1,13 @@
 //! `GET /metrics`: Prometheus text. What is recorded as it happens comes from the recorder; counts of rows
-//! (questions by status, outbox backlogs) and of the pool are read now, so every replica reports the same
-//! cluster-wide row counts and its own pool.
+//! (questions by status, outbox backlogs, upstream's `broker_*_count` table sizes) and of the pool are read
+//! now, so every replica reports the same cluster-wide row counts and its own pool.
 
 use std::time::Instant;
 
 use axum::{extract::State, http::header, response::IntoResponse};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-use crate::{query_status::store::PatchStore, state::AppState, telemetry::metrics};
+use crate::{db, query_status::store::PatchStore, state::AppState, telemetry::metrics};
 
 /// The metrics route.
 pub fn router() -> OpenApiRouter<AppState> {
@@ -55,5 +55,12 @@ async fn read_from_database(state: &AppState) {
     }
     if let Ok(backlog) = state.channels.backlog().await {
         metrics::set(metrics::OUTBOX_BACKLOG, &[("outbox", "channel_deliveries".into())], backlog as f64);
+    }
+    if let Ok(sizes) = db::sizes::read(pool).await {
+        for (table, rows) in sizes {
+            if let Some((_, gauge, _)) = metrics::UPSTREAM_SIZES.iter().find(|(name, _, _)| *name == table) {
+                metrics::set(gauge, &[], rows);
+            }
+        }
     }
 }

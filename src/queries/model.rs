@@ -99,8 +99,9 @@ pub struct Checkpoint {
 #[derive(Debug, serde::Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolCallMapping {
-    /// The MCP task (a UUID) that answers the tool call.
-    #[schema(format = Uuid)]
+    /// The MCP task that answers the tool call: the `taskId` `ask_question` gave (an opaque string; one that
+    /// names no task is 404).
+    #[schema(min_length = 1, max_length = 512)]
     pub task_id: String,
 }
 

@@ -53,6 +53,8 @@ pub async fn state(
 
 /// `PUT /queries/{namespace}/{name}/tool-calls/{toolCallId}` `{"taskId"}`: records which task answers the
 /// tool call. Idempotent; 404 for an unknown task, 409 when the task belongs to another Query or tool call.
+/// Task ids are opaque to clients, so a `taskId` that is not of our form (ours are UUIDs) is an unknown task
+/// (404), not a malformed request: a client cannot know what our ids look like.
 #[utoipa::path(
     put,
     path = "/queries/{query_id}/{name}/tool-calls/{tool_call_id}",
@@ -66,8 +68,8 @@ pub async fn state(
     request_body = ToolCallMapping,
     responses(
         (status = 200, description = "Recorded (or it was already)", body = MappedToolCall),
-        (status = 400, description = "A bad parameter or `taskId`, or the body is not JSON", body = ErrorBody),
-        (status = 404, description = "`Task not found`", body = ErrorBody),
+        (status = 400, description = "A bad parameter, a `taskId` that is empty, over 512 bytes or holds NUL, or the body is not JSON", body = ErrorBody),
+        (status = 404, description = "`Task not found`: no task has that id (task ids are opaque strings)", body = ErrorBody),
         (status = 409, description = "The task was asked by another Query, or already answers another tool call", body = ErrorBody),
         (status = 415, description = "The body is not declared JSON", body = ErrorBody),
     )
@@ -81,9 +83,10 @@ pub async fn map_tool_call(
     validate::key("namespace", &namespace)?;
     validate::key("name", &name)?;
     validate::key("toolCallId", &tool_call_id)?;
-    let task_id = Uuid::parse_str(body.task_id.trim()).map_err(|_| {
-        ApiError::Validation(format!("taskId: expected a task id (a UUID), received '{}'", body.task_id))
-    })?;
+    validate::key("taskId", &body.task_id)?;
+    let Ok(task_id) = Uuid::parse_str(body.task_id.trim()) else {
+        return Err(ApiError::NotFound("Task not found".into()));
+    };
     match state.questions.map_tool_call(&namespace, &name, &tool_call_id, task_id).await? {
         Mapping::Recorded(question) => Ok(Json(MappedToolCall {
             query: QueryName { namespace, name },

@@ -41,6 +41,22 @@ pub const POOL_IDLE: &str = "ark_broker_db_pool_idle_connections";
 /// How long getting a pooled connection took when scraped: a pool that is used up shows here first.
 pub const POOL_WAIT: &str = "ark_broker_db_pool_acquire_wait_seconds";
 
+/// Upstream's size gauges, by the table each counts (read at scrape; no labels, as upstream's): the names and
+/// the type Ark's dashboards and alerts read. Upstream counts its in-process caches; here the rows are in
+/// PostgreSQL, the same on every replica (`db::sizes`: exact up to 10000 rows, the planner's estimate above).
+pub const UPSTREAM_SIZES: &[(&str, &str, &str)] = &[
+    ("messages", "broker_messages_count", "Messages currently held (rows in PostgreSQL; estimated above 10000)"),
+    ("chunks", "broker_chunks_count", "Completion chunks currently held (rows in PostgreSQL; estimated above 10000)"),
+    ("spans", "broker_spans_count", "OTEL spans currently held (rows in PostgreSQL; estimated above 10000)"),
+    ("events", "broker_events_count", "Operation events currently held (rows in PostgreSQL; estimated above 10000)"),
+    ("sessions", "broker_sessions_count", "Sessions currently held (rows in PostgreSQL; estimated above 10000)"),
+    (
+        "session_queries",
+        "broker_session_queries_count",
+        "Queries held across all sessions (rows in PostgreSQL; estimated above 10000)",
+    ),
+];
+
 /// Latency buckets in seconds: 1 ms to 10 s.
 const SECONDS: &[f64] = &[0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
 /// Rows per flush: 1 to the largest group commit.
@@ -62,6 +78,9 @@ pub fn install() -> &'static PrometheusHandle {
         let _ = ::metrics::set_global_recorder(recorder);
         ::metrics::gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION"), "git_sha" => env!("ARK_BROKER_GIT_SHA"))
             .set(1.0);
+        for (_, gauge, help) in UPSTREAM_SIZES {
+            ::metrics::describe_gauge!(*gauge, *help);
+        }
         let upkeep = handle.clone();
         std::thread::Builder::new()
             .name("metrics-upkeep".into())

@@ -10,6 +10,7 @@ mod browser_safety;
 mod channels;
 mod commit_order;
 mod connections;
+mod database_tls;
 mod deploy;
 mod drain;
 mod embedded;

@@ -27,6 +27,7 @@ pub fn reaper(app: &TestApp) -> ark_broker::retention::Reaper {
         spans: app.state.spans.clone(),
         max_spans: 0,
         question_log_seconds: 3600,
+        batch: 1000,
     }
 }
 

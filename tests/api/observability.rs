@@ -199,3 +199,44 @@ async fn at_debug_a_line_logged_inside_a_handler_and_a_store_call_still_names_it
     assert_eq!(names.first(), Some(&"http"), "{statement}");
     assert!(names.len() >= 3, "the request's, the handler's and the store call's spans: {statement}");
 }
+
+#[tokio::test]
+async fn upstreams_size_gauges_count_messages_chunks_spans_events_sessions_and_their_queries() {
+    let app = TestApp::spawn().await;
+    let messages = json!({"conversation_id": "c-sized", "query_id": "q-sized",
+                          "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]});
+    assert_eq!(app.post_json("/messages", &messages).await.status(), 200);
+    let (status, _) = json_of(app.post_raw("/stream/sized", "{\"n\":1}\n{\"n\":2}\n{\"n\":3}\n").await).await;
+    assert_eq!(status, 200);
+    for (query, session) in [("uid-1", "s-1"), ("uid-2", "s-1"), ("uid-3", "s-2")] {
+        let event = json!({"timestamp": "2026-11-23T10:00:00Z", "eventType": "Normal", "reason": "QueryExecutionStart",
+                           "message": "started", "data": {"queryId": query, "queryName": format!("q-{query}"),
+                                                          "sessionId": session}});
+        assert_eq!(app.post_json("/events", &event).await.status(), 201);
+    }
+    let spans = json!({"resourceSpans": [{"scopeSpans": [{"spans": [
+        {"traceId": "t-1", "spanId": "a", "name": "one"}, {"traceId": "t-1", "spanId": "b", "name": "two"}]}]}]});
+    assert_eq!(app.post_json("/v1/traces", &spans).await.status(), 200);
+
+    let metrics = scrape(&app).await;
+    // Upstream's names and type, no labels; the values are the database's rows, exact at this size.
+    let tables = [
+        ("select count(*) from messages", "broker_messages_count"),
+        ("select count(*) from chunks", "broker_chunks_count"),
+        ("select count(*) from spans", "broker_spans_count"),
+        ("select count(*) from events", "broker_events_count"),
+        ("select count(*) from sessions", "broker_sessions_count"),
+        ("select count(*) from session_queries", "broker_session_queries_count"),
+    ];
+    for (count, gauge) in tables {
+        assert!(metrics.contains(&format!("# TYPE {gauge} gauge\n")), "{gauge} is a gauge:\n{metrics}");
+        assert!(metrics.contains(&format!("# HELP {gauge} ")), "{gauge} has its help");
+        let rows: i64 = sqlx::query_scalar(count).fetch_one(&app.pool()).await.unwrap();
+        assert_eq!(sample(&metrics, gauge), Some(rows as f64), "{gauge}\n{metrics}");
+    }
+    assert_eq!(sample(&metrics, "broker_messages_count"), Some(2.0));
+    assert_eq!(sample(&metrics, "broker_events_count"), Some(3.0));
+    assert_eq!(sample(&metrics, "broker_spans_count"), Some(2.0));
+    assert_eq!(sample(&metrics, "broker_sessions_count"), Some(2.0));
+    assert!(sample(&metrics, "broker_chunks_count").unwrap() >= 3.0, "the three chunks");
+}

@@ -191,3 +191,29 @@ async fn a_database_owner_that_cannot_create_roles_migrates_as_cloudnativepgs_ap
     assert_eq!(reporting_can_read_questions(&second).await, Some(true));
     ark_broker::db::migrate(&first).await.expect("a database migrated before starts again");
 }
+
+#[tokio::test]
+async fn a_replica_takes_upstreams_variables_and_warns_where_ours_overrides_one() {
+    let url = crate::support::fresh_database().await;
+    let env = [
+        ("ROW_REAP_INTERVAL_SECONDS", "0"),
+        ("SHUTDOWN_DRAIN_TIMEOUT_MS", "2500"),
+        ("ARK_BROKER_DB_STATEMENT_TIMEOUT_MS", "20000"),
+        ("DATABASE_STATEMENT_TIMEOUT_MS", "30000"),
+    ];
+    // A reap interval of 0 is upstream's "off": the replica starts (a zero-period timer would panic) and serves.
+    let replica = crate::support::Replica::start_with_env(&url, &[], &env).await;
+    assert_eq!(reqwest::get(replica.url("/health")).await.unwrap().status(), 200);
+    let log = replica.log();
+    let lines: Vec<Value> = log.lines().filter_map(|line| serde_json::from_str(line).ok()).collect();
+    let taken = |upstream: &str| {
+        lines.iter().find(|l| l["message"] == "taking upstream's variable" && l["upstream"] == upstream).cloned()
+    };
+    assert_eq!(taken("ROW_REAP_INTERVAL_SECONDS").expect("taken")["value"], "0", "{log}");
+    let drain = taken("SHUTDOWN_DRAIN_TIMEOUT_MS").expect("taken");
+    assert_eq!((drain["flag"].as_str(), drain["value"].as_str()), (Some("--shutdown-timeout-seconds"), Some("3")));
+    assert!(taken("DATABASE_STATEMENT_TIMEOUT_MS").is_none(), "ours is set, and wins");
+    let ignored = "DATABASE_STATEMENT_TIMEOUT_MS (30000 in --db-statement-timeout-ms's unit) is ignored: \
+                   ARK_BROKER_DB_STATEMENT_TIMEOUT_MS is set too and wins (20000)";
+    assert!(lines.iter().any(|l| l["level"] == "WARN" && l["message"] == ignored), "{log}");
+}

@@ -69,7 +69,10 @@ async fn a_query_waiting_on_a_task_cannot_resume_until_the_task_has_a_result() {
     assert_eq!(put("call_1", &task_id).await.0, 200, "recording the same mapping again is fine");
     assert_eq!(put("call_2", &task_id).await.0, 409, "a task answers one tool call");
     assert_eq!(put("call_1", &uuid::Uuid::new_v4().to_string()).await.0, 404, "an unknown task");
-    assert_eq!(put("call_1", "not-a-uuid").await.0, 400);
+    // Task ids are opaque: one not of our form is a task we do not have, not a malformed request.
+    let (status, body) = put("call_1", "task-from-another-broker").await;
+    assert_eq!((status, body["error"]["message"].as_str()), (404, Some("Task not found")), "{body}");
+    assert_eq!(put("call_1", "").await.0, 400, "an empty taskId names nothing");
     let other = app.client.put(app.url("/queries/other/q/tool-calls/call_1")).json(&json!({"taskId": task_id}));
     assert_eq!(other.send().await.unwrap().status(), 409, "the task was asked by ns/q");
 

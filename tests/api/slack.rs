@@ -1,7 +1,8 @@
 //! Answers from Slack, across three broker processes and a strict fake of the Slack Web API, with requests
 //! signed as Slack signs them: a button click on one replica racing a REST answer on another (one wins, the
 //! message shows the winner, the loser is told); a reply in the question's thread (retries acted on once,
-//! bots ignored, a late reply told who answered); the "Answer…" modal; a blocking `ask_question` hearing where
+//! bots ignored, a late reply told who answered); the "Answer…" modal; clicks Slack sends again (acted on once,
+//! no second call to Slack); a blocking `ask_question` hearing where
 //! its question was delivered; and the signature checks (stale, wrong secret, unsigned).
 
 use hmac::{KeyInit, Mac};
@@ -68,8 +69,13 @@ async fn from_slack(
 
 /// An interaction payload, form-encoded as Slack posts it.
 async fn interaction(replica: &Replica, payload: &Value) -> (u16, Value) {
+    retried_interaction(replica, payload, &[]).await
+}
+
+/// An interaction payload as Slack posts it, with `headers` (Slack's copy: `X-Slack-Retry-Num`).
+async fn retried_interaction(replica: &Replica, payload: &Value, headers: &[(&str, &str)]) -> (u16, Value) {
     let body = serde_urlencoded::to_string([("payload", payload.to_string())]).unwrap();
-    from_slack(replica, "/channels/slack/interactions", "application/x-www-form-urlencoded", body, &[]).await
+    from_slack(replica, "/channels/slack/interactions", "application/x-www-form-urlencoded", body, headers).await
 }
 
 /// An Events API callback.
@@ -269,6 +275,38 @@ async fn the_answer_button_opens_a_modal_whose_submission_answers() {
     let told = slack.wait_for_calls("response_url", 1).await;
     assert!(told[0]["text"].as_str().unwrap().starts_with("Already answered by <@U3>"));
     assert_eq!(slack.calls("views.open").len(), 1);
+}
+
+#[tokio::test]
+async fn a_click_slack_sends_again_after_it_was_acted_on_makes_no_second_slack_call() {
+    let slack = FakeApi::slack().await;
+    let (a, b, _c) = three_replicas(&slack).await;
+    let retry = [("x-slack-retry-num", "1"), ("x-slack-retry-reason", "http_timeout")];
+    // An option button: answered once; Slack's copy (on another replica) is acknowledged, and its clicker is
+    // not told "already answered" about their own answer.
+    let (id, message) = ask_on_slack(&a, &slack, "Promote to production?").await;
+    let clicked = click(&slack, &message, "U1", "option:0", &format!("{id}|0"));
+    assert_eq!(interaction(&a, &clicked).await.1["outcome"], "answered");
+    updated(&slack, &message).await;
+    let (status, body) = retried_interaction(&b, &clicked, &retry).await;
+    assert_eq!((status, body["outcome"].as_str()), (200, Some("duplicate")), "{body}");
+    // Another person's click on the same replica is told, and that is the only note sent.
+    let late = click(&slack, &message, "U2", "option:1", &format!("{id}|1"));
+    assert_eq!(interaction(&b, &late).await.1["outcome"], "already closed");
+    slack.wait_for_calls("response_url U2", 1).await;
+    assert_eq!(slack.calls("response_url U1"), Vec::<Value>::new(), "U1 is not told about their own answer");
+
+    // "Answer…": one modal; the copy opens no second one.
+    let (id, message) = ask_on_slack(&a, &slack, "Any last words?").await;
+    let clicked = click(&slack, &message, "U3", "answer_modal", &id);
+    assert_eq!(interaction(&a, &clicked).await.1["outcome"], "modal");
+    slack.wait_for_calls("views.open", 1).await;
+    assert_eq!(retried_interaction(&b, &clicked, &retry).await.1["outcome"], "duplicate");
+    let rest = reqwest::Client::new().post(a.url(&format!("/questions/{id}/answer")));
+    assert_eq!(rest.json(&json!({"response": "None"})).send().await.unwrap().status(), 200);
+    interaction(&b, &click(&slack, &message, "U4", "answer_modal", &id)).await;
+    slack.wait_for_calls("response_url", 2).await;
+    assert_eq!(slack.calls("views.open").len(), 1, "one modal for one click");
 }
 
 #[tokio::test]

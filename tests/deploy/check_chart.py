@@ -80,6 +80,10 @@ ALL_ON = merged(SECRET_DB, {
         "egress": {"postgres": {"to": [{"ipBlock": {"cidr": "10.0.5.0/24"}}]}}},
     "auth": {"mode": "kubernetes"},
     "channels": {"slack": {"secretName": "ark-broker-slack"}, "github": {"secretName": "ark-broker-github"}}})
+# The upstream chart's keys (issue 24): an operator's values file from it works here.
+UPSTREAM_KEYS = merged(SECRET_DB, {"prometheus": {"enable": True, "interval": "15s"}, "networkPolicy": {
+    "enabled": True, "allowNamespaces": ["ark-system", "monitoring"],
+    "ingress": {"mcpFrom": [{"ipBlock": {"cidr": "10.1.0.0/16"}}]}}})
 # CloudNativePG instead of a database URL, with a NetworkPolicy.
 CNPG_ON = {"cnpg": {"enabled": True}, "networkPolicy": {"enabled": True}, "kube": {"statusPatching": "off"}}
 
@@ -220,6 +224,10 @@ BAD_VALUES = [
     ("a digest that is not sha256:<hex>", {"app": {"image": {"digest": "latest"}}}, "at '/app/image/digest'"),
     ("cnpg.synchronous.number 0", {"cnpg": {"synchronous": {"number": 0}}},
      "at '/cnpg/synchronous/number': minimum"),
+    ("networkPolicy.enable (upstream's chart refuses this spelling too)", {"networkPolicy": {"enable": True}},
+     "additional properties 'enable' not allowed"),
+    ("a namespace name that is not one: networkPolicy.allowNamespaces [Ark]",
+     {"networkPolicy": {"allowNamespaces": ["Ark"]}}, "at '/networkPolicy/allowNamespaces/0'"),
 ]
 for label, bad, expected in BAD_VALUES:
 
@@ -258,6 +266,7 @@ variants = {
         "priorityClassName": "true", "probes": {"liveness": {"path": "/health: x"}},
         "metrics": {"serviceMonitor": {"enabled": True, "interval": "0"}}}),
     "CNPG on, with a NetworkPolicy and status patching off": CNPG_ON,
+    "upstream's values: prometheus.enable and interval, networkPolicy.enabled and allowNamespaces": UPSTREAM_KEYS,
     "CNPG tuned: own name, image, storage class, parameters, no synchronous commit, extra spec": {"cnpg": {
         "enabled": True, "name": "ark-pg", "imageName": "ghcr.io/cloudnative-pg/postgresql:17.6",
         "storage": {"size": "50Gi", "storageClass": "fast-ssd"}, "parameters": {"max_connections": "200"},
@@ -654,6 +663,26 @@ def _():
         ([(443, "TCP")], anywhere),  # Slack
         ([(443, "TCP")], anywhere),  # GitHub
     ], rules
+
+
+@check("upstream's prometheus.enable renders the ServiceMonitor, at upstream's prometheus.interval")
+def _():
+    monitor = find(rendered["upstream's values: prometheus.enable and interval, networkPolicy.enabled and "
+                            "allowNamespaces"], "ServiceMonitor", FULLNAME)
+    assert monitor["spec"]["endpoints"] == [{"port": "http", "path": "/metrics", "interval": "15s"}], monitor["spec"]
+    assert "ServiceMonitor" not in kinds(objects), "off by default"
+
+
+@check("upstream's networkPolicy.allowNamespaces lets this namespace and the named ones reach http and mcp")
+def _():
+    policy = find(rendered["upstream's values: prometheus.enable and interval, networkPolicy.enabled and "
+                           "allowNamespaces"], "NetworkPolicy", FULLNAME)
+    http, mcp = policy["spec"]["ingress"]
+    namespaces = [{"podSelector": {}}] + [
+        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": name}}}
+        for name in ("ark-system", "monitoring")]
+    assert http == {"ports": [{"port": "http", "protocol": "TCP"}], "from": namespaces}, http
+    assert mcp["from"] == [{"ipBlock": {"cidr": "10.1.0.0/16"}}] + namespaces, mcp  # added to mcpFrom
 
 
 # -- CloudNativePG --------------------------------------------------------------------------------------------

@@ -122,9 +122,14 @@ pub struct OwnServer {
 impl OwnServer {
     /// Starts a server (durable, so a crash restart replays the WAL) and returns it with a fresh database.
     pub async fn start() -> (Self, String) {
+        Self::start_with(Vec::new()).await
+    }
+
+    /// Like [`OwnServer::start`], with more server settings (`name=value`, e.g. `ssl=on`).
+    pub async fn start_with(extra_settings: Vec<String>) -> (Self, String) {
         super::install_tls_provider();
         let dir = std::env::temp_dir().join(format!("ark-broker-own-{}", uuid::Uuid::new_v4().simple()));
-        let options = EmbeddedOptions { durable: true, max_connections: 200, ..Default::default() };
+        let options = EmbeddedOptions { durable: true, max_connections: 200, extra_settings };
         let server = EmbeddedPostgres::start(&dir, options).await.expect("start a PostgreSQL of the test's own");
         let admin = server.url();
         let mut connection = PgConnection::connect(&admin).await.expect("connect to the test's server");

@@ -328,12 +328,19 @@ async fn post_ephemeral(State(fake): State<FakeApi>, headers: HeaderMap, body: a
 }
 
 /// An interaction's `response_url`: no token (the URL is the credential), a JSON message.
-async fn response_url(State(fake): State<FakeApi>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
+/// Recorded as `response_url`, and as `response_url <id>` to tell whose interaction it answered.
+async fn response_url(
+    State(fake): State<FakeApi>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
     if !header(&headers, "content-type").starts_with("application/json") {
         return (StatusCode::BAD_REQUEST, "invalid_payload").into_response();
     }
     match serde_json::from_slice::<Value>(&body) {
         Ok(message) if message["text"].is_string() => {
+            fake.accept_call(&format!("response_url {id}"), message.clone());
             fake.accept_call("response_url", message);
             "ok".into_response()
         }

@@ -31,15 +31,20 @@ impl Replica {
 
     /// Like [`Replica::start`], with extra flags.
     pub async fn start_with(database_url: &str, args: &[&str]) -> Self {
-        Self::spawn(&[&["--database-url", database_url], args].concat()).await
+        Self::start_with_env(database_url, args, &[]).await
+    }
+
+    /// Like [`Replica::start_with`], with variables added to its environment.
+    pub async fn start_with_env(database_url: &str, args: &[&str], env: &[(&str, &str)]) -> Self {
+        Self::spawn(&[&["--database-url", database_url], args].concat(), env).await
     }
 
     /// Starts a broker on its embedded PostgreSQL in `data_dir` (no `DATABASE_URL`), as a newcomer runs it.
     pub async fn start_embedded(data_dir: &std::path::Path) -> Self {
-        Self::spawn(&["--data-dir", data_dir.to_str().expect("a UTF-8 path")]).await
+        Self::spawn(&["--data-dir", data_dir.to_str().expect("a UTF-8 path")], &[]).await
     }
 
-    async fn spawn(args: &[&str]) -> Self {
+    async fn spawn(args: &[&str], env: &[(&str, &str)]) -> Self {
         super::install_tls_provider();
         let mut child = Command::new(env!("CARGO_BIN_EXE_ark-broker"))
             .env_remove("DATABASE_URL")
@@ -47,6 +52,7 @@ impl Replica {
             .args(["--log-format", "json"])
             .args(args)
             .env("LOG_LEVEL", "info")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
