@@ -1,8 +1,9 @@
 //! Ark's own Python SDK (`ark-sdk`, pinned in tests/ark_sdk) against three broker processes: its
 //! `BrokerClient` used as an execution engine uses it, and its executor app (the A2A adapter) driven as Ark's
-//! controller drives it. Read back from the other replicas as Ark's readers do: the chunk stream (every chunk in
-//! order, the one carrying `ark.completedQuery`, then `[DONE]`), the conversation's messages, and the session
-//! the controller's events and the SDK's messages build.
+//! controller drives it. Read back from the other replicas as Ark's readers do (one waiting before the first
+//! chunk, the others after the end): the chunk stream (every chunk in order, the one carrying
+//! `ark.completedQuery`, then `[DONE]`), the conversation's messages, and the session the controller's events
+//! and the SDK's messages build.
 
 use std::{
     path::{Path, PathBuf},
@@ -58,7 +59,16 @@ fn unix_now() -> u64 {
 /// to lie in `since..` and removed, and a completed Query's `response.raw` is parsed, so the rest can be
 /// compared exactly.
 async fn stream_on(client: &reqwest::Client, replica: &Replica, query: &str, since: u64) -> Vec<Value> {
-    let mut reader = SseReader::open(client, &replica.url(&format!("/stream/{query}?from-beginning=true"))).await;
+    read_to_done(open_stream(client, replica, query).await, query, since).await
+}
+
+/// Opens `GET /stream/{query}?from-beginning=true` on `replica`, as ark-api's chunk proxy does.
+async fn open_stream(client: &reqwest::Client, replica: &Replica, query: &str) -> SseReader {
+    SseReader::open(client, &replica.url(&format!("/stream/{query}?from-beginning=true"))).await
+}
+
+/// The rest of [`stream_on`] on a stream already open (for a reader that was waiting before any chunk).
+async fn read_to_done(mut reader: SseReader, query: &str, since: u64) -> Vec<Value> {
     let mut chunks = Vec::new();
     loop {
         let data =
@@ -164,6 +174,8 @@ async fn the_sdks_broker_client_on_three_replicas_is_read_back_whole_on_each() {
     let (query, conversation, session) = ("weather-query", "conv-sdk-1", "session-sdk-1");
     // The controller announces the query (it does not know the conversation yet: the engine makes it).
     post_event(&client, &a, &controller_event(session, query, "QueryExecutionStart", json!({}))).await;
+    // A chat reader on C is waiting before the first chunk exists.
+    let waiting = open_stream(&client, &c, query).await;
 
     let since = unix_now();
     let sent = run_sdk_script("broker_client.py", &[query, conversation, &a.base, &b.base, &c.base]).await;
@@ -187,6 +199,7 @@ async fn the_sdks_broker_client_on_three_replicas_is_read_back_whole_on_each() {
         sdk_chunk(query, conversation, text(" is sunny."), json!("stop")),
         sdk_final_chunk(query, conversation, usage, answer),
     ];
+    assert_eq!(read_to_done(waiting, query, since).await, expected, "the stream live on C");
     for replica in [&a, &b, &c] {
         assert_eq!(stream_on(&client, replica, query, since).await, expected, "the stream on {}", replica.base);
     }
@@ -236,6 +249,10 @@ async fn the_sdks_executor_app_streams_through_a_service_of_three_replicas_as_th
         post_event(&client, &a, &start).await;
     }
 
+    // Chat readers on C are waiting before the first chunk of either query exists.
+    let (waiting_streaming, waiting_plain) =
+        (open_stream(&client, &c, streaming).await, open_stream(&client, &c, plain).await);
+
     let since = unix_now();
     let args = [service.base.as_str(), "default", streaming, streaming_conversation, plain, plain_conversation];
     let ran = run_sdk_script("executor_app.py", &args).await;
@@ -282,6 +299,8 @@ async fn the_sdks_executor_app_streams_through_a_service_of_three_replicas_as_th
         sdk_chunk(plain, plain_conversation, text("Rain in Rome"), json!("stop")),
         sdk_final_chunk(plain, plain_conversation, json!({}), "Rain in Rome"),
     ];
+    assert_eq!(read_to_done(waiting_streaming, streaming, since).await, streamed, "{streaming} live on C");
+    assert_eq!(read_to_done(waiting_plain, plain, since).await, whole, "{plain} live on C");
     for replica in [&a, &b, &c] {
         assert_eq!(stream_on(&client, replica, streaming, since).await, streamed, "{streaming} on {}", replica.base);
         assert_eq!(stream_on(&client, replica, plain, since).await, whole, "{plain} on {}", replica.base);
