@@ -4,6 +4,7 @@
 mod support;
 
 mod aborted;
+mod ark_sdk;
 mod auth;
 mod bench_smoke;
 mod browser_safety;
