@@ -174,6 +174,7 @@ fn flatten(result: Result<std::io::Result<()>, tokio::task::JoinError>) -> std::
 
 async fn finish_background(state: AppState) {
     let tasks = state.take_background().await;
+    tasks.drained.cancel();
     let pool = state.pool.clone();
     // Dropping our handle lets the writer see its queue close once the last request is gone.
     drop(state);

@@ -101,6 +101,10 @@ pub struct AppState {
 pub struct Background {
     /// Tasks that end as soon as shutdown begins (or their input closes).
     pub local: Vec<JoinHandle<()>>,
+    /// Ends the tasks a draining replica still needs while its open chunk POSTs finish: the LISTEN connection
+    /// (it holds the replica's liveness lock, and brings completion requests) and the abort and completion
+    /// sweep. Cancelled once the last request is answered.
+    pub drained: CancellationToken,
     /// The outbox workers, which call other services: a call in flight is let finish and recorded, or another
     /// replica would make it again.
     pub outbound: Vec<JoinHandle<()>>,
@@ -132,6 +136,7 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
     // The recorder first, so everything the start-up does is counted.
     crate::telemetry::metrics::install();
     let shutdown = CancellationToken::new();
+    let drained = CancellationToken::new();
     let (auth, auth_task) = Authenticator::from_config(&config, &shutdown).await?;
     let database = db::Database::of(&config, database_url);
     database.check()?;
@@ -179,10 +184,11 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
         completion_requests,
         status.clone(),
         config.poll_interval(),
-        shutdown.clone(),
+        drained.clone(),
     ));
     if tokio::time::timeout(LISTENER_START_TIMEOUT, status.wait_up()).await.is_err() {
         shutdown.cancel();
+        drained.cancel();
         return Err(StartError::Listener(LISTENER_START_TIMEOUT));
     }
     let channels = Channels::new(&config, pool.clone());
@@ -204,7 +210,7 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
         batch: config.reap_batch_size as i64,
     };
     let abort_grace = Duration::from_secs(config.stream_abort_grace_seconds);
-    let abort_task = abort::spawn(chunks.clone(), open_writers.clone(), abort_grace, shutdown.clone());
+    let abort_task = abort::spawn(chunks.clone(), open_writers.clone(), abort_grace, drained.clone());
     // The tails end when the listener, which holds their senders, ends.
     let mut background = vec![
         listener_task,
@@ -253,7 +259,7 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
         drain_deadline: CancellationToken::new(),
         open_writers,
         ndjson_budget,
-        background: Arc::new(Mutex::new(Background { local: background, outbound })),
+        background: Arc::new(Mutex::new(Background { local: background, outbound, drained })),
     })
 }
 

@@ -116,13 +116,17 @@ pub async fn purge(State(state): State<RouteState>) -> Result<Json<StatusMessage
 /// `DELETE /sessions/queries/{queryName}`: the controller's finalizer, when a Query is deleted. 200 even when
 /// no session had it: the controller reads 404 as "this broker lacks the route" and would skip it.
 #[utoipa::path(delete, path = "/sessions/queries/{queryName}", tag = "sessions", operation_id = "delete_session_query",
-    params(("queryName" = String, Path, description = "The Query's name")),
-    responses((status = 200, description = "Removed from every session that had it; a session left empty is deleted", body = QueryRemoved)))]
+    params(("queryName" = String, Path, description = "The Query's name", min_length = 1, max_length = 512)),
+    responses(
+        (status = 200, description = "Removed from every session that had it; a session left empty is deleted", body = QueryRemoved),
+        (status = 400, description = "A name longer than 512 bytes", body = ErrorBody),
+    ))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn delete_query(
     State(state): State<RouteState>,
     Path(query_name): Path<String>,
 ) -> Result<Json<QueryRemoved>, ApiError> {
+    validate::key("queryName", &query_name)?;
     let removed = state.sessions.remove_query(&query_name).await?;
     let reply = StatusMessage::success(format!("Query {query_name} removed from {removed} session(s)"));
     Ok(Json(QueryRemoved { reply, removed }))

@@ -140,17 +140,23 @@ pub async fn complete(
     // Subscribed before the first step, so a marker appended right after it is not missed.
     let mut subscription = fanout.subscribe_key(stream_id);
     let started = Instant::now();
+    // Whether the marker this call waits for answers its request (`completed`) or an earlier call's
+    // (`already_completed`: one call in a stream's life says it completed it).
     let mut requested = false;
+    let mut ours = false;
     let mut pause = Duration::from_millis(25);
     loop {
         let may_give_up = started.elapsed() >= FIRST_LINE_WAIT;
         let position = match chunks.request_completion(stream_id, may_give_up).await? {
             Step::Completed => return Ok(Completion::Completed),
             // Completed by the writers this call asked: for the caller, this call completed it.
-            Step::AlreadyCompleted if requested => return Ok(Completion::Completed),
+            Step::AlreadyCompleted if ours => return Ok(Completion::Completed),
             Step::AlreadyCompleted => return Ok(Completion::AlreadyCompleted),
             Step::NotFound => return Ok(Completion::NotFound),
-            Step::Requested { position } => position,
+            Step::Requested { position, first } => {
+                ours |= first && !requested;
+                position
+            }
         };
         if !requested {
             // This replica's own POSTs hear it at once; the others through the NOTIFY.
@@ -160,7 +166,7 @@ pub async fn complete(
         }
         let Some(left) = ANSWER_WITHIN.checked_sub(started.elapsed()) else {
             tracing::warn!(stream.id = %stream_id, "stream completion requested; its writers have not appended it yet");
-            return Ok(Completion::Completed);
+            return Ok(if ours { Completion::Completed } else { Completion::AlreadyCompleted });
         };
         let until = Instant::now() + pause.min(left);
         pause = (pause * 2).min(MAX_RECHECK);
@@ -172,7 +178,7 @@ pub async fn complete(
             };
             match delivery {
                 Delivery::Batch(batch) if batch.rows.iter().any(|row| row.is_done) => {
-                    return Ok(Completion::Completed);
+                    return Ok(if ours { Completion::Completed } else { Completion::AlreadyCompleted });
                 }
                 Delivery::Batch(batch) => subscription.delivered(batch.to),
                 Delivery::Lagged => break,

@@ -27,6 +27,8 @@ pub enum Step {
     Requested {
         /// The stream's committed last position when the request was made.
         position: i64,
+        /// Whether this call made the request (else an earlier `/complete` had, and answers `completed`).
+        first: bool,
     },
     /// Nothing was ever written to the stream and no writer is open.
     NotFound,
@@ -144,7 +146,7 @@ impl ChunkStore {
                 .execute(tx.conn())
                 .await?;
             tx.commit().await?;
-            return Ok(Step::Requested { position: stream.position });
+            return Ok(Step::Requested { position: stream.position, first: !stream.requested });
         }
         Err(StoreError::Contended("stream"))
     }

@@ -237,3 +237,74 @@ async fn a_frozen_writer_replica_holds_the_end_back_no_longer_than_the_abort_gra
     assert!(started.elapsed() < Duration::from_secs(10), "the end took {:?}", started.elapsed());
     a.thaw();
 }
+
+#[tokio::test]
+async fn of_several_completes_racing_an_open_post_exactly_one_says_it_completed_the_stream() {
+    let [a, b, c] = three_replicas().await;
+    for run in 0..5 {
+        let stream = format!("racing-{run}");
+        let mut post = connect(&a).await;
+        let head = format!(
+            "POST /stream/{stream} HTTP/1.1\r\nHost: broker\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n"
+        );
+        post.write_all(head.as_bytes()).await.unwrap();
+        post.write_all(&chunk(r#"{"n":1}"#)).await.unwrap();
+        let client = reqwest::Client::new();
+        let calls = [&a, &b, &c].map(|replica| {
+            let request = client.post(replica.url(&format!("/stream/{stream}/complete"))).json(&json!({}));
+            tokio::spawn(async move { request.send().await.unwrap().json::<Value>().await.unwrap() })
+        });
+        let mut statuses = Vec::new();
+        for call in calls {
+            statuses.push(within("a /complete reply", call).await.unwrap()["status"].as_str().unwrap().to_owned());
+        }
+        statuses.sort();
+        assert_eq!(statuses, ["already_completed", "already_completed", "completed"], "run {run}");
+        post.write_all(b"0\r\n\r\n").await.unwrap();
+        assert_eq!(within("the chunk POST's reply", read_response(&mut post)).await.0, 200);
+        assert_ends_after(&b, &stream, &[r#"{"n":1}"#.to_owned()], &format!("run {run}")).await;
+    }
+}
+
+#[tokio::test]
+async fn a_draining_writer_replica_still_holds_the_end_back_until_its_posts_have_finished() {
+    let [a, b, c] = three_replicas().await;
+    let head = |stream: &str| {
+        format!(
+            "POST /stream/{stream} HTTP/1.1\r\nHost: broker\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n"
+        )
+    };
+    let mut posts = Vec::new();
+    for run in 0..10 {
+        let stream = format!("draining-{run}");
+        let lines = query_lines(run, 3);
+        let mut post = connect(&a).await;
+        post.write_all(head(&stream).as_bytes()).await.unwrap();
+        for line in &lines[..2] {
+            post.write_all(&chunk(line)).await.unwrap();
+        }
+        posts.push((stream, lines, post));
+    }
+    let client = reqwest::Client::new();
+    let last = &posts.last().unwrap().0;
+    let mut reader = SseReader::open(&client, &c.url(&format!("/stream/{last}?from-beginning=true"))).await;
+    assert_eq!(reader.take_data(2).await.len(), 2, "the first lines are stored before the drain");
+
+    // A rolling restart reaches A: it drains, and its open POSTs go on; each executor then ends its query.
+    a.terminate();
+    for (stream, lines, post) in &mut posts {
+        let mut complete = connect(&b).await;
+        let mut bytes = chunk(&lines[2]);
+        bytes.extend_from_slice(b"0\r\n\r\n");
+        post.write_all(&bytes).await.unwrap();
+        let request = format!(
+            "POST /stream/{stream}/complete HTTP/1.1\r\nHost: broker\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{{}}"
+        );
+        complete.write_all(request.as_bytes()).await.unwrap();
+        assert_eq!(within("the /complete reply", read_response(&mut complete)).await.0, 200, "{stream}");
+    }
+    for (stream, lines, post) in &mut posts {
+        assert_eq!(within("the chunk POST's reply", read_response(post)).await.0, 200, "{stream}");
+        assert_ends_after(&c, stream, lines, stream).await;
+    }
+}

@@ -76,6 +76,12 @@ async fn deleting_a_query_removes_it_from_every_session_drops_emptied_ones_and_t
         (status, reply["message"].as_str(), reply["removed"].as_i64()),
         (200, Some("Query q1 removed from 0 session(s)"), Some(0))
     );
+    let (status, reply) = json_of(app.delete(&format!("/sessions/queries/{}", "q".repeat(513))).await).await;
+    assert_eq!(
+        (status, reply["error"]["code"].as_str()),
+        (400, Some("VALIDATION_ERROR")),
+        "as every other id: {reply}"
+    );
 }
 
 #[tokio::test]
