@@ -63,7 +63,22 @@ pub struct Reaper {
     pub batch: i64,
 }
 
-/// What one pass did: rows deleted (or questions expired) per kind, in a fixed order.
+/// What a pass reports on, in its order: the `kind` labels of the reaper's deletions (each exported at zero
+/// from start-up).
+pub const KINDS: [&str; 10] = [
+    "messages",
+    "events",
+    "sessions",
+    "spans",
+    "questions_expired",
+    "idempotency_keys",
+    "question_events",
+    "streams",
+    "status_patches",
+    "inbound_deliveries",
+];
+
+/// What one pass did: rows deleted (or questions expired) per kind, in a fixed order ([`KINDS`]).
 pub type PassReport = Vec<(&'static str, usize)>;
 
 impl Reaper {
@@ -143,6 +158,7 @@ impl Reaper {
                 drain(batch, "inbound delivery ids", || self.deliveries.forget_inbound(DONE_KEEP_SECONDS, batch)).await,
             ),
         ];
+        debug_assert!(report.iter().map(|(kind, _)| *kind).eq(KINDS), "a pass reports on every kind, in order");
         for (kind, rows) in &report {
             metrics::reaped(kind, *rows);
         }

@@ -28,7 +28,7 @@ use crate::{
     queries::store::QueryStore,
     query_status,
     questions::{store::QuestionStore, tail as question_tail},
-    retention::Reaper,
+    retention::{self, Reaper},
     sessions::{model::SessionChange, store::SessionStore},
     streams::{
         abort,
@@ -134,7 +134,7 @@ pub enum StartError {
 /// replica is ready to serve.
 pub async fn build_state(config: Config, database_url: &str) -> Result<AppState, StartError> {
     // The recorder first, so everything the start-up does is counted.
-    crate::telemetry::metrics::install();
+    crate::telemetry::metrics::start_at_zero(&Feed::ALL.map(Feed::name), &retention::KINDS);
     let shutdown = CancellationToken::new();
     let drained = CancellationToken::new();
     let (auth, auth_task) = Authenticator::from_config(&config, &shutdown).await?;

@@ -102,7 +102,7 @@ async fn settle(
 ) -> crate::db::StoreResult<bool> {
     let channel = &job.channel;
     if outcome.is_err() {
-        metrics::outbox_failed("channel_deliveries");
+        metrics::outbox_failed(metrics::Outbox::ChannelDeliveries);
     }
     match outcome {
         Ok(sent) => {
@@ -203,7 +203,7 @@ async fn settle_update(
 ) -> crate::db::StoreResult<bool> {
     let question = &job.question_id;
     if outcome.is_err() {
-        metrics::outbox_failed("channel_deliveries");
+        metrics::outbox_failed(metrics::Outbox::ChannelDeliveries);
     }
     match outcome {
         Ok(()) => store.update_settled(job, "done", 0).await,

@@ -7,7 +7,12 @@ use std::time::Instant;
 use axum::{extract::State, http::header, response::IntoResponse};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-use crate::{db, query_status::store::PatchStore, state::AppState, telemetry::metrics};
+use crate::{
+    db,
+    query_status::store::PatchStore,
+    state::AppState,
+    telemetry::metrics::{self, Outbox},
+};
 
 /// The metrics route.
 pub fn router() -> OpenApiRouter<AppState> {
@@ -51,10 +56,12 @@ async fn read_from_database(state: &AppState) {
         }
     }
     if let Ok(backlog) = PatchStore::new(pool.clone()).backlog().await {
-        metrics::set(metrics::OUTBOX_BACKLOG, &[("outbox", "status_patches".into())], backlog as f64);
+        let labels = [("outbox", Outbox::StatusPatches.name().into())];
+        metrics::set(metrics::OUTBOX_BACKLOG, &labels, backlog as f64);
     }
     if let Ok(backlog) = state.channels.backlog().await {
-        metrics::set(metrics::OUTBOX_BACKLOG, &[("outbox", "channel_deliveries".into())], backlog as f64);
+        let labels = [("outbox", Outbox::ChannelDeliveries.name().into())];
+        metrics::set(metrics::OUTBOX_BACKLOG, &labels, backlog as f64);
     }
     if let Ok(sizes) = db::sizes::read(pool).await {
         for (table, rows) in sizes {

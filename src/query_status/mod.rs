@@ -125,12 +125,12 @@ impl Worker {
             Outcome::Retry(error) if job.attempts < MAX_ATTEMPTS => {
                 let delay_ms = outbox::backoff_ms(job.attempts);
                 tracing::warn!(query = %query, attempts = job.attempts, retry_ms = delay_ms, %error, "Query status patch failed; retrying");
-                metrics::outbox_failed("status_patches");
+                metrics::outbox_failed(metrics::Outbox::StatusPatches);
                 self.store.retry_later(job.id, delay_ms, &error).await
             }
             Outcome::Retry(error) | Outcome::GiveUp(error) => {
                 tracing::warn!(query = %query, attempts = job.attempts, %error, "Query status patch given up");
-                metrics::outbox_failed("status_patches");
+                metrics::outbox_failed(metrics::Outbox::StatusPatches);
                 self.store.finish(job.id, &format!("gave up: {error}")).await
             }
         }

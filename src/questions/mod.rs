@@ -5,6 +5,7 @@ mod announce;
 pub mod channel;
 pub mod checks;
 pub mod deliveries;
+pub mod list;
 pub mod model;
 pub mod record;
 mod routes;

@@ -13,7 +13,7 @@ use super::{
     record::record,
 };
 use crate::db::{
-    self, StoreError, StoreResult,
+    StoreError, StoreResult,
     feed::{Feed, FeedTx},
 };
 
@@ -235,72 +235,6 @@ impl QuestionStore {
         Ok(row.map(Question::from))
     }
 
-    /// Up to `limit` questions created after `after`, oldest first (or with `filter.closed` the most recently
-    /// closed first), with the resourceVersion of the same snapshot.
-    #[tracing::instrument(level = "debug", skip_all)]
-    pub async fn list(&self, filter: &QuestionFilter, after: i64, limit: i64) -> StoreResult<(i64, Vec<Question>)> {
-        let mut tx = self.pool.begin().await?;
-        sqlx::query!("set transaction isolation level repeatable read, read only").execute(&mut *tx).await?;
-        db::plan_per_execution(&mut tx).await?;
-        let version = current_version(&mut tx).await?;
-        let rows = if filter.closed {
-            let (closed_before, sequence_before) = filter.closed_before.unzip();
-            sqlx::query_as!(
-                QuestionRow,
-                r#"select * from questions
-                   where status <> 'pending'
-                     and ($1::text is null or recipient = $1)
-                     and ($2::text is null or sender = $2)
-                     and ($3::text is null or owner = $3)
-                     and ($4::text is null or strpos(lower(content), lower($4)) > 0)
-                     and ($5::text is null or query_name = $5)
-                     and ($6::text is null or query_namespace = $6)
-                     and ($7::timestamptz is null or (closed_at, sequence_number) < ($7, $8::bigint))
-                   order by closed_at desc, sequence_number desc
-                   limit $9"#,
-                filter.recipient,
-                filter.sender,
-                filter.owner,
-                filter.text,
-                filter.query_name,
-                filter.query_namespace,
-                closed_before,
-                sequence_before,
-                limit,
-            )
-            .fetch_all(&mut *tx)
-            .await?
-        } else {
-            sqlx::query_as!(
-                QuestionRow,
-                r#"select * from questions
-                   where ($1::text is null or status = $1)
-                     and ($2::text is null or recipient = $2)
-                     and ($3::text is null or sender = $3)
-                     and ($6::text is null or owner = $6)
-                     and ($7::text is null or strpos(lower(content), lower($7)) > 0)
-                     and ($8::text is null or query_name = $8)
-                     and ($9::text is null or query_namespace = $9)
-                     and sequence_number > $4
-                   order by sequence_number
-                   limit $5"#,
-                filter.status.map(QuestionStatus::as_str),
-                filter.recipient,
-                filter.sender,
-                after,
-                limit,
-                filter.owner,
-                filter.text,
-                filter.query_name,
-                filter.query_namespace,
-            )
-            .fetch_all(&mut *tx)
-            .await?
-        };
-        tx.commit().await?;
-        Ok((version, rows.into_iter().map(Question::from).collect()))
-    }
-
     /// How many questions there are of each status (every status, zero included).
     #[tracing::instrument(level = "debug", skip_all)]
     pub async fn count_by_status(&self) -> StoreResult<Vec<(String, i64)>> {
@@ -323,7 +257,8 @@ impl QuestionStore {
     }
 }
 
-async fn current_version(connection: &mut PgConnection) -> StoreResult<i64> {
+/// The newest resourceVersion, on `connection` (in its snapshot).
+pub(super) async fn current_version(connection: &mut PgConnection) -> StoreResult<i64> {
     Ok(sqlx::query_scalar!(r#"select coalesce(max(resource_version), 0) as "version!" from questions"#)
         .fetch_one(connection)
         .await?)

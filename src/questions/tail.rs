@@ -2,13 +2,19 @@
 //! transactions changed and wakes their waiters (MCP calls waiting for an answer) and the watchers, which
 //! then read what they need. Question changes are rare, so per-reader reads cost nothing that matters here.
 
+use std::time::Instant;
+
 use tokio::{sync::mpsc, task::JoinHandle};
 
 use super::store::QuestionStore;
-use crate::db::{
-    StoreResult,
-    hub::{Hub, Topic},
-    tail::TailEvent,
+use crate::{
+    db::{
+        StoreResult,
+        feed::Feed,
+        hub::{Hub, Topic},
+        tail::TailEvent,
+    },
+    telemetry::metrics,
 };
 
 /// Starts the tail; it runs until the sender is dropped.
@@ -17,6 +23,7 @@ pub fn spawn(store: QuestionStore, hub: Hub) -> (mpsc::UnboundedSender<TailEvent
     let task = tokio::spawn(async move {
         let mut tail = QuestionTail { store, hub, version: 0 };
         while let Some(first) = events.recv().await {
+            let notified = Instant::now();
             let mut txs = Vec::new();
             let mut resync = false;
             for event in std::iter::once(first).chain(std::iter::from_fn(|| events.try_recv().ok())) {
@@ -28,6 +35,9 @@ pub fn spawn(store: QuestionStore, hub: Hub) -> (mpsc::UnboundedSender<TailEvent
             if let Err(error) = tail.step(&txs, resync).await {
                 tracing::warn!(%error, "following question changes failed; waking every reader");
                 tail.hub.wake_all();
+            }
+            if !txs.is_empty() {
+                metrics::delivered(Feed::Questions.name(), notified.elapsed());
             }
         }
     });

@@ -2,6 +2,11 @@
 //! the names every part of the broker records under, and the text a scrape of `GET /metrics` gets. Counters
 //! and histograms are recorded where things happen; what is a count of rows (questions by status, outbox
 //! backlogs) or of the pool is read when scraped (by the `/metrics` route).
+//!
+//! Every family has its help text from the start, and every series whose labels are known before anything
+//! happens ([`start_at_zero`]) is exported at zero from start-up, so a dashboard or an alert on a healthy,
+//! idle replica reads 0 rather than "no data". Only the request series wait for their first request: their
+//! `route` and `status` labels are not known before.
 
 use std::{sync::OnceLock, time::Duration};
 
@@ -23,23 +28,81 @@ pub const INGEST_LINES: &str = "ark_broker_ingest_lines_total";
 pub const FLUSH_ROWS: &str = "ark_broker_flush_rows";
 /// How long a group commit of the chunk writer took.
 pub const FLUSH_DURATION: &str = "ark_broker_flush_duration_seconds";
-/// From a feed's commit notification reaching this replica to its rows being handed to the readers, by `feed`.
+/// From a feed's commit notification reaching this replica to its rows being handed to the readers (for
+/// questions: its waiters and watchers woken), by `feed`.
 pub const DELIVERY_LAG: &str = "ark_broker_notify_delivery_lag_seconds";
 /// Times the LISTEN connection was lost and made again.
 pub const LISTENER_RECONNECTS: &str = "ark_broker_listener_reconnects_total";
 /// Attempts of outbox work that failed (`outbox`: `status_patches` or `channel_deliveries`).
 pub const OUTBOX_FAILURES: &str = "ark_broker_outbox_failures_total";
+/// Outbox work not yet done, by `outbox` (read at scrape).
+pub const OUTBOX_BACKLOG: &str = "ark_broker_outbox_backlog";
 /// Rows the reaper deleted (or questions it expired), by `kind`.
 pub const REAPED: &str = "ark_broker_reaper_deleted_total";
 /// Questions, by `status` (read at scrape).
 pub const QUESTIONS: &str = "ark_broker_questions";
-/// Outbox work not yet done, by `outbox` (read at scrape).
-pub const OUTBOX_BACKLOG: &str = "ark_broker_outbox_backlog";
 /// Database connections open, and idle, in this replica's pool (read at scrape).
 pub const POOL_CONNECTIONS: &str = "ark_broker_db_pool_connections";
+/// Idle connections in this replica's pool (read at scrape).
 pub const POOL_IDLE: &str = "ark_broker_db_pool_idle_connections";
 /// How long getting a pooled connection took when scraped: a pool that is used up shows here first.
 pub const POOL_WAIT: &str = "ark_broker_db_pool_acquire_wait_seconds";
+
+/// The help text of each of the broker's own families (`# HELP` in the scrape).
+const HELP: &[(&str, Kind, &str)] = &[
+    (BUILD_INFO, Kind::Gauge, "The build: always 1, with its version and git_sha as labels"),
+    (HTTP_REQUESTS, Kind::Counter, "HTTP requests answered, by method, route template and status"),
+    (HTTP_DURATION, Kind::Histogram, "HTTP request latency until the response head, by method and route template"),
+    (SSE_READERS, Kind::Gauge, "SSE responses open on this replica"),
+    (MCP_WAITERS, Kind::Gauge, "MCP calls waiting on this replica for a question to close"),
+    (INGEST_LINES, Kind::Counter, "NDJSON chunk lines taken in by this replica"),
+    (FLUSH_ROWS, Kind::Histogram, "Chunk rows per group commit of this replica's chunk writer"),
+    (FLUSH_DURATION, Kind::Histogram, "How long a group commit of this replica's chunk writer took"),
+    (
+        DELIVERY_LAG,
+        Kind::Histogram,
+        "From a feed's commit notification reaching this replica to its rows being handed to the readers, by feed",
+    ),
+    (LISTENER_RECONNECTS, Kind::Counter, "Times this replica's LISTEN connection was lost and made again"),
+    (OUTBOX_FAILURES, Kind::Counter, "Failed attempts of outbox work on this replica, by outbox"),
+    (OUTBOX_BACKLOG, Kind::Gauge, "Outbox work not yet done, by outbox (rows in PostgreSQL, read at scrape)"),
+    (REAPED, Kind::Counter, "Rows the reaper deleted (or questions it expired) on this replica, by kind"),
+    (QUESTIONS, Kind::Gauge, "Questions, by status (rows in PostgreSQL, read at scrape)"),
+    (POOL_CONNECTIONS, Kind::Gauge, "Database connections open in this replica's pool (read at scrape)"),
+    (POOL_IDLE, Kind::Gauge, "Idle database connections in this replica's pool (read at scrape)"),
+    (POOL_WAIT, Kind::Gauge, "How long getting a pooled connection took at the last scrape"),
+];
+
+/// Which `describe_*!` a family takes.
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+/// The outboxes: failed attempts ([`OUTBOX_FAILURES`]) and backlog ([`OUTBOX_BACKLOG`]) are labelled with
+/// their names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outbox {
+    /// Query status patches to Kubernetes.
+    StatusPatches,
+    /// Questions delivered to channels (Slack, GitHub).
+    ChannelDeliveries,
+}
+
+impl Outbox {
+    /// Every outbox.
+    pub const ALL: [Outbox; 2] = [Outbox::StatusPatches, Outbox::ChannelDeliveries];
+
+    /// The `outbox` label.
+    pub fn name(self) -> &'static str {
+        match self {
+            Outbox::StatusPatches => "status_patches",
+            Outbox::ChannelDeliveries => "channel_deliveries",
+        }
+    }
+}
 
 /// Upstream's size gauges, by the table each counts (read at scrape; no labels, as upstream's): the names and
 /// the type Ark's dashboards and alerts read. Upstream counts its in-process caches; here the rows are in
@@ -78,6 +141,13 @@ pub fn install() -> &'static PrometheusHandle {
         let _ = ::metrics::set_global_recorder(recorder);
         ::metrics::gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION"), "git_sha" => env!("ARK_BROKER_GIT_SHA"))
             .set(1.0);
+        for (name, kind, help) in HELP {
+            match kind {
+                Kind::Counter => ::metrics::describe_counter!(*name, *help),
+                Kind::Gauge => ::metrics::describe_gauge!(*name, *help),
+                Kind::Histogram => ::metrics::describe_histogram!(*name, *help),
+            }
+        }
         for (_, gauge, help) in UPSTREAM_SIZES {
             ::metrics::describe_gauge!(*gauge, *help);
         }
@@ -93,6 +163,34 @@ pub fn install() -> &'static PrometheusHandle {
             .expect("a thread can be started");
         handle
     })
+}
+
+/// Registers every series whose labels are known before anything happens, at zero: the open readers and
+/// waiters, ingest, flushes and delivery lag (`feeds`), listener reconnects, outbox failures (every
+/// [`Outbox`]) and reaper deletions (`reaped`, its kinds). Nothing already counted changes (the recorder is
+/// the process's, and tests start many brokers in one): counters and gauges are moved by 0, histograms only
+/// registered, which the exporter renders as buckets, sum and count of 0.
+pub fn start_at_zero(feeds: &[&'static str], reaped: &[&'static str]) {
+    install();
+    for gauge in [SSE_READERS, MCP_WAITERS] {
+        ::metrics::gauge!(gauge).increment(0.0);
+    }
+    for counter in [INGEST_LINES, LISTENER_RECONNECTS] {
+        ::metrics::counter!(counter).increment(0);
+    }
+    // A histogram's handle is only taken, to register the series: nothing is recorded.
+    for histogram in [FLUSH_ROWS, FLUSH_DURATION] {
+        let _ = ::metrics::histogram!(histogram);
+    }
+    for feed in feeds {
+        let _ = ::metrics::histogram!(DELIVERY_LAG, "feed" => *feed);
+    }
+    for outbox in Outbox::ALL {
+        ::metrics::counter!(OUTBOX_FAILURES, "outbox" => outbox.name()).increment(0);
+    }
+    for kind in reaped {
+        ::metrics::counter!(REAPED, "kind" => *kind).increment(0);
+    }
 }
 
 /// The Prometheus text of every metric.
@@ -148,8 +246,8 @@ pub fn listener_reconnected() {
 }
 
 /// Counts a failed attempt of `outbox` work.
-pub fn outbox_failed(outbox: &'static str) {
-    ::metrics::counter!(OUTBOX_FAILURES, "outbox" => outbox).increment(1);
+pub fn outbox_failed(outbox: Outbox) {
+    ::metrics::counter!(OUTBOX_FAILURES, "outbox" => outbox.name()).increment(1);
 }
 
 /// Counts what a reaper pass deleted.

@@ -31,8 +31,8 @@ pub struct Listing<'a> {
     pub version: i64,
     /// The tab's questions, one page of them.
     pub questions: &'a [Question],
-    /// How many questions are pending under the search: a number, or "500+" past one page.
-    pub pending: String,
+    /// How many questions are pending under the search (every page's, exactly).
+    pub pending: i64,
     /// The next page's cursor, when there is one.
     pub next: Option<String>,
     /// Whether this is the first page (live additions only go where they belong: the pending list's last

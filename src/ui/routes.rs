@@ -23,6 +23,7 @@ use crate::{
     queries::resume,
     questions::{
         Change,
+        list::Counted,
         model::{Answer, QuestionStatus},
         store::QuestionFilter,
     },
@@ -73,40 +74,30 @@ pub async fn page(
     let flash = params.flash();
     let search = params.search.cleaned();
     let cursor = params.cursor.as_deref();
-    let pending = QuestionFilter { status: Some(QuestionStatus::Pending), ..search.filter() };
-    let more = VIEW_LIMIT as i64 + 1;
-    let (version, mut questions) = match view {
-        View::Pending => state.questions.list(&pending, filters::pending_cursor(cursor)?, more).await?,
+    let (tab, after) = match view {
+        View::Pending => (
+            QuestionFilter { status: Some(QuestionStatus::Pending), ..search.filter() },
+            filters::pending_cursor(cursor)?,
+        ),
         View::Closed => {
-            let closed =
-                QuestionFilter { closed: true, closed_before: filters::closed_cursor(cursor)?, ..search.filter() };
-            state.questions.list(&closed, 0, more).await?
+            (QuestionFilter { closed: true, closed_before: filters::closed_cursor(cursor)?, ..search.filter() }, 0)
         }
     };
+    // The tab's page, and the exact pending count under the search (the tab's and the title's), in one snapshot.
+    let Counted { version, mut questions, pending } =
+        state.questions.list_counting_pending(&tab, after, VIEW_LIMIT as i64 + 1, &search.filter()).await?;
     let has_more = questions.len() > VIEW_LIMIT;
     questions.truncate(VIEW_LIMIT);
     let next = has_more.then(|| questions.last()).flatten().map(|last| match view {
         View::Pending => last.sequence.to_string(),
         View::Closed => filters::closed_cursor_after(last.closed.unwrap_or(last.created), last.sequence),
     });
-    // The count the tab and the title show: exact while the pending list fits one page.
-    let pending_shown = match view {
-        View::Pending => (questions.len(), has_more || cursor.is_some()),
-        View::Closed => {
-            let (_, first) = state.questions.list(&pending, 0, more).await?;
-            (first.len().min(VIEW_LIMIT), first.len() > VIEW_LIMIT)
-        }
-    };
-    let pending_count = match pending_shown {
-        (_, true) => format!("{VIEW_LIMIT}+"),
-        (count, false) => count.to_string(),
-    };
     let person = principal.as_ref().map(|Extension(principal)| principal.name());
     let listing = Listing {
         view,
         version,
         questions: &questions,
-        pending: pending_count,
+        pending,
         next,
         first_page: cursor.is_none_or(str::is_empty),
         search: &search,

@@ -1,7 +1,8 @@
-//! What an operator sees: `/metrics` in Prometheus text (requests by route and status, open readers, ingest
-//! and flushes, delivery lag, questions by status, outbox backlog, pool, build info), and the logs of a real
-//! broker process (one line per request with its route, status, latency and request id, none for probes and
-//! scrapes, an error logged with its request's id, the version and URLs at start-up).
+//! What an operator sees: `/metrics` in Prometheus text, every family there from start-up (requests by route
+//! and status, open readers, ingest and flushes, delivery lag, questions by status, outbox backlog, pool, build
+//! info), and the logs of a real broker process (one line per request with its route, status, latency and
+//! request id, none for probes and scrapes, an error logged with its request's id, the version and URLs at
+//! start-up).
 
 use serde_json::{Value, json};
 
@@ -78,6 +79,92 @@ async fn metrics_count_requests_readers_ingest_questions_and_the_pool() {
         }
     })
     .await;
+}
+
+/// The metric families the README's "Operating: metrics and logs" lists (every `ark_broker_*` and upstream's
+/// `broker_*_count` name in backticks there), so the README and the scrape cannot drift apart.
+fn families_in_the_readme() -> Vec<String> {
+    let readme = include_str!("../../README.md");
+    let start = readme.find("## Operating: metrics and logs").expect("the README's metrics section");
+    let section = &readme[start..];
+    let section = &section[..section.find("\n- Logs:").expect("the logs bullet after the metrics")];
+    let mut families: Vec<String> = section
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(|code| code.split('{').next().unwrap())
+        .filter(|name| name.starts_with("ark_broker_") || (name.starts_with("broker_") && name.ends_with("_count")))
+        .map(str::to_owned)
+        .collect();
+    families.sort();
+    families.dedup();
+    families
+}
+
+/// Every sample of family `name` (with histograms' `_bucket`, `_sum` and `_count`): its series and value.
+fn samples_of<'a>(metrics: &'a str, name: &str) -> Vec<(&'a str, f64)> {
+    metrics
+        .lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| {
+            let rest = line.strip_prefix(name)?;
+            let rest = ["_bucket", "_sum", "_count"].iter().find_map(|s| rest.strip_prefix(s)).unwrap_or(rest);
+            (rest.starts_with('{') || rest.starts_with(' ')).then_some(())?;
+            let (series, value) = line.rsplit_once(' ')?;
+            Some((series, value.parse().ok()?))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_fresh_replica_exports_every_family_with_its_help_and_type_at_zero_before_any_traffic() {
+    // A process of its own: the recorder is the process's, and this test's own process has others' counts.
+    let replica = Replica::start(&fresh_database().await).await;
+    // A newline first, so every line, the first too, follows one.
+    let metrics = format!("\n{}", reqwest::get(replica.url("/metrics")).await.unwrap().text().await.unwrap());
+    let families = families_in_the_readme();
+    assert!(families.len() >= 23, "the README lists the families: {families:?}");
+    // Their `route` and `status` labels are not known before the first request (the README says so).
+    let after_the_first_request = ["ark_broker_http_requests_total", "ark_broker_http_request_duration_seconds"];
+    // Read at scrape, so not zero: the pool this replica has, its wait, and the build.
+    let not_zero = [
+        "ark_broker_db_pool_connections",
+        "ark_broker_db_pool_idle_connections",
+        "ark_broker_db_pool_acquire_wait_seconds",
+        "ark_broker_build_info",
+    ];
+    for family in families.iter().filter(|f| !after_the_first_request.contains(&f.as_str())) {
+        assert!(metrics.contains(&format!("\n# HELP {family} ")), "{family} has its help:\n{metrics}");
+        assert!(metrics.contains(&format!("\n# TYPE {family} ")), "{family} has its type:\n{metrics}");
+        let samples = samples_of(&metrics, family);
+        assert!(!samples.is_empty(), "{family} is exported:\n{metrics}");
+        if !not_zero.contains(&family.as_str()) {
+            assert!(samples.iter().all(|(_, value)| *value == 0.0), "{family} is at zero: {samples:?}");
+        }
+    }
+    // Every label value known from the start has its series.
+    let series = |family: &str, label: &str, values: &[&str]| {
+        for value in values {
+            let name = format!("{family}{{{label}=\"{value}\"}}");
+            assert_eq!(sample(&metrics, &name), Some(0.0), "{name}:\n{metrics}");
+        }
+    };
+    let feeds = ark_broker::db::feed::Feed::ALL.map(|feed| feed.name());
+    series("ark_broker_notify_delivery_lag_seconds_count", "feed", &feeds);
+    series("ark_broker_notify_delivery_lag_seconds_sum", "feed", &feeds);
+    let outboxes = ["status_patches", "channel_deliveries"];
+    series("ark_broker_outbox_failures_total", "outbox", &outboxes);
+    series("ark_broker_outbox_backlog", "outbox", &outboxes);
+    series("ark_broker_reaper_deleted_total", "kind", &ark_broker::retention::KINDS);
+    series("ark_broker_questions", "status", &["answered", "cancelled", "expired", "pending"]);
+    for histogram in ["ark_broker_flush_rows", "ark_broker_flush_duration_seconds"] {
+        assert!(metrics.contains(&format!("\n{histogram}_bucket{{le=\"+Inf\"}} 0\n")), "{histogram}:\n{metrics}");
+        assert_eq!(sample(&metrics, &format!("{histogram}_count")), Some(0.0), "{histogram}");
+    }
+    assert!(
+        metrics.contains("\n# TYPE ark_broker_notify_delivery_lag_seconds histogram\n"),
+        "a histogram, with nothing observed:\n{metrics}"
+    );
 }
 
 /// The JSON log lines of `replica` that say `message`.

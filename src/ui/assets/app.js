@@ -15,9 +15,18 @@
   const banner = document.getElementById("connection");
   const announcer = document.getElementById("announcer");
   const search = { q: body.dataset.q, recipient: body.dataset.recipient, sender: body.dataset.sender, query: body.dataset.query };
-  // Past one page the count reads "500+" and stays so; otherwise it follows the questions.
-  const countFixed = count.textContent.endsWith("+");
+  // The server's exact count of pending questions under the search (every page's, read in the same snapshot
+  // as the list), kept up from the watch: +1 for each matching question asked, -1 for each that closes.
   let pendingCount = Number(count.textContent) || 0;
+  // The questions that have left the count: each leaves once, whether this page's answer or the watch said so
+  // first.
+  const left = new Set();
+
+  function leaves(id) {
+    if (left.has(id)) return;
+    left.add(id);
+    pendingCount = Math.max(0, pendingCount - 1);
+  }
 
   function age(iso) {
     const seconds = Math.max(0, (Date.now() - Date.parse(iso)) / 1000);
@@ -35,11 +44,8 @@
   }
 
   function refreshCounts() {
-    if (view === "pending") pendingCount = list.querySelectorAll('.question[data-status="pending"]').length;
-    if (!countFixed) {
-      count.textContent = String(pendingCount);
-      document.title = `(${pendingCount}) ${body.dataset.title} · Ark Broker`;
-    }
+    count.textContent = String(pendingCount);
+    document.title = `(${pendingCount}) ${body.dataset.title} · Ark Broker`;
     empty.hidden = list.children.length > 0;
   }
 
@@ -102,6 +108,7 @@
   // copy) until they dismiss it; it can no longer be sent.
   function markClosed(card, question) {
     if (card.dataset.status !== "pending") return;
+    leaves(card.dataset.id);
     card.dataset.status = question.status;
     card.classList.add("closed", "closed-here");
     const form = card.querySelector("form.answer");
@@ -159,6 +166,7 @@
       }
       delete card.dataset.sending;
       if (reply && reply.ok) {
+        leaves(card.dataset.id);
         card.remove();
         refreshCounts();
         announce("Answer sent.");
@@ -215,12 +223,11 @@
 
   async function created(question) {
     if (!matches(question)) return;
-    if (view !== "pending") {
-      pendingCount += 1;
-      return refreshCounts();
-    }
+    pendingCount += 1;
+    refreshCounts();
     // New questions belong on the last page of the pending list, after every other.
-    if (body.dataset.lastPage !== "true" || document.getElementById(`question-${question.id}`)) return;
+    if (view !== "pending" || body.dataset.lastPage !== "true") return;
+    if (document.getElementById(`question-${question.id}`)) return;
     const card = await fetchCard(question.id);
     if (!card || card.dataset.status !== "pending" || document.getElementById(card.id)) return;
     wireForm(card);
@@ -231,16 +238,15 @@
   }
 
   async function closed(question) {
+    if (matches(question)) leaves(question.id);
     if (view === "pending") {
       const card = document.getElementById(`question-${question.id}`);
-      if (!card) return;
-      if (busy(card)) markClosed(card, question);
-      else card.remove();
+      if (card && busy(card)) markClosed(card, question);
+      else if (card) card.remove();
       return refreshCounts();
     }
-    if (!matches(question)) return;
-    pendingCount = Math.max(0, pendingCount - 1);
     refreshCounts();
+    if (!matches(question)) return;
     // The closed list runs newest first: a question that just closed goes on top of its first page.
     if (body.dataset.firstPage !== "true") return;
     const card = await fetchCard(question.id);
