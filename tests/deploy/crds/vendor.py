@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Owns the third-party CRDs vendored in this folder (CloudNativePG Cluster, prometheus-operator ServiceMonitor,
-Gateway API HTTPRoute): turns an upstream CustomResourceDefinition into the file check_chart.py reads.
+"""Owns the third-party CRDs vendored in this folder (CloudNativePG Cluster, prometheus-operator ServiceMonitor
+and PrometheusRule, Gateway API HTTPRoute): turns an upstream CustomResourceDefinition into the file check_chart.py
+reads.
 
 It keeps the upstream CRD as it is except for two cuts that change no validation: the schemas' `description`
 strings are dropped (most of the bytes), and only the API versions the chart renders are kept (check_chart.py
