@@ -3,9 +3,11 @@
 (Helm's Go SDK through helm-python-sdk, which validates the values against chart/values.schema.json before
 rendering, as `helm` does), validates every rendered built-in kind with kubernetes-validate (strict, Kubernetes
 KUBE_VERSION) and every custom resource (Memory, MCPServer, the CloudNativePG Cluster, ServiceMonitor,
-HTTPRoute) against the CRD schemas vendored in tests/deploy/crds/ (unknown fields rejected), checks that bad
-values fail with a message naming the key, and asserts what operators rely on. Prints `ok - ...` per check and
-ends with `N passed, M failed`; exits non-zero on any failure.
+PrometheusRule, HTTPRoute) against the CRD schemas vendored in tests/deploy/crds/ (unknown fields rejected), checks
+that bad values fail with a message naming the key, and asserts what operators rely on. The optional Grafana
+dashboard and PrometheusRule are checked against the metric names the broker exports (src/telemetry/metrics.rs) and
+the rules with `promtool check rules` (Debian's prometheus package; the check fails when promtool is missing).
+Prints `ok - ...` per check and ends with `N passed, M failed`; exits non-zero on any failure.
 
 Run: tests/deploy/.venv/bin/python tests/deploy/check_chart.py   (tests/deploy/install.sh makes the venv)
 """
@@ -14,7 +16,10 @@ import copy
 import json
 import pathlib
 import re
+import shutil
+import subprocess
 import sys
+import tempfile
 import traceback
 
 import helm_python as helm
@@ -61,7 +66,8 @@ def merged(*layers):
     return out
 
 
-# Every option on at once (image digest, HPA, Ingress, HTTPRoute, ServiceMonitor, NetworkPolicy, both channels).
+# Every option on at once (image digest, HPA, Ingress, HTTPRoute, ServiceMonitor, PrometheusRule, the Grafana
+# dashboard, NetworkPolicy, both channels).
 ALL_ON = merged(SECRET_DB, {
     "app": {"image": {"digest": DIGEST}},
     "autoscaling": {"enabled": True, "maxReplicas": 6, "behavior": {"scaleDown": {"stabilizationWindowSeconds": 600}}},
@@ -75,6 +81,8 @@ ALL_ON = merged(SECRET_DB, {
     "metrics": {"serviceMonitor": {
         "enabled": True, "labels": {"release": "kube-prometheus-stack"}, "scrapeTimeout": "10s",
         "authorization": {"type": "Bearer", "credentials": {"name": "ark-broker-scrape", "key": "token"}}}},
+    "prometheus": {"rules": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}}},
+    "grafana": {"dashboard": {"enabled": True, "annotations": {"grafana_folder": "Ark"}}},
     "networkPolicy": {"enabled": True, "ingress": {"mcpFrom": [
         {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ark-system"}}}]},
         "egress": {"postgres": {"to": [{"ipBlock": {"cidr": "10.0.5.0/24"}}]}}},
@@ -111,13 +119,17 @@ def kinds(objects):
 
 
 def strict_schema(schema):
-    """The CRD schema as the apiserver applies it, but rejecting instead of pruning unknown fields."""
+    """The CRD schema as the apiserver applies it, but rejecting instead of pruning unknown fields. A Go pattern
+    with a flag group after `^` (PrometheusRule's `^(?i)(abort|warn)?$`) gets the flag first, as Python's re
+    wants it: the same language."""
     schema = copy.deepcopy(schema)
 
     def walk(node):
         if isinstance(node, dict):
             if "properties" in node and not node.get("x-kubernetes-preserve-unknown-fields"):
                 node.setdefault("additionalProperties", False)
+            if isinstance(node.get("pattern"), str) and node["pattern"].startswith("^(?i)"):
+                node["pattern"] = "(?i)^" + node["pattern"][len("^(?i)"):]
             for value in node.values():
                 walk(value)
         elif isinstance(node, list):
@@ -144,10 +156,10 @@ def load_crd_schemas():
 CRD_SCHEMAS = {}
 VENDORED = {("ark.mckinsey.com/v1alpha1", "Memory"), ("ark.mckinsey.com/v1alpha1", "MCPServer"),
             ("postgresql.cnpg.io/v1", "Cluster"), ("monitoring.coreos.com/v1", "ServiceMonitor"),
-            ("gateway.networking.k8s.io/v1", "HTTPRoute")}
+            ("monitoring.coreos.com/v1", "PrometheusRule"), ("gateway.networking.k8s.io/v1", "HTTPRoute")}
 
 
-@check("the vendored CRDs (Memory, MCPServer, CNPG Cluster, ServiceMonitor, HTTPRoute) are valid CRDs")
+@check("the vendored CRDs (Memory, MCPServer, CNPG Cluster, ServiceMonitor, PrometheusRule, HTTPRoute) are valid CRDs")
 def _():
     CRD_SCHEMAS.update(load_crd_schemas())
     assert set(CRD_SCHEMAS) == VENDORED, CRD_SCHEMAS.keys()
@@ -228,6 +240,10 @@ BAD_VALUES = [
      "additional properties 'enable' not allowed"),
     ("a namespace name that is not one: networkPolicy.allowNamespaces [Ark]",
      {"networkPolicy": {"allowNamespaces": ["Ark"]}}, "at '/networkPolicy/allowNamespaces/0'"),
+    ("grafana.dashboard.enable (the key is enabled)", {"grafana": {"dashboard": {"enable": True}}},
+     "additional properties 'enable' not allowed"),
+    ("a rule threshold that is not a number: prometheus.rules.deliveryLag.p99Seconds 1s",
+     {"prometheus": {"rules": {"deliveryLag": {"p99Seconds": "1s"}}}}, "at '/prometheus/rules/deliveryLag/p99Seconds'"),
 ]
 for label, bad, expected in BAD_VALUES:
 
@@ -267,6 +283,15 @@ variants = {
         "metrics": {"serviceMonitor": {"enabled": True, "interval": "0"}}}),
     "CNPG on, with a NetworkPolicy and status patching off": CNPG_ON,
     "upstream's values: prometheus.enable and interval, networkPolicy.enabled and allowNamespaces": UPSTREAM_KEYS,
+    "dashboard and rules tuned: own label, namespace, selector and thresholds": merged(SECRET_DB, {
+        "database": {"poolMax": 25},
+        "grafana": {"dashboard": {"enabled": True, "label": "grafana.example/dashboard", "labelValue": "ark",
+                                  "namespace": "monitoring", "labels": {"team": "ark"}}},
+        "prometheus": {"rules": {
+            "enabled": True, "selector": 'job="ark",cluster="eu-1"', "alertLabels": {"team": "ark"},
+            "replicaDownFor": "2m", "deliveryLag": {"p99Seconds": 0.5, "for": "5m"},
+            "outboxBacklog": {"rows": 1000}, "pendingQuestions": {"count": 7, "for": "1h"},
+            "poolExhausted": {"waitSeconds": 0.25}}}}),
     "CNPG tuned: own name, image, storage class, parameters, no synchronous commit, extra spec": {"cnpg": {
         "enabled": True, "name": "ark-pg", "imageName": "ghcr.io/cloudnative-pg/postgresql:17.6",
         "storage": {"size": "50Gi", "storageClass": "fast-ssd"}, "parameters": {"max_connections": "200"},
@@ -685,6 +710,170 @@ def _():
     assert mcp["from"] == [{"ipBlock": {"cidr": "10.1.0.0/16"}}] + namespaces, mcp  # added to mcpFrom
 
 
+# -- Grafana dashboard and PrometheusRule ---------------------------------------------------------------------
+
+METRICS_RS = (ROOT / "src" / "telemetry" / "metrics.rs").read_text()
+README = (ROOT / "README.md").read_text()
+CHART_README = (CHART / "README.md").read_text()
+DASHBOARD_FILE = json.loads((CHART / "dashboards" / "ark-broker.json").read_text())
+TUNED = "dashboard and rules tuned: own label, namespace, selector and thresholds"
+ALERTS = ["ArkBrokerReplicaDown", "ArkBrokerDeliveryLagHigh", "ArkBrokerOutboxBacklogGrowing",
+          "ArkBrokerOutboxFailing", "ArkBrokerQuestionsPending", "ArkBrokerDbPoolExhausted"]
+
+
+def broker_families():
+    """{family: Counter|Gauge|Histogram} of the broker's own metrics (the constants and HELP table of
+    src/telemetry/metrics.rs), plus upstream's size gauges."""
+    constants = dict(re.findall(r'pub const ([A-Z_]+): &str = "([a-z_:]+)";', METRICS_RS))
+    families = {constants[name]: kind for name, kind in re.findall(r"\(\s*([A-Z_]+),\s*Kind::(\w+)", METRICS_RS)}
+    assert len(families) >= 17, families
+    families.update({name: "Gauge" for name in re.findall(r'"(broker_[a-z_]+_count)"', METRICS_RS)})
+    return families
+
+
+def exported_series():
+    """Every series name a scrape of the broker can hold: a histogram's as _bucket, _sum and _count."""
+    names = set()
+    for family, kind in broker_families().items():
+        names |= {family + suffix for suffix in ("_bucket", "_sum", "_count")} if kind == "Histogram" else {family}
+    return names
+
+
+def metric_names(expr):
+    """The metric names a PromQL expression selects: an identifier before `{` (string literals, which hold label
+    values, removed first), and any word that reads as one of the broker's (ark_broker_*, broker_*_count)."""
+    bare = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)
+    names = set(re.findall(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\s*\{", bare))
+    names |= set(re.findall(r"\b(ark_broker_[a-z0-9_]+|broker_[a-z0-9_]+_count)\b", bare))
+    return names
+
+
+def dashboard_exprs(dashboard):
+    """Every PromQL expression of the dashboard: its panels' targets and its variables' queries."""
+    exprs = [target["expr"] for panel in dashboard["panels"] for target in panel.get("targets", [])]
+    for variable in dashboard["templating"]["list"]:
+        if variable["type"] == "query":
+            query = variable["query"]
+            exprs.append(query["query"] if isinstance(query, dict) else query)
+    return exprs
+
+
+def rules_of(objects_):
+    return [rule for group in find(objects_, "PrometheusRule")["spec"]["groups"] for rule in group["rules"]]
+
+
+@check("the broker's metric families (src/telemetry/metrics.rs) are the ones the README's metrics section lists")
+def _():
+    for family in broker_families():
+        assert f"`{family}" in README, f"{family} is not in README.md"
+
+
+@check("dashboard and rules are off by default: no dashboard ConfigMap, no PrometheusRule")
+def _():
+    assert "PrometheusRule" not in kinds(objects)
+    assert not [o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-dashboard")]
+    assert values["grafana"]["dashboard"]["enabled"] is False and values["prometheus"]["rules"]["enabled"] is False
+
+
+@check("all options: the dashboard ConfigMap carries the sidecar label and holds chart/dashboards/ark-broker.json")
+def _():
+    config_map = find(every, "ConfigMap", f"{FULLNAME}-dashboard")
+    metadata = config_map["metadata"]
+    assert metadata["labels"]["grafana_dashboard"] == "1", metadata["labels"]
+    assert metadata["annotations"]["grafana_folder"] == "Ark" and "namespace" not in metadata, metadata
+    assert list(config_map["data"]) == ["ark-broker.json"], list(config_map["data"])
+    assert json.loads(config_map["data"]["ark-broker.json"]) == DASHBOARD_FILE
+    assert DASHBOARD_FILE["uid"] == "ark-broker" and DASHBOARD_FILE["panels"], "a dashboard with panels"
+
+
+@check("dashboard tuned: the sidecar label key and value, labels and namespace are the values'")
+def _():
+    config_map = find(rendered[TUNED], "ConfigMap", f"{FULLNAME}-dashboard")
+    metadata = config_map["metadata"]
+    assert metadata["namespace"] == "monitoring", metadata
+    assert metadata["labels"]["grafana.example/dashboard"] == "ark" and metadata["labels"]["team"] == "ark"
+    assert "grafana_dashboard" not in metadata["labels"], metadata["labels"]
+
+
+@check("the dashboard queries only metrics the broker exports, and shows ingest, lag, readers, waiters, questions, "
+       "outboxes, the pool and HTTP errors")
+def _():
+    exported = exported_series()
+    used = set()
+    for expr in dashboard_exprs(DASHBOARD_FILE):
+        names = metric_names(expr)
+        assert names, f"no metric in {expr}"
+        unknown = names - exported
+        assert not unknown, f"{expr}: {sorted(unknown)} are not exported by the broker"
+        used |= names
+    wanted = {"ark_broker_ingest_lines_total", "ark_broker_notify_delivery_lag_seconds_bucket",
+              "ark_broker_sse_readers", "ark_broker_mcp_waiters", "ark_broker_questions", "ark_broker_outbox_backlog",
+              "ark_broker_db_pool_connections", "ark_broker_db_pool_idle_connections",
+              "ark_broker_db_pool_acquire_wait_seconds", "ark_broker_http_requests_total"}
+    assert wanted <= used, sorted(wanted - used)
+    assert any('status=~"5.."' in expr and "by (route)" in expr for expr in dashboard_exprs(DASHBOARD_FILE))
+    assert len({panel["id"] for panel in DASHBOARD_FILE["panels"]}) == len(DASHBOARD_FILE["panels"]), "unique ids"
+
+
+@check("all options: the PrometheusRule carries its labels and the alerts, each with a runbook line in the chart "
+       "README")
+def _():
+    rule = find(every, "PrometheusRule", FULLNAME)
+    assert rule["apiVersion"] == "monitoring.coreos.com/v1"
+    assert rule["metadata"]["labels"]["release"] == "kube-prometheus-stack", rule["metadata"]["labels"]
+    rules = rules_of(every)
+    assert [r["alert"] for r in rules] == ALERTS, [r["alert"] for r in rules]
+    section = CHART_README.split("## Alerts and runbook", 1)[1].split("\n## ", 1)[0]
+    for r in rules:
+        assert r["labels"]["severity"] in ("warning", "critical"), r
+        assert r["annotations"]["summary"] and r["annotations"]["description"], r
+        assert f"`{r['alert']}`" in section, f"{r['alert']} has no runbook line in chart/README.md"
+        assert r["alert"] in r["annotations"]["runbook"], r["annotations"]
+    assert 'up{job="ark-broker",namespace="ark"} == 0' == rules[0]["expr"], rules[0]["expr"]
+
+
+@check("the rules use only metrics the broker exports (and Prometheus' own `up`), on this release's series")
+def _():
+    exported = exported_series() | {"up"}
+    for objects_, selector in ((every, 'job="ark-broker",namespace="ark"'),
+                               (rendered[TUNED], 'job="ark",cluster="eu-1"')):
+        for r in rules_of(objects_):
+            names = metric_names(r["expr"])
+            assert names and not names - exported, f"{r['alert']}: {sorted(names - exported)} are not exported"
+            selectors = re.findall(r"[a-z_]+\{([^}]*)\}", r["expr"])
+            assert selectors and all(s.startswith(selector) for s in selectors), (r["alert"], selectors)
+
+
+@check("rules tuned: thresholds, durations, pool size and alert labels come from the values")
+def _():
+    rules = {r["alert"]: r for r in rules_of(rendered[TUNED])}
+    assert rules["ArkBrokerReplicaDown"]["for"] == "2m"
+    lag = rules["ArkBrokerDeliveryLagHigh"]
+    assert lag["expr"].endswith("> 0.5") and lag["for"] == "5m", lag
+    assert "> 1000" in rules["ArkBrokerOutboxBacklogGrowing"]["expr"]
+    pending = rules["ArkBrokerQuestionsPending"]
+    assert pending["expr"].endswith("> 7") and pending["for"] == "1h", pending
+    pool = rules["ArkBrokerDbPoolExhausted"]["expr"]
+    assert "> 0.25" in pool and ">= 25)" in pool, pool
+    assert all(r["labels"]["team"] == "ark" for r in rules.values())
+
+
+for label, source in (("all options", "all options on"), ("tuned", TUNED)):
+
+    @check(f"promtool check rules passes on the rendered PrometheusRule's groups ({label})")
+    def _():
+        promtool = shutil.which("promtool")
+        assert promtool, "promtool is missing: install Debian's prometheus package (./scripts/test does, as root)"
+        spec = find(rendered[source], "PrometheusRule")["spec"]
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml") as file:
+            yaml.safe_dump(spec, file)
+            file.flush()
+            result = subprocess.run([promtool, "check", "rules", file.name], capture_output=True, text=True,
+                                    check=False)
+        assert result.returncode == 0, f"promtool check rules:\n{result.stdout}{result.stderr}"
+        assert f"SUCCESS: {len(ALERTS)} rules found" in result.stdout, result.stdout
+
+
 # -- CloudNativePG --------------------------------------------------------------------------------------------
 
 cnpg = rendered.get("CNPG on, with a NetworkPolicy and status patching off") or []
@@ -737,10 +926,12 @@ def _():
     assert "helm.sh/resource-policy" not in cluster["metadata"].get("annotations", {})
 
 
-@check("a typo in the CNPG Cluster, ServiceMonitor or HTTPRoute spec is rejected by its vendored schema")
+@check("a typo in the CNPG Cluster, ServiceMonitor, PrometheusRule or HTTPRoute spec is rejected by its vendored "
+       "schema")
 def _():
     for kind, objects_, path, typo in (("Cluster", cnpg, ["spec"], "instance"),
                                        ("ServiceMonitor", every, ["spec", "endpoints", 0], "intervall"),
+                                       ("PrometheusRule", every, ["spec", "groups", 0, "rules", 0], "fore"),
                                        ("HTTPRoute", every, ["spec", "rules", 0], "backendRef")):
         obj = copy.deepcopy(find(objects_, kind))
         node = obj
