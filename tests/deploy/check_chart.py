@@ -6,7 +6,8 @@ KUBE_VERSION) and every custom resource (Memory, MCPServer, the CloudNativePG Cl
 PrometheusRule, HTTPRoute) against the CRD schemas vendored in tests/deploy/crds/ (unknown fields rejected), checks
 that bad values fail with a message naming the key, and asserts what operators rely on. The optional Grafana
 dashboard and PrometheusRule are checked against the metric names the broker exports (src/telemetry/metrics.rs) and
-the rules with `promtool check rules` (Debian's prometheus package; the check fails when promtool is missing).
+the rules with `promtool check rules` and `promtool test rules` (tests/deploy/alerts_test.yaml; Debian's
+prometheus package: the checks fail when promtool is missing).
 Prints `ok - ...` per check and ends with `N passed, M failed`; exits non-zero on any failure.
 
 Run: tests/deploy/.venv/bin/python tests/deploy/check_chart.py   (tests/deploy/install.sh makes the venv)
@@ -872,6 +873,25 @@ for label, source in (("all options", "all options on"), ("tuned", TUNED)):
                                     check=False)
         assert result.returncode == 0, f"promtool check rules:\n{result.stdout}{result.stderr}"
         assert f"SUCCESS: {len(ALERTS)} rules found" in result.stdout, result.stdout
+
+
+@check("promtool test rules: each alert fires on the series of tests/deploy/alerts_test.yaml, with its labels, "
+       "and stays quiet before its `for` and on healthy series")
+def _():
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool is missing: install Debian's prometheus package (./scripts/test does, as root)"
+    spec = copy.deepcopy(find(every, "PrometheusRule")["spec"])
+    for group in spec["groups"]:
+        for rule in group["rules"]:
+            rule.pop("annotations")  # promtool would compare them too; `check rules` checks their templates
+    tests = pathlib.Path(__file__).resolve().parent / "alerts_test.yaml"
+    assert {t["name"].split()[0] for t in yaml.safe_load(tests.read_text())["tests"]} == set(ALERTS)
+    with tempfile.TemporaryDirectory() as folder:
+        (pathlib.Path(folder) / "rules.yaml").write_text(yaml.safe_dump(spec))
+        shutil.copy(tests, pathlib.Path(folder) / tests.name)
+        result = subprocess.run([promtool, "test", "rules", str(pathlib.Path(folder) / tests.name)],
+                                capture_output=True, text=True, check=False)
+    assert result.returncode == 0 and "SUCCESS" in result.stdout, f"promtool test rules:\n{result.stdout}{result.stderr}"
 
 
 # -- CloudNativePG --------------------------------------------------------------------------------------------
