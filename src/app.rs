@@ -121,7 +121,8 @@ impl From<TcpListener> for Listeners {
 
 /// Serves `state` until `shutdown` resolves; then readiness fails, new connections are refused, SSE
 /// responses and waiting MCP calls end (their questions stay), open requests — chunk POSTs included — get
-/// `shutdown_timeout` to finish, buffered chunks are committed, and it returns. Connections are held to the limits of [`connections`].
+/// `shutdown_timeout` to finish, buffered chunks are committed, and it returns. Connections are held to the
+/// limits of [`connections`].
 pub async fn serve(
     listeners: impl Into<Listeners>,
     state: AppState,

@@ -150,8 +150,7 @@ pub async fn complete(
         let position = match chunks.request_completion(stream_id, may_give_up).await? {
             Step::Completed => return Ok(Completion::Completed),
             // Completed by the writers this call asked: for the caller, this call completed it.
-            Step::AlreadyCompleted if ours => return Ok(Completion::Completed),
-            Step::AlreadyCompleted => return Ok(Completion::AlreadyCompleted),
+            Step::AlreadyCompleted => return Ok(answer(ours)),
             Step::NotFound => return Ok(Completion::NotFound),
             Step::Requested { position, first } => {
                 ours |= first && !requested;
@@ -166,7 +165,7 @@ pub async fn complete(
         }
         let Some(left) = ANSWER_WITHIN.checked_sub(started.elapsed()) else {
             tracing::warn!(stream.id = %stream_id, "stream completion requested; its writers have not appended it yet");
-            return Ok(if ours { Completion::Completed } else { Completion::AlreadyCompleted });
+            return Ok(answer(ours));
         };
         let until = Instant::now() + pause.min(left);
         pause = (pause * 2).min(MAX_RECHECK);
@@ -178,13 +177,19 @@ pub async fn complete(
             };
             match delivery {
                 Delivery::Batch(batch) if batch.rows.iter().any(|row| row.is_done) => {
-                    return Ok(if ours { Completion::Completed } else { Completion::AlreadyCompleted });
+                    return Ok(answer(ours));
                 }
                 Delivery::Batch(batch) => subscription.delivered(batch.to),
                 Delivery::Lagged => break,
             }
         }
     }
+}
+
+/// What `/complete` answers once the marker is there: `completed` to the call whose request the writers
+/// answered, `already_completed` to the others.
+fn answer(ours: bool) -> Completion {
+    if ours { Completion::Completed } else { Completion::AlreadyCompleted }
 }
 
 /// Passes completion requests from the LISTEN connection to this replica's open POSTs. `None` (a request

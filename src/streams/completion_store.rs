@@ -185,8 +185,9 @@ impl ChunkStore {
                 tx.rollback().await?;
                 continue;
             }
-            sqlx::query!("delete from stream_writers where stream_id = $1", &stream_id).execute(tx.conn()).await?;
             if !stream.known {
+                // Appending the marker forgets the writers; with nothing to end, they are forgotten here.
+                sqlx::query!("delete from stream_writers where stream_id = $1", &stream_id).execute(tx.conn()).await?;
                 withdraw(&mut tx, &stream_id).await?;
                 tx.commit().await?;
             } else if append_marker(&mut tx, &stream_id).await? {

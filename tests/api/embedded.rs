@@ -2,11 +2,9 @@
 //! and the next start in the same data directory stops that server and comes up; a second broker on a
 //! directory whose broker still runs says what to do; SIGHUP stops the broker and its server.
 
-use std::process::Stdio;
-
 use serde_json::json;
 
-use crate::support::{Replica, within};
+use crate::support::{Replica, replica::refused_start};
 
 #[tokio::test]
 async fn a_broker_killed_with_its_postgres_running_starts_again_and_sighup_stops_both() {
@@ -18,18 +16,7 @@ async fn a_broker_killed_with_its_postgres_running_starts_again_and_sighup_stops
     assert_eq!(stored.send().await.unwrap().status(), 200);
 
     // While it runs, a second broker on the same directory refuses to start and says why.
-    let refused = within(
-        "the second broker to give up",
-        tokio::process::Command::new(env!("CARGO_BIN_EXE_ark-broker"))
-            .env_remove("DATABASE_URL")
-            .args(["--data-dir", dir.to_str().unwrap(), "--port", "0", "--mcp-port", "0", "--log-format", "json"])
-            .stdin(Stdio::null())
-            .output(),
-    )
-    .await
-    .unwrap();
-    assert!(!refused.status.success());
-    let said = String::from_utf8_lossy(&refused.stdout);
+    let said = refused_start(&dir, &[]).await;
     assert!(said.contains("another ark-broker") && said.contains("--data-dir"), "{said}");
 
     first.kill().await;

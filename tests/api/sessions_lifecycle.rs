@@ -2,8 +2,6 @@
 //! session (the controller's finalizer), a message that first puts a query in a conversation shows it,
 //! sessions and messages expire, and an event applied after a later one of its query cannot undo it.
 
-use std::process::Stdio;
-
 use serde_json::{Value, json};
 
 use crate::{
@@ -13,7 +11,9 @@ use crate::{
     support::{
         SseReader, TestApp,
         hold::{install_hold, release_hold, wait_until_held},
-        json_of, within,
+        json_of,
+        replica::refused_start,
+        within,
     },
 };
 
@@ -212,20 +212,8 @@ async fn messages_without_a_ttl_expire_after_the_message_visibility_ttl() {
 #[tokio::test]
 async fn a_broker_whose_session_ttl_is_shorter_than_the_message_ttl_refuses_to_start_and_says_why() {
     let dir = std::env::temp_dir().join(format!("ark-ttl-{}", uuid::Uuid::new_v4()));
-    let refused = within(
-        "the broker to refuse",
-        tokio::process::Command::new(env!("CARGO_BIN_EXE_ark-broker"))
-            .env_remove("DATABASE_URL")
-            .env("SESSIONS_VISIBILITY_TTL_SECONDS", "3600")
-            .env("MESSAGE_VISIBILITY_TTL_SECONDS", "7200")
-            .args(["--data-dir", dir.to_str().unwrap(), "--port", "0", "--mcp-port", "0", "--log-format", "json"])
-            .stdin(Stdio::null())
-            .output(),
-    )
-    .await
-    .unwrap();
-    assert!(!refused.status.success());
-    let said = String::from_utf8_lossy(&refused.stdout);
+    let env = [("SESSIONS_VISIBILITY_TTL_SECONDS", "3600"), ("MESSAGE_VISIBILITY_TTL_SECONDS", "7200")];
+    let said = refused_start(&dir, &env).await;
     assert!(said.contains("SESSIONS_VISIBILITY_TTL_SECONDS (--session-ttl-seconds, 3600) must be at least"), "{said}");
     assert!(!dir.exists(), "nothing was started");
 }

@@ -142,3 +142,22 @@ fn listening_address(line: &str) -> Option<(String, String)> {
     let address = |field: &str| value.get(field)?.as_str().map(str::to_owned);
     Some((address("http.addr")?, address("mcp.addr")?))
 }
+
+/// Runs a broker on the embedded PostgreSQL in `data_dir` with `env` set, which must refuse to start; returns
+/// what it printed on stdout (its JSON log lines).
+pub async fn refused_start(data_dir: &std::path::Path, env: &[(&str, &str)]) -> String {
+    let refused = within(
+        "the broker to refuse to start",
+        Command::new(env!("CARGO_BIN_EXE_ark-broker"))
+            .env_remove("DATABASE_URL")
+            .envs(env.iter().copied())
+            .args(["--data-dir", data_dir.to_str().expect("a UTF-8 path"), "--port", "0", "--mcp-port", "0"])
+            .args(["--log-format", "json"])
+            .stdin(Stdio::null())
+            .output(),
+    )
+    .await
+    .expect("run ark-broker");
+    assert!(!refused.status.success(), "the broker started");
+    String::from_utf8_lossy(&refused.stdout).into_owned()
+}
