@@ -65,7 +65,7 @@ async fn restarting_every_replica_in_turn_under_50_writers_loses_and_repeats_no_
     for turn in 0..3 {
         tokio::time::sleep_until((started + Duration::from_secs(4 + 8 * turn as u64)).into()).await;
         let mut old = replicas.lock().await.remove(0);
-        balancer.remove(&old.base);
+        balancer.remove(&old.base).await;
         old.terminate();
         let exited = within("the drained replica to exit", old.wait()).await;
         assert!(exited, "replica exits cleanly after its POSTs finished; log:\n{}", old.log());

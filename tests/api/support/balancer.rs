@@ -1,5 +1,7 @@
 //! A TCP load balancer in front of replicas, as a Kubernetes Service is: each new connection goes to the next
 //! replica in rotation; a replica taken out of rotation gets no new connections while the ones it has stay.
+//! Taking one out waits until no connection accepted before is still being routed (Kubernetes' preStop sleep
+//! gives the same guarantee): a replica stopped after that is sent nothing new.
 
 use std::{
     net::SocketAddr,
@@ -13,6 +15,8 @@ pub struct Balancer {
     /// `http://127.0.0.1:<port>`.
     pub base: String,
     rotation: Arc<Mutex<Vec<SocketAddr>>>,
+    /// Connections accepted and not yet connected to a replica.
+    routing: Arc<tokio::sync::watch::Sender<usize>>,
     _server: tokio::task::JoinHandle<()>,
 }
 
@@ -23,15 +27,18 @@ impl Balancer {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind the balancer");
         let base = format!("http://{}", listener.local_addr().expect("local address"));
         let backends = rotation.clone();
+        let routing = Arc::new(tokio::sync::watch::channel(0usize).0);
+        let counter = routing.clone();
         let server = tokio::spawn(async move {
             let mut next = 0usize;
             while let Ok((client, _)) = listener.accept().await {
                 let candidates = backends.lock().unwrap().clone();
                 next = next.wrapping_add(1);
-                tokio::spawn(relay(client, candidates, next));
+                counter.send_modify(|n| *n += 1);
+                tokio::spawn(relay(client, candidates, next, counter.clone()));
             }
         });
-        Balancer { base, rotation, _server: server }
+        Balancer { base, rotation, routing, _server: server }
     }
 
     /// The balancer's URL of `path`.
@@ -39,10 +46,12 @@ impl Balancer {
         format!("{}{path}", self.base)
     }
 
-    /// Takes the replica at `base` out of rotation (Kubernetes removing a terminating pod's endpoint).
-    pub fn remove(&self, base: &str) {
+    /// Takes the replica at `base` out of rotation (Kubernetes removing a terminating pod's endpoint) and
+    /// waits until every connection accepted before is routed.
+    pub async fn remove(&self, base: &str) {
         let gone = address(base);
         self.rotation.lock().unwrap().retain(|backend| *backend != gone);
+        let _ = self.routing.subscribe().wait_for(|routing| *routing == 0).await;
     }
 
     /// Puts the replica at `base` into rotation (a new pod became ready).
@@ -55,14 +64,23 @@ fn address(base: &str) -> SocketAddr {
     base.trim_start_matches("http://").trim_end_matches('/').parse().expect("a host:port")
 }
 
-async fn relay(mut client: TcpStream, candidates: Vec<SocketAddr>, start: usize) {
+async fn relay(
+    mut client: TcpStream,
+    candidates: Vec<SocketAddr>,
+    start: usize,
+    routing: Arc<tokio::sync::watch::Sender<usize>>,
+) {
+    let mut server = None;
     for offset in 0..candidates.len() {
-        let backend = candidates[(start + offset) % candidates.len()];
-        if let Ok(mut server) = TcpStream::connect(backend).await {
-            let _ = server.set_nodelay(true);
-            let _ = client.set_nodelay(true);
-            let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
-            return;
+        if let Ok(connected) = TcpStream::connect(candidates[(start + offset) % candidates.len()]).await {
+            server = Some(connected);
+            break;
         }
+    }
+    routing.send_modify(|n| *n -= 1);
+    if let Some(mut server) = server {
+        let _ = server.set_nodelay(true);
+        let _ = client.set_nodelay(true);
+        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
     }
 }
