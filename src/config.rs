@@ -194,6 +194,13 @@ pub struct Config {
           value_parser = clap::value_parser!(u64).range(100..))]
     pub db_idle_in_transaction_timeout_ms: u64,
 
+    /// Milliseconds a PostgreSQL connection may go unanswered by the network (no reply to what it sent, no
+    /// reply to keepalive probes) before it counts as lost, on the broker's side and the server's: a partition
+    /// then fails requests with 503 and takes the replica out of readiness within this, instead of hanging.
+    #[arg(long, env = "ARK_BROKER_DB_NETWORK_TIMEOUT_MS", default_value_t = 4_000,
+          value_parser = clap::value_parser!(u64).range(1_000..=600_000))]
+    pub db_network_timeout_ms: u64,
+
     /// Largest number of pooled Postgres connections per replica (the LISTEN connection is extra).
     #[arg(long, env = "DATABASE_POOL_MAX", default_value_t = 10)]
     pub database_pool_max: u32,
@@ -307,6 +314,14 @@ pub struct Config {
     #[arg(long, env = "ARK_BROKER_IDLE_TIMEOUT_SECONDS", default_value_t = 75,
           value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub idle_timeout_seconds: u64,
+
+    /// Seconds a client connection may be silent before it gets TCP keepalive probes; one that answers none
+    /// of three (a third of this apart) is closed. A client that vanished without closing (a node gone, a
+    /// partition) is noticed within twice this: its open chunk POST then counts as broken (`aborted` after
+    /// the grace) and its SSE reader is freed. A silent client that is there answers the probes.
+    #[arg(long, env = "ARK_BROKER_CLIENT_KEEPALIVE_SECONDS", default_value_t = 15,
+          value_parser = clap::value_parser!(u64).range(1..=7_200))]
+    pub client_keepalive_seconds: u64,
 
     /// Most open connections per replica, HTTP and MCP ports together. Beyond it a few more are let in to
     /// answer `/health` and `/readyz` (everything else gets 503); the rest are closed at once.

@@ -6,7 +6,7 @@
 use std::{sync::Arc, time::Duration};
 
 use axum::extract::FromRef;
-use sqlx::{PgPool, postgres::PgPoolOptions};
+use sqlx::PgPool;
 use tokio::{sync::Mutex, task::JoinHandle};
 use tokio_util::sync::CancellationToken;
 
@@ -23,6 +23,7 @@ use crate::{
         tail,
     },
     events::{model::EventRecord, store::EventStore},
+    http::sse_end::{self, StreamsEnd},
     idempotency::store::KeyStore,
     messages::{model::MessageItem, store::MessageStore},
     queries::store::QueryStore,
@@ -87,6 +88,8 @@ pub struct AppState {
     pub writer: ChunkWriter,
     /// Cancelled when the replica starts shutting down: readiness fails and SSE responses end.
     pub shutdown: CancellationToken,
+    /// When this replica's SSE responses end: at shutdown, or when PostgreSQL is lost for a while.
+    pub streams_end: StreamsEnd,
     /// Cancelled when a draining replica may wait no longer for open chunk POSTs.
     pub drain_deadline: CancellationToken,
     /// This replica's open chunk POSTs, which completion requests reach.
@@ -143,11 +146,7 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
     // Connecting first, on its own, so an unreachable server or a refused certificate is said as such.
     db::migrate_on(database.connect_one("ark-broker-migrate").await?).await?;
     let pool = db::connect(&database, config.database_pool_max, db::Timeouts::of(&config)).await?;
-    let listen_pool = PgPoolOptions::new()
-        .max_connections(1)
-        // A failed connect surfaces within a second, so the replica soon knows when Postgres is unreachable.
-        .acquire_timeout(Duration::from_secs(1))
-        .connect_lazy_with(database.options(&listener::application_name())?);
+    let listen_pool = db::listen_pool(&database, &listener::application_name())?;
     let hub = Hub::default();
     let status = ListenerStatus::default();
     let chunks = ChunkStore::new(pool.clone(), status.replica_key());
@@ -178,8 +177,10 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
     let open_writers = OpenWriters::default();
     let (completion_requests, requests) = tokio::sync::mpsc::unbounded_channel();
     let completion_task = completion::spawn_requests(chunks.clone(), open_writers.clone(), requests);
+    let connections =
+        listener::Connections { listen_pool, pool: pool.clone(), heartbeat_deadline: database.network_timeout() };
     let listener_task = tokio::spawn(listener::run(
-        listen_pool,
+        connections,
         tails,
         completion_requests,
         status.clone(),
@@ -191,6 +192,9 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
         drained.cancel();
         return Err(StartError::Listener(LISTENER_START_TIMEOUT));
     }
+    let streams_end = StreamsEnd::new(&shutdown);
+    let mover =
+        sse_end::spawn_mover(status.clone(), streams_end.clone(), sse_end::READERS_MOVE_AFTER, shutdown.clone());
     let channels = Channels::new(&config, pool.clone());
     let reaper = Reaper {
         pool: pool.clone(),
@@ -223,6 +227,7 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
         session_tail_task,
         span_tail_task,
         completion_task,
+        mover,
     ];
     background.extend(auth_task);
     // Interval 0 (upstream's `ROW_REAP_INTERVAL_SECONDS=0`): this replica never reaps.
@@ -255,6 +260,7 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
         listener: status,
         chunks,
         writer,
+        streams_end,
         shutdown,
         drain_deadline: CancellationToken::new(),
         open_writers,
@@ -283,12 +289,12 @@ macro_rules! route_states {
 }
 
 route_states! {
-    messages { config, pool, messages, message_fanout, shutdown }
-    events { config, pool, events, event_fanout, shutdown }
-    sessions { config, sessions, session_fanout, shutdown }
-    traces { config, pool, spans, span_fanout, shutdown }
-    streams { config, pool, chunks, chunk_fanout, writer, ndjson_budget, shutdown, drain_deadline, open_writers }
-    questions { config, auth, hub, questions, shutdown }
+    messages { config, pool, messages, message_fanout, streams_end }
+    events { config, pool, events, event_fanout, streams_end }
+    sessions { config, sessions, session_fanout, streams_end }
+    traces { config, pool, spans, span_fanout, streams_end }
+    streams { config, pool, chunks, chunk_fanout, writer, ndjson_budget, streams_end, drain_deadline, open_writers }
+    questions { config, auth, hub, questions, streams_end }
     queries { query_state, chunks, questions }
     channels { config, channels, questions }
 }

@@ -15,8 +15,10 @@ mod overflow;
 use std::{convert::Infallible, io, pin::pin, sync::Arc, time::Duration};
 
 use axum::{Router, extract::Request};
+use futures::FutureExt;
 use hyper::{body::Incoming, server::conn::http1, service::service_fn};
 use hyper_util::rt::TokioIo;
+use socket2::TcpKeepalive;
 use tokio::{
     net::{TcpListener, TcpStream},
     sync::{OwnedSemaphorePermit, Semaphore},
@@ -51,6 +53,7 @@ const WARN_EVERY: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone)]
 pub struct Limits {
     timeouts: Timeouts,
+    keepalive: TcpKeepalive,
     slots: Arc<Semaphore>,
     overflow: Arc<Semaphore>,
 }
@@ -63,6 +66,7 @@ impl Limits {
                 header: Duration::from_secs(config.header_read_timeout_seconds),
                 idle: Duration::from_secs(config.idle_timeout_seconds),
             },
+            keepalive: client_keepalive(Duration::from_secs(config.client_keepalive_seconds)),
             slots: Arc::new(Semaphore::new(config.max_connections as usize)),
             overflow: Arc::new(Semaphore::new(OVERFLOW_CONNECTIONS)),
         }
@@ -102,7 +106,7 @@ pub async fn serve(
                 continue;
             }
         };
-        no_delay(&stream);
+        tune(&stream, &limits.keepalive);
         let admission = if let Ok(slot) = limits.slots.clone().try_acquire_owned() {
             Admission { router: router.clone(), timeouts: limits.timeouts, keep_alive: true, slot }
         } else if let Ok(slot) = limits.overflow.clone().try_acquire_owned() {
@@ -115,6 +119,16 @@ pub async fn serve(
             continue;
         };
         connections.spawn(serve_connection(stream, admission, draining.clone()));
+    }
+    // Connections the kernel completed before the drain began are queued on the listening socket; their
+    // clients sent their requests to a replica that was still in rotation, so they are served (a request
+    // already there is read first, below) rather than reset when the socket closes.
+    while let Some(Ok((stream, _))) = listener.accept().now_or_never() {
+        tune(&stream, &limits.keepalive);
+        if let Ok(slot) = limits.slots.clone().try_acquire_owned() {
+            let admission = Admission { router: router.clone(), timeouts: limits.timeouts, keep_alive: false, slot };
+            connections.spawn(serve_connection(stream, admission, draining.clone()));
+        }
     }
     // Closing the listening socket now makes the kernel refuse new connections instead of queueing them.
     drop(listener);
@@ -143,6 +157,9 @@ async fn serve_connection(stream: TcpStream, admission: Admission, draining: Can
     let mut told_to_drain = false;
     loop {
         tokio::select! {
+            // The connection first: a request whose bytes are already here is read (and so counts as in
+            // flight) before the drain decides the connection is idle.
+            biased;
             result = connection.as_mut() => {
                 if let Err(error) = result {
                     tracing::debug!(%error, "connection ended with an error");
@@ -151,7 +168,8 @@ async fn serve_connection(stream: TcpStream, admission: Admission, draining: Can
             }
             () = draining.cancelled(), if !told_to_drain => {
                 // Nothing in flight (idle, or headers still on their way): nothing to finish, close now
-                // rather than wait up to the header timeout for a request the replica would not serve.
+                // rather than wait up to the header timeout for a request the replica would not serve. (A
+                // request whose head is already here was read above, and is in flight.)
                 if !activity.busy() {
                     return;
                 }
@@ -167,11 +185,21 @@ async fn serve_connection(stream: TcpStream, admission: Admission, draining: Can
 }
 
 /// Small writes (an SSE event, a short reply) go out at once: with Nagle's algorithm a reply could wait for
-/// the peer's delayed ACK, which measured as ~40 ms of extra latency on an answered question's wake.
-fn no_delay(socket: &TcpStream) {
+/// the peer's delayed ACK, which measured as ~40 ms of extra latency on an answered question's wake. And a
+/// peer that vanished without closing is found by keepalive probes (`--client-keepalive-seconds`).
+fn tune(socket: &TcpStream, keepalive: &TcpKeepalive) {
     if let Err(error) = socket.set_nodelay(true) {
         tracing::debug!(%error, "setting TCP_NODELAY failed");
     }
+    if let Err(error) = socket2::SockRef::from(socket).set_tcp_keepalive(keepalive) {
+        tracing::debug!(%error, "setting TCP keepalive failed");
+    }
+}
+
+/// Probes after `silent`, three of them a third of it apart (at least a second).
+fn client_keepalive(silent: Duration) -> TcpKeepalive {
+    let interval = (silent / 3).max(Duration::from_secs(1));
+    TcpKeepalive::new().with_time(silent).with_interval(interval).with_retries(3)
 }
 
 /// A failed accept: one connection's own trouble is skipped; anything else (EMFILE, ENFILE, ENOMEM) is

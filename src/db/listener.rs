@@ -3,7 +3,9 @@
 //! once for every reader on this replica.
 //!
 //! Notifications are hints and can be lost (they are not replayed after a reconnect), so after every
-//! (re)connect the tails are told to resync, and a poll tick reaches them every interval.
+//! (re)connect the tails are told to resync, and a poll tick reaches them every interval. A connection the
+//! network lost is noticed by keepalive ([`super::keepalive`]), one that stopped answering otherwise by the
+//! heartbeat ([`super::heartbeat`]).
 
 use std::{
     collections::HashMap,
@@ -21,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{
     feed::{self, CHANNEL, Feed},
+    heartbeat::{self, Heartbeat},
     tail::TailEvent,
 };
 
@@ -74,10 +77,21 @@ impl ListenerStatus {
         self.1.load(Ordering::Relaxed)
     }
 
+    /// The channel this replica's heartbeat pings go to ([`heartbeat`]).
+    fn heartbeat_channel(&self) -> String {
+        format!("{CHANNEL}_alive_{:016x}", self.2 as u64)
+    }
+
     /// Waits until the connection is up.
     pub async fn wait_up(&self) {
         let mut receiver = self.0.subscribe();
         let _ = receiver.wait_for(|up| *up).await;
+    }
+
+    /// Waits until the connection is down (at once when it is).
+    pub async fn wait_down(&self) {
+        let mut receiver = self.0.subscribe();
+        let _ = receiver.wait_for(|up| !*up).await;
     }
 
     fn set(&self, up: bool) {
@@ -85,10 +99,20 @@ impl ListenerStatus {
     }
 }
 
-/// Runs the listener until `cancel` fires. `listen_pool` should be a one-connection pool used for nothing
-/// else.
+/// Where the listener connects and what it watches for.
+#[derive(Debug, Clone)]
+pub struct Connections {
+    /// A one-connection pool used for nothing else.
+    pub listen_pool: PgPool,
+    /// The request pool, which sends the heartbeat's pings.
+    pub pool: PgPool,
+    /// How long a heartbeat ping may go unheard before the LISTEN connection counts as lost.
+    pub heartbeat_deadline: Duration,
+}
+
+/// Runs the listener until `cancel` fires.
 pub async fn run(
-    listen_pool: PgPool,
+    connections: Connections,
     tails: Tails,
     completions: CompletionRequests,
     status: ListenerStatus,
@@ -97,7 +121,9 @@ pub async fn run(
 ) {
     let mut backoff = Duration::from_millis(50);
     while !cancel.is_cancelled() {
-        let listener = match connect(&listen_pool, status.replica_key()).await {
+        let heartbeat =
+            Heartbeat::new(connections.pool.clone(), status.heartbeat_channel(), connections.heartbeat_deadline);
+        let listener = match connect(&connections.listen_pool, status.replica_key(), heartbeat.channel()).await {
             Ok(listener) => listener,
             Err(error) => {
                 status.1.store(super::is_unreachable(&error), Ordering::Relaxed);
@@ -117,7 +143,7 @@ pub async fn run(
         // Notifications sent while we were away are gone: every reader re-reads what it may have missed.
         broadcast(&tails, TailEvent::Resync);
         let _ = completions.send(None);
-        let ended = pump(listener, &tails, &completions, poll_interval, &cancel).await;
+        let ended = pump(listener, heartbeat, &tails, &completions, poll_interval, &cancel).await;
         status.set(false);
         if let Some(reason) = ended {
             tracing::warn!(reason, "LISTEN connection lost; reconnecting");
@@ -133,18 +159,19 @@ fn broadcast(tails: &Tails, event: TailEvent) {
     }
 }
 
-async fn connect(listen_pool: &PgPool, replica_key: i64) -> Result<PgListener, sqlx::Error> {
+async fn connect(listen_pool: &PgPool, replica_key: i64, heartbeat: &str) -> Result<PgListener, sqlx::Error> {
     let mut listener = PgListener::connect_with(listen_pool).await?;
     // We reconnect ourselves, so that a lost connection is always seen and followed by a resync.
     listener.eager_reconnect(false);
     sqlx::query!("select pg_advisory_lock($1)", replica_key).execute(&mut listener).await?;
-    listener.listen(CHANNEL).await?;
+    listener.listen_all([CHANNEL, heartbeat]).await?;
     Ok(listener)
 }
 
 /// Passes notifications on and ticks the poll until the connection is lost (returns why) or `cancel` fires.
 async fn pump(
     listener: PgListener,
+    mut heartbeat: Heartbeat,
     tails: &Tails,
     completions: &CompletionRequests,
     poll_interval: Duration,
@@ -159,10 +186,15 @@ async fn pump(
     let mut notifications = std::pin::pin!(notifications);
     let mut poll = tokio::time::interval(poll_interval);
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut pings = tokio::time::interval(heartbeat::EVERY);
+    pings.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             _ = cancel.cancelled() => return None,
             next = notifications.next() => match next {
+                Some(Ok(Some(notification))) if notification.channel() == heartbeat.channel() => {
+                    heartbeat.heard(notification.payload());
+                }
                 Some(Ok(Some(notification))) => match Feed::parse(notification.payload()) {
                     Some((feed, tx)) => {
                         if let Some(tail) = tails.get(&feed) {
@@ -180,6 +212,12 @@ async fn pump(
                 Some(Err(error)) => return Some(error.to_string()),
             },
             _ = poll.tick() => broadcast(tails, TailEvent::Poll),
+            _ = pings.tick() => {
+                if let Err(unheard) = heartbeat.tick() {
+                    return Some(format!("heartbeat not heard back for {} ms", unheard.as_millis()));
+                }
+            }
+            sent = heartbeat.sent() => heartbeat.record_sent(sent),
         }
     }
 }

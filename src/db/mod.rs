@@ -7,7 +7,9 @@ pub mod embedded;
 pub mod fanout;
 pub mod feed;
 pub mod follow;
+pub mod heartbeat;
 pub mod hub;
+pub mod keepalive;
 pub mod listener;
 mod migrate;
 
@@ -125,6 +127,7 @@ pub async fn connect(database: &Database, max_connections: u32, timeouts: Timeou
         // sqlx pings every connection it hands out by default: one more round trip per flush and per read.
         // Only a connection that sat idle may have died with the server meanwhile; a busy one was just used.
         .test_before_acquire(false)
+        .after_connect(guard_connection(database))
         .before_acquire(|conn, meta| {
             Box::pin(async move {
                 if meta.idle_for > IDLE_BEFORE_PING {
@@ -135,6 +138,29 @@ pub async fn connect(database: &Database, max_connections: u32, timeouts: Timeou
         })
         .connect_with(options)
         .await
+}
+
+/// The LISTEN connection's pool: one connection, used for nothing else. A failed connect surfaces within a
+/// second, so the replica soon knows when Postgres is unreachable.
+pub fn listen_pool(database: &Database, application_name: &str) -> Result<PgPool, sqlx::Error> {
+    Ok(PgPoolOptions::new()
+        .max_connections(1)
+        .acquire_timeout(Duration::from_secs(1))
+        .after_connect(guard_connection(database))
+        .connect_lazy_with(database.options(application_name)?))
+}
+
+type AfterConnect = dyn Fn(&mut PgConnection, sqlx::pool::PoolConnectionMetadata) -> futures::future::BoxFuture<'_, Result<(), sqlx::Error>>
+    + Send
+    + Sync;
+
+/// Sets keepalive on each connection a pool makes, once it is made ([`keepalive`]).
+fn guard_connection(database: &Database) -> Box<AfterConnect> {
+    let database = database.clone();
+    Box::new(move |_, _| {
+        database.guard_connections();
+        Box::pin(async { Ok(()) })
+    })
 }
 
 /// The visibility horizon: the oldest transaction id still in flight (every lower one has ended).

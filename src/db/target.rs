@@ -1,6 +1,7 @@
 //! Where the broker's PostgreSQL connections go and how each is made: the URL, TLS checked against an
-//! operator's CA (`--database-ssl-root-cert`, upstream's `DATABASE_SSL_ROOT_CERT_PATH`), and how long a new
-//! connection may take (`--db-connect-timeout-ms`). Every connection — the pool's, the LISTEN one, the
+//! operator's CA (`--database-ssl-root-cert`, upstream's `DATABASE_SSL_ROOT_CERT_PATH`), how long a new
+//! connection may take (`--db-connect-timeout-ms`), and how long one may go unanswered by the network before
+//! it counts as lost (`--db-network-timeout-ms`, [`super::keepalive`]). Every connection — the pool's, the LISTEN one, the
 //! migration's — is made from here, so none reaches the server another way.
 
 use std::{path::PathBuf, str::FromStr, time::Duration};
@@ -14,6 +15,8 @@ use crate::config::Config;
 
 /// How long a new connection may take when nothing says otherwise (upstream's default).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a connection may go unanswered by the network when nothing says otherwise.
+const NETWORK_TIMEOUT: Duration = Duration::from_secs(4);
 
 /// A PostgreSQL server to connect to, and how.
 #[derive(Clone)]
@@ -21,6 +24,7 @@ pub struct Database {
     url: String,
     root_cert: Option<PathBuf>,
     connect_timeout: Duration,
+    network_timeout: Duration,
 }
 
 impl std::fmt::Debug for Database {
@@ -30,6 +34,7 @@ impl std::fmt::Debug for Database {
             .field("url", &crate::config::DatabaseUrl::from_str(&self.url).unwrap_or_else(|never| match never {}))
             .field("root_cert", &self.root_cert)
             .field("connect_timeout", &self.connect_timeout)
+            .field("network_timeout", &self.network_timeout)
             .finish()
     }
 }
@@ -47,7 +52,12 @@ pub struct RootCertError {
 impl Database {
     /// The server at `url`, connected as its URL says (no CA of ours, upstream's connect timeout).
     pub fn new(url: &str) -> Self {
-        Database { url: url.to_owned(), root_cert: None, connect_timeout: CONNECT_TIMEOUT }
+        Database {
+            url: url.to_owned(),
+            root_cert: None,
+            connect_timeout: CONNECT_TIMEOUT,
+            network_timeout: NETWORK_TIMEOUT,
+        }
     }
 
     /// The server at `url`, connected as `config` says.
@@ -56,12 +66,28 @@ impl Database {
             url: url.to_owned(),
             root_cert: config.database_ssl_root_cert.clone(),
             connect_timeout: Duration::from_millis(config.db_connect_timeout_ms),
+            network_timeout: Duration::from_millis(config.db_network_timeout_ms),
         }
     }
 
     /// How long a new connection may take.
     pub fn connect_timeout(&self) -> Duration {
         self.connect_timeout
+    }
+
+    /// How long a connection may go unanswered by the network before it counts as lost.
+    pub fn network_timeout(&self) -> Duration {
+        self.network_timeout
+    }
+
+    /// Sets keepalive on this process's connections to the server ([`super::keepalive`]); the pools call it
+    /// after each connection they make.
+    pub fn guard_connections(&self) {
+        let Ok(options) = PgConnectOptions::from_str(&self.url) else { return };
+        // A Unix socket (a host that is a path) has no network to lose.
+        if !options.get_host().starts_with('/') {
+            super::keepalive::guard_sockets_to(options.get_port(), self.network_timeout);
+        }
     }
 
     /// Checks that the CA certificate can be read, so a wrong path stops start-up naming the file instead of
@@ -79,7 +105,9 @@ impl Database {
         // Not `plan_cache_mode=force_custom_plan` for the whole session: it re-planned the hot statements (the
         // flush CTE, the tail reads) on every execution, which halved the saturation ingest
         // (docs/performance.md). The list queries that need it ask for it: [`super::plan_per_execution`].
-        let options = PgConnectOptions::from_str(&self.url)?.application_name(application_name);
+        let options = PgConnectOptions::from_str(&self.url)?
+            .application_name(application_name)
+            .options(super::keepalive::server_settings(self.network_timeout));
         let Some(cert) = &self.root_cert else { return Ok(options) };
         // Upstream hands the CA to Node's TLS, which then insists on TLS and checks the chain and the host
         // name: `verify-full`. A URL that asks for `verify-ca` keeps it (the operator chose not to check the

@@ -12,11 +12,10 @@ pub use store::EventStore;
 use std::sync::Arc;
 
 use sqlx::PgPool;
-use tokio_util::sync::CancellationToken;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use self::model::EventRecord;
-use crate::{config::Config, db::fanout::Fanout};
+use crate::{config::Config, db::fanout::Fanout, http::sse_end::StreamsEnd};
 
 /// The part of the shared state the `/events` handlers reach. The whole state hands it out (`FromRef`), so this domain
 /// never depends on the whole.
@@ -30,8 +29,8 @@ pub struct RouteState {
     pub events: EventStore,
     /// This replica's readers of events.
     pub event_fanout: Fanout<EventRecord>,
-    /// Cancelled when the replica starts shutting down: SSE responses end.
-    pub shutdown: CancellationToken,
+    /// When this replica's event streams end (shutdown, or PostgreSQL lost).
+    pub streams_end: StreamsEnd,
 }
 
 /// The `/events` routes.

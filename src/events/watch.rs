@@ -35,5 +35,5 @@ pub async fn all(state: &RouteState, session_id: Option<String>, start: Start) -
 
 fn respond(state: &RouteState, events: BoxStream<'static, Arc<EventRecord>>) -> Response {
     let frames = events.map(|record| sse::data(record.event.get()));
-    sse::watch(frames, state.shutdown.clone(), state.config.sse_heartbeat())
+    sse::watch(frames, state.streams_end.token(), state.config.sse_heartbeat())
 }

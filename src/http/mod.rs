@@ -12,6 +12,7 @@ pub mod params;
 pub mod reply;
 pub mod same_origin;
 pub mod sse;
+pub mod sse_end;
 pub mod unreachable;
 
 /// What Kubernetes and Prometheus poll: the probes and the scrape. They are counted but not logged per

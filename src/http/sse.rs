@@ -1,5 +1,6 @@
 //! SSE responses: upstream's framing (single-line `data:` frames, `: heartbeat` comments), ended by the
-//! shutdown token with a `retry:` hint so clients reconnect to another replica.
+//! replica's [`super::sse_end::StreamsEnd`] token (shutdown, PostgreSQL lost) with a `retry:` hint so clients
+//! reconnect to another replica.
 
 use std::{convert::Infallible, time::Duration};
 
@@ -27,7 +28,7 @@ pub struct SseEvent {
     pub retry: Option<u64>,
 }
 
-/// How long a client should wait before reconnecting after the broker ends a stream on shutdown.
+/// How long a client should wait before reconnecting after the broker ends a stream (shutdown, PostgreSQL lost).
 pub const RETRY_AFTER_SHUTDOWN: Duration = Duration::from_secs(1);
 
 /// The `: connected` comment generic watch streams start with.
@@ -41,29 +42,27 @@ pub fn data(json: impl AsRef<str>) -> Event {
 }
 
 /// Serves a generic watch: `: connected`, then `events`, with heartbeats (upstream's framing).
-pub fn watch<S>(events: S, shutdown: CancellationToken, heartbeat: Duration) -> Response
+pub fn watch<S>(events: S, end: CancellationToken, heartbeat: Duration) -> Response
 where
     S: Stream<Item = Event> + Send + 'static,
 {
-    respond(stream::once(async { connected() }).chain(events), shutdown, Some(heartbeat))
+    respond(stream::once(async { connected() }).chain(events), end, Some(heartbeat))
 }
 
 /// Serves `events` as `text/event-stream`. With `heartbeat`, idle periods get `: heartbeat` comments.
-/// When `shutdown` fires the stream ends with a `retry:` frame instead of being cut mid-way.
-pub fn respond<S>(events: S, shutdown: CancellationToken, heartbeat: Option<Duration>) -> Response
+/// When `end` fires the stream ends with a `retry:` frame instead of being cut mid-way.
+pub fn respond<S>(events: S, end: CancellationToken, heartbeat: Option<Duration>) -> Response
 where
     S: Stream<Item = Event> + Send + 'static,
 {
-    let ended_by_shutdown = shutdown.clone();
+    let ended = end.clone();
     // Counted open for as long as the body lives: the client going away drops it.
     let open = metrics::Open::new(metrics::SSE_READERS);
     let events = events
-        .take_until(shutdown.cancelled_owned())
+        .take_until(end.cancelled_owned())
         .chain(
-            stream::once(async move {
-                ended_by_shutdown.is_cancelled().then(|| Event::default().retry(RETRY_AFTER_SHUTDOWN))
-            })
-            .filter_map(ready),
+            stream::once(async move { ended.is_cancelled().then(|| Event::default().retry(RETRY_AFTER_SHUTDOWN)) })
+                .filter_map(ready),
         )
         .map(move |event| {
             let _still_open = &open;

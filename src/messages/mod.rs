@@ -11,11 +11,10 @@ pub use store::MessageStore;
 use std::sync::Arc;
 
 use sqlx::PgPool;
-use tokio_util::sync::CancellationToken;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use self::model::MessageItem;
-use crate::{config::Config, db::fanout::Fanout};
+use crate::{config::Config, db::fanout::Fanout, http::sse_end::StreamsEnd};
 
 /// The part of the shared state the Memory API's handlers reach. The whole state hands it out (`FromRef`), so this
 /// domain never depends on the whole.
@@ -29,8 +28,8 @@ pub struct RouteState {
     pub messages: MessageStore,
     /// This replica's readers of messages.
     pub message_fanout: Fanout<MessageItem>,
-    /// Cancelled when the replica starts shutting down: SSE responses end.
-    pub shutdown: CancellationToken,
+    /// When this replica's event streams end (shutdown, or PostgreSQL lost).
+    pub streams_end: StreamsEnd,
 }
 
 /// The Memory API routes.

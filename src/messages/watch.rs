@@ -30,5 +30,5 @@ pub async fn respond(
     let items = items
         .filter(move |item| std::future::ready(filter.matches(item)))
         .map(|item| sse::data(serde_json::to_string(&*item).unwrap_or_default()));
-    Ok(sse::watch(items, state.shutdown.clone(), state.config.sse_heartbeat()))
+    Ok(sse::watch(items, state.streams_end.token(), state.config.sse_heartbeat()))
 }

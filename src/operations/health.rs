@@ -1,10 +1,15 @@
 //! `/health` (the process answers) and `/readyz` (Postgres and the LISTEN connection are up, and the
 //! replica is not draining), both plain text as upstream.
 
+use std::time::Duration;
+
 use axum::{Extension, extract::State, http::StatusCode};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use crate::{error::Verbatim, state::AppState};
+
+/// How long `/readyz` waits for PostgreSQL to answer.
+const READY_CHECK_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The health routes.
 pub fn router() -> OpenApiRouter<AppState> {
@@ -42,8 +47,11 @@ async fn ready(State(state): State<AppState>) -> (StatusCode, Extension<Verbatim
     if state.shutdown.is_cancelled() || !state.listener.is_up() {
         return unavailable;
     }
-    match sqlx::query_scalar!("select 1 as one").fetch_one(&state.pool).await {
-        Ok(_) => (StatusCode::OK, Extension(Verbatim), "OK"),
-        Err(_) => unavailable,
+    // Bounded: a connection the network lost answers nothing until keepalive gives up on it, and a probe
+    // that hangs tells the kubelet less than a 503.
+    match tokio::time::timeout(READY_CHECK_TIMEOUT, sqlx::query_scalar!("select 1 as one").fetch_one(&state.pool)).await
+    {
+        Ok(Ok(_)) => (StatusCode::OK, Extension(Verbatim), "OK"),
+        _ => unavailable,
     }
 }

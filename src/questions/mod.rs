@@ -21,10 +21,9 @@ pub use store::{Change, QuestionStore};
 
 use std::sync::Arc;
 
-use tokio_util::sync::CancellationToken;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-use crate::{auth::Authenticator, config::Config, db::hub::Hub};
+use crate::{auth::Authenticator, config::Config, db::hub::Hub, http::sse_end::StreamsEnd};
 
 /// The part of the shared state the questions handlers reach. The whole state hands it out (`FromRef`), so this domain
 /// never depends on the whole.
@@ -38,8 +37,8 @@ pub struct RouteState {
     pub hub: Hub,
     /// Questions.
     pub questions: QuestionStore,
-    /// Cancelled when the replica starts shutting down: SSE responses end.
-    pub shutdown: CancellationToken,
+    /// When this replica's event streams end (shutdown, or PostgreSQL lost).
+    pub streams_end: StreamsEnd,
 }
 
 /// The questions routes.

@@ -42,7 +42,7 @@ pub async fn respond(state: &RouteState, filter: QuestionFilter, from: Option<i6
         .map(|change| {
             Event::default().event(change.kind).id(change.version.to_string()).data(change.question.to_string())
         });
-    Ok(sse::watch(changes, state.shutdown.clone(), state.config.sse_heartbeat()))
+    Ok(sse::watch(changes, state.streams_end.token(), state.config.sse_heartbeat()))
 }
 
 /// Recipient and sender never change, so filtering on them is exact. A status filter is not applied to a

@@ -14,11 +14,10 @@ pub use store::SessionStore;
 
 use std::sync::Arc;
 
-use tokio_util::sync::CancellationToken;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use self::model::SessionChange;
-use crate::{config::Config, db::fanout::Fanout};
+use crate::{config::Config, db::fanout::Fanout, http::sse_end::StreamsEnd};
 
 /// The part of the shared state the `/sessions` handlers reach. The whole state hands it out (`FromRef`), so this
 /// domain never depends on the whole.
@@ -30,8 +29,8 @@ pub struct RouteState {
     pub sessions: SessionStore,
     /// This replica's readers of sessions.
     pub session_fanout: Fanout<SessionChange>,
-    /// Cancelled when the replica starts shutting down: SSE responses end.
-    pub shutdown: CancellationToken,
+    /// When this replica's event streams end (shutdown, or PostgreSQL lost).
+    pub streams_end: StreamsEnd,
 }
 
 /// The `/sessions` routes.

@@ -29,5 +29,5 @@ pub fn respond(state: &RouteState, session_id: Option<String>) -> Response {
     )
     .filter(move |change| std::future::ready(session_id.as_deref().is_none_or(|id| id == change.session_id)))
     .map(|change| sse::data(&change.frame));
-    sse::watch(changes, state.shutdown.clone(), state.config.sse_heartbeat())
+    sse::watch(changes, state.streams_end.token(), state.config.sse_heartbeat())
 }

@@ -26,10 +26,11 @@ use std::sync::Arc;
 
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
+
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use self::{budget::NdjsonBudget, model::ChunkRow};
-use crate::{config::Config, db::fanout::Fanout};
+use crate::{config::Config, db::fanout::Fanout, http::sse_end::StreamsEnd};
 
 /// The part of the shared state the chunk-stream handlers reach. The whole state hands it out (`FromRef`), so this
 /// domain never depends on the whole.
@@ -47,8 +48,8 @@ pub struct RouteState {
     pub writer: ChunkWriter,
     /// The bytes all open chunk POSTs may hold in partly received NDJSON lines.
     pub ndjson_budget: NdjsonBudget,
-    /// Cancelled when the replica starts shutting down: SSE responses end.
-    pub shutdown: CancellationToken,
+    /// When this replica's event streams end (shutdown, or PostgreSQL lost).
+    pub streams_end: StreamsEnd,
     /// Cancelled when a draining replica may wait no longer: chunk POSTs still open are ended then.
     pub drain_deadline: CancellationToken,
     /// This replica's open chunk POSTs, which completion requests reach.

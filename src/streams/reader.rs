@@ -162,7 +162,7 @@ pub async fn stream_response(
             }
         }
     };
-    Ok(sse::respond(events, state.shutdown.clone(), None))
+    Ok(sse::respond(events, state.streams_end.token(), None))
 }
 
 /// Serves every new chunk of every stream (`GET /stream?watch=true`): the `chunk` field only, the
@@ -180,7 +180,7 @@ pub async fn feed_response(state: &RouteState) -> Result<Response, ApiError> {
         follow(subscription, start.cursor(), state.config.poll_interval(), read, <ChunkRow as FeedRow>::global)
             .filter(move |row| std::future::ready(start.is_new(row.tx) && row.is_openai_visible()))
             .map(|row| feed_event(&row));
-    Ok(sse::watch(chunks, state.shutdown.clone(), state.config.sse_heartbeat()))
+    Ok(sse::watch(chunks, state.streams_end.token(), state.config.sse_heartbeat()))
 }
 
 /// The frame sent when `wait-for-query` runs out: upstream's, or as a typed `error` event.

@@ -12,12 +12,11 @@ pub use store::SpanStore;
 use std::sync::Arc;
 
 use sqlx::PgPool;
-use tokio_util::sync::CancellationToken;
 use tower_http::decompression::RequestDecompressionLayer;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use self::model::SpanRecord;
-use crate::{config::Config, db::fanout::Fanout};
+use crate::{config::Config, db::fanout::Fanout, http::sse_end::StreamsEnd};
 
 /// The part of the shared state the OTLP receiver and the `/traces` handlers reach. The whole state hands it out
 /// (`FromRef`), so this domain never depends on the whole.
@@ -31,8 +30,8 @@ pub struct RouteState {
     pub spans: SpanStore,
     /// This replica's readers of spans.
     pub span_fanout: Fanout<SpanRecord>,
-    /// Cancelled when the replica starts shutting down: SSE responses end.
-    pub shutdown: CancellationToken,
+    /// When this replica's event streams end (shutdown, or PostgreSQL lost).
+    pub streams_end: StreamsEnd,
 }
 
 /// The OTLP receiver and the `/traces` routes.

@@ -144,7 +144,7 @@ pub async fn trace(
 
 fn respond(state: &RouteState, spans: BoxStream<'static, Arc<SpanRecord>>) -> Response {
     let frames = spans.map(|span| sse::data(span.span.get()));
-    sse::watch(frames, state.shutdown.clone(), state.config.sse_heartbeat())
+    sse::watch(frames, state.streams_end.token(), state.config.sse_heartbeat())
 }
 
 /// `DELETE /traces`: every span.

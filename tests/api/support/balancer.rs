@@ -1,21 +1,25 @@
 //! A TCP load balancer in front of replicas, as a Kubernetes Service is: each new connection goes to the next
 //! replica in rotation; a replica taken out of rotation gets no new connections while the ones it has stay.
-//! Taking one out waits until no connection accepted before is still being routed (Kubernetes' preStop sleep
-//! gives the same guarantee): a replica stopped after that is sent nothing new.
+//! Taking one out waits until every connection accepted before has been routed and has passed its client's
+//! first bytes (the request) on to its replica (Kubernetes' preStop sleep gives the same guarantee): a
+//! replica stopped after that is sent no new connection, and has every request it was sent in its socket.
 
 use std::{
     net::SocketAddr,
     sync::{Arc, Mutex},
 };
 
-use tokio::net::{TcpListener, TcpStream};
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    net::{TcpListener, TcpStream},
+};
 
 /// A running balancer.
 pub struct Balancer {
     /// `http://127.0.0.1:<port>`.
     pub base: String,
     rotation: Arc<Mutex<Vec<SocketAddr>>>,
-    /// Connections accepted and not yet connected to a replica.
+    /// Connections accepted that have not yet passed their first bytes to a replica (nor ended).
     routing: Arc<tokio::sync::watch::Sender<usize>>,
     _server: tokio::task::JoinHandle<()>,
 }
@@ -47,7 +51,7 @@ impl Balancer {
     }
 
     /// Takes the replica at `base` out of rotation (Kubernetes removing a terminating pod's endpoint) and
-    /// waits until every connection accepted before is routed.
+    /// waits until every connection accepted before is routed and has passed its first bytes on.
     pub async fn remove(&self, base: &str) {
         let gone = address(base);
         self.rotation.lock().unwrap().retain(|backend| *backend != gone);
@@ -77,10 +81,19 @@ async fn relay(
             break;
         }
     }
+    let Some(mut server) = server else {
+        routing.send_modify(|n| *n -= 1);
+        return;
+    };
+    let _ = server.set_nodelay(true);
+    let _ = client.set_nodelay(true);
+    let mut first = vec![0; 64 * 1024];
+    let passed = match client.read(&mut first).await {
+        Ok(read) if read > 0 => server.write_all(&first[..read]).await.is_ok(),
+        _ => false,
+    };
     routing.send_modify(|n| *n -= 1);
-    if let Some(mut server) = server {
-        let _ = server.set_nodelay(true);
-        let _ = client.set_nodelay(true);
+    if passed {
         let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
     }
 }

@@ -1,0 +1,134 @@
+//! The LISTEN connection's heartbeat: every [`EVERY`] the replica NOTIFYs a channel of its own through the
+//! request pool, and the listener expects to hear it back. A ping the server took but the listener did not
+//! hear within the deadline means the LISTEN connection is lost although its socket looks open — a backend
+//! that stopped, a proxy or NAT that forgot the connection while its own end still answers TCP — which
+//! keepalive ([`super::keepalive`]) cannot see. A ping that could not be sent says nothing about the LISTEN
+//! connection (the pool may be busy) and is not counted.
+
+use std::time::Duration;
+
+use sqlx::PgPool;
+use tokio::{sync::mpsc, time::Instant};
+
+/// How often a ping is sent.
+pub const EVERY: Duration = Duration::from_secs(2);
+
+/// One replica's heartbeat, driven by its listener's loop.
+#[derive(Debug)]
+pub struct Heartbeat {
+    pool: PgPool,
+    channel: String,
+    deadline: Duration,
+    next: u64,
+    /// The oldest ping the server took that has not been heard back, and when it was sent.
+    unheard: Option<(u64, Instant)>,
+    heard: u64,
+    in_flight: bool,
+    sent_tx: mpsc::UnboundedSender<Option<(u64, Instant)>>,
+    sent_rx: mpsc::UnboundedReceiver<Option<(u64, Instant)>>,
+}
+
+impl Heartbeat {
+    /// A heartbeat on `channel` (unique to this replica), sent through `pool` and expected back within
+    /// `deadline`.
+    pub fn new(pool: PgPool, channel: String, deadline: Duration) -> Self {
+        let (sent_tx, sent_rx) = mpsc::unbounded_channel();
+        Heartbeat { pool, channel, deadline, next: 0, unheard: None, heard: 0, in_flight: false, sent_tx, sent_rx }
+    }
+
+    /// The channel the listener must LISTEN on.
+    pub fn channel(&self) -> &str {
+        &self.channel
+    }
+
+    /// Called every [`EVERY`]: `Err` with how long a ping has gone unheard when that is past the deadline;
+    /// otherwise sends the next ping unless one is still on its way.
+    pub fn tick(&mut self) -> Result<(), Duration> {
+        if let Some((_, sent)) = self.unheard
+            && sent.elapsed() > self.deadline
+        {
+            return Err(sent.elapsed());
+        }
+        if !self.in_flight {
+            self.in_flight = true;
+            self.next += 1;
+            let (pool, channel, number, sent_tx) =
+                (self.pool.clone(), self.channel.clone(), self.next, self.sent_tx.clone());
+            tokio::spawn(async move {
+                let sent = Instant::now();
+                let notified = sqlx::query!("select pg_notify($1, $2)", channel, number.to_string()).execute(&pool);
+                let outcome = match tokio::time::timeout(EVERY, notified).await {
+                    Ok(Ok(_)) => Some((number, sent)),
+                    _ => None,
+                };
+                let _ = sent_tx.send(outcome);
+            });
+        }
+        Ok(())
+    }
+
+    /// Waits until a ping's send finished: `Some` when the server took it. Pends while none is on its way
+    /// (this holds a sender, so the channel never closes).
+    pub async fn sent(&mut self) -> Option<(u64, Instant)> {
+        self.sent_rx.recv().await.flatten()
+    }
+
+    /// Records a finished send (what [`Heartbeat::sent`] returned).
+    pub fn record_sent(&mut self, sent: Option<(u64, Instant)>) {
+        self.in_flight = false;
+        if let Some((number, at)) = sent
+            && number > self.heard
+            && self.unheard.is_none()
+        {
+            self.unheard = Some((number, at));
+        }
+    }
+
+    /// Records a ping heard back (the notification's payload).
+    pub fn heard(&mut self, payload: &str) {
+        let Ok(number) = payload.parse::<u64>() else { return };
+        self.heard = self.heard.max(number);
+        if self.unheard.is_some_and(|(unheard, _)| unheard <= self.heard) {
+            self.unheard = None;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn heartbeat(deadline: Duration) -> Heartbeat {
+        // Nowhere: every ping fails to send, which must never count as unheard.
+        let pool = PgPool::connect_lazy("postgres://ark@127.0.0.1:9/nowhere").unwrap();
+        Heartbeat::new(pool, "ark_broker_alive_test".into(), deadline)
+    }
+
+    #[tokio::test]
+    async fn a_ping_taken_but_never_heard_is_a_lost_connection_after_the_deadline() {
+        let mut beat = heartbeat(Duration::from_millis(100));
+        beat.record_sent(Some((1, Instant::now() - Duration::from_millis(150))));
+        assert!(beat.tick().is_err());
+        beat.heard("1");
+        assert_eq!(beat.tick(), Ok(()), "heard back: nothing unheard");
+    }
+
+    #[tokio::test]
+    async fn a_ping_heard_before_its_send_is_recorded_is_not_unheard() {
+        let mut beat = heartbeat(Duration::from_millis(100));
+        beat.heard("3");
+        beat.record_sent(Some((3, Instant::now() - Duration::from_secs(1))));
+        assert_eq!(beat.tick(), Ok(()));
+    }
+
+    #[tokio::test]
+    async fn pings_that_cannot_be_sent_say_nothing() {
+        let mut beat = heartbeat(Duration::from_millis(1));
+        assert_eq!(beat.tick(), Ok(()));
+        let sent = beat.sent().await;
+        assert_eq!(sent, None, "the pool reaches no server");
+        beat.record_sent(sent);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        assert_eq!(beat.tick(), Ok(()), "nothing was taken, so nothing is unheard");
+    }
+}
