@@ -2,213 +2,20 @@
 //! etcd, `support::kube_apiserver`; `./scripts/test` builds them once) with our own Query CRD
 //! (`support::query_crd`). Each test deploys the chart's own ServiceAccount, Role and RoleBinding (rendered from
 //! `chart/` with Helm's Go SDK, `tests/deploy/render.py`) into a namespace of its own and runs the broker as a
-//! process authenticated as that ServiceAccount (a TokenRequest token in a kubeconfig, found the way it finds
-//! one in production: `KUBECONFIG`), so every patch is the production one, under the chart's RBAC.
+//! process authenticated as that ServiceAccount (`support::kube_deployment`), so every patch is the production
+//! one, under the chart's RBAC.
 
-use std::path::Path;
-
-use k8s_openapi::api::authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
 use kube::{
     Api, Client,
-    api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, PostParams},
+    api::{DeleteParams, DynamicObject},
 };
 use serde_json::{Value, json};
-use sqlx::PgPool;
 
 use crate::support::{
-    Replica, fresh_database,
     kube_apiserver::{ISSUER, KubeApiServer},
+    kube_deployment::{default_deployment, deploy, done, render_chart},
     query_crd::{self, phase, waiting_for},
-    within,
 };
-
-/// The chart's ServiceAccount (release `ark-broker`).
-const ACCOUNT: &str = "ark-broker";
-
-/// A namespace with the chart's RBAC in it, a broker running as the chart's ServiceAccount, and its database.
-struct Deployment {
-    server: &'static KubeApiServer,
-    namespace: String,
-    queries: Api<DynamicObject>,
-    broker: Replica,
-    pool: PgPool,
-    http: reqwest::Client,
-}
-
-/// Deploys the chart's RBAC rendered with `values` into a new namespace, after `edit` (which may take some of it
-/// away), and starts a broker as its ServiceAccount with `env` (the chart's settings under test).
-async fn deploy(values: Value, edit: impl FnOnce(&mut Vec<Value>), env: &[(&str, &str)]) -> Deployment {
-    let server = KubeApiServer::shared().await;
-    let namespace = server.namespace("ark").await;
-    let admin = server.admin().await;
-    let mut objects = render_chart(&namespace, &values).await;
-    edit(&mut objects);
-    let role = objects.iter().find(|o| o["kind"] == "Role").expect("the chart renders a Role").clone();
-    let mut delegator = false;
-    for object in &objects {
-        let kind = object["kind"].as_str().unwrap();
-        if ["ServiceAccount", "Role", "RoleBinding", "ClusterRoleBinding"].contains(&kind) {
-            delegator |= kind == "ClusterRoleBinding";
-            apply(&admin, &namespace, object).await;
-        }
-    }
-    rbac_in_effect(&admin, &namespace, &role, delegator).await;
-    let token = server.token(&namespace, ACCOUNT, &[], 3600).await;
-    let kubeconfig = server.kubeconfig_file(&token);
-    let database = fresh_database().await;
-    let env = [&[("KUBECONFIG", kubeconfig.to_str().unwrap())], env].concat();
-    let broker = Replica::start_with_env(&database, &[], &env).await;
-    Deployment {
-        server,
-        queries: query_crd::queries(admin.clone(), &namespace),
-        namespace,
-        broker,
-        pool: PgPool::connect(&database).await.unwrap(),
-        http: reqwest::Client::new(),
-    }
-}
-
-/// The chart's objects for an install into `namespace` (tests/deploy/render.py).
-async fn render_chart(namespace: &str, values: &Value) -> Vec<Value> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let python = root.join("tests/deploy/.venv/bin/python");
-    assert!(
-        python.exists(),
-        "{} is missing: ./scripts/test installs it (or run scripts/python-venv tests/deploy)",
-        python.display()
-    );
-    let output = tokio::process::Command::new(python)
-        .arg(root.join("tests/deploy/render.py"))
-        .args([namespace, &values.to_string()])
-        .output()
-        .await
-        .unwrap();
-    assert!(output.status.success(), "render.py: {}", String::from_utf8_lossy(&output.stderr));
-    serde_json::from_slice(&output.stdout).unwrap()
-}
-
-/// Creates `object` (in `namespace` unless it is cluster-scoped).
-async fn apply(admin: &Client, namespace: &str, object: &Value) {
-    let (group, version) = object["apiVersion"].as_str().unwrap().rsplit_once('/').unwrap_or(("", "v1"));
-    let kind = object["kind"].as_str().unwrap();
-    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind));
-    let api: Api<DynamicObject> = if kind.starts_with("Cluster") {
-        Api::all_with(admin.clone(), &resource)
-    } else {
-        Api::namespaced_with(admin.clone(), namespace, &resource)
-    };
-    let object: DynamicObject = serde_json::from_value(object.clone()).unwrap();
-    api.create(&PostParams::default(), &object).await.unwrap_or_else(|e| panic!("create {kind}: {e}"));
-}
-
-/// Waits until RBAC grants the chart's ServiceAccount every verb of `role` in `namespace`, and TokenReviews if
-/// `delegator` (its auth-delegator binding): the authorizer reads roles from a cache, so a binding just created
-/// takes a moment to count (nothing signals it; asked every 20 ms).
-async fn rbac_in_effect(admin: &Client, namespace: &str, role: &Value, delegator: bool) {
-    let mut checks = Vec::new();
-    for rule in role["rules"].as_array().unwrap() {
-        for resource in rule["resources"].as_array().unwrap() {
-            let (resource, subresource) = match resource.as_str().unwrap().split_once('/') {
-                Some((resource, sub)) => (resource.to_owned(), Some(sub.to_owned())),
-                None => (resource.as_str().unwrap().to_owned(), None),
-            };
-            for verb in rule["verbs"].as_array().unwrap() {
-                checks.push(ResourceAttributes {
-                    group: Some("ark.mckinsey.com".into()),
-                    namespace: Some(namespace.into()),
-                    resource: Some(resource.clone()),
-                    subresource: subresource.clone(),
-                    verb: Some(verb.as_str().unwrap().into()),
-                    ..Default::default()
-                });
-            }
-        }
-    }
-    if delegator {
-        checks.push(ResourceAttributes {
-            group: Some("authentication.k8s.io".into()),
-            resource: Some("tokenreviews".into()),
-            verb: Some("create".into()),
-            ..Default::default()
-        });
-    }
-    let reviews: Api<SubjectAccessReview> = Api::all(admin.clone());
-    for attributes in checks {
-        let review = SubjectAccessReview {
-            spec: SubjectAccessReviewSpec {
-                user: Some(format!("system:serviceaccount:{namespace}:{ACCOUNT}")),
-                groups: Some(vec!["system:serviceaccounts".into(), format!("system:serviceaccounts:{namespace}")]),
-                resource_attributes: Some(attributes),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
-        within("RBAC to take effect", async {
-            while !reviews.create(&PostParams::default(), &review).await.unwrap().status.unwrap().allowed {
-                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-            }
-        })
-        .await;
-    }
-}
-
-/// The chart as installed by default (status patching on).
-async fn default_deployment() -> Deployment {
-    deploy(json!({}), |_| (), &[]).await
-}
-
-/// An outbox row of a Query status patch: action, outcome, attempts.
-type Patch = (String, Option<String>, i32);
-
-impl Deployment {
-    fn url(&self, path: &str) -> String {
-        self.broker.url(path)
-    }
-
-    /// `POST /questions` naming Query `name` of this namespace; the created question.
-    async fn ask(&self, name: &str) -> Value {
-        let body = json!({"sender": "ark://agents/reviewer", "recipient": "ark://users/dave", "content": "Merge?",
-                          "query": {"namespace": self.namespace, "name": name}, "toolCallId": "call_7"});
-        let response = self.http.post(self.url("/questions")).json(&body).send().await.unwrap();
-        assert_eq!(response.status(), 201);
-        response.json().await.unwrap()
-    }
-
-    async fn answer(&self, id: &str) {
-        let answer = json!({"response": "yes"});
-        let response = self.http.post(self.url(&format!("/questions/{id}/answer"))).json(&answer).send().await.unwrap();
-        assert_eq!(response.status(), 200, "the answer never waits for Kubernetes");
-    }
-
-    /// Waits until Query `name` satisfies `condition` (watched).
-    async fn until(&self, name: &str, condition: impl Fn(Option<&DynamicObject>) -> bool) -> Option<DynamicObject> {
-        query_crd::until(&self.queries, name, condition).await
-    }
-
-    /// The question's status patches once all `n` are done (nothing signals that; looked at every 20 ms).
-    async fn settled(&self, question_id: &str, n: usize) -> Vec<Patch> {
-        within("the status patches to settle", async {
-            loop {
-                let rows: Vec<Patch> = sqlx::query_as(
-                    "select action, outcome, attempts from query_status_patches where question_id = $1 order by id",
-                )
-                .bind(question_id)
-                .fetch_all(&self.pool)
-                .await
-                .unwrap();
-                if rows.len() == n && rows.iter().all(|(_, outcome, _)| outcome.is_some()) {
-                    return rows;
-                }
-                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-            }
-        })
-        .await
-    }
-}
-
-fn done(action: &str, outcome: &str) -> Patch {
-    (action.into(), Some(outcome.into()), 1)
-}
 
 #[tokio::test]
 #[ignore = "needs a kube-apiserver and the chart tools: ./scripts/test builds them and runs it"]
@@ -442,4 +249,61 @@ async fn a_waiting_phase_the_crd_refuses_is_given_up_as_such_not_taken_for_a_que
     assert!(log.lines().any(|l| l.contains("Query status patch given up") && l.contains("status.phase")), "{log}");
     let query = cluster.queries.get("review-48").await.unwrap();
     assert_eq!((phase(Some(&query)).as_deref(), waiting_for(Some(&query))), (Some("running"), None));
+}
+
+/// The strict fake the other Query status tests use (`support::fake_kube`) answers as the real API server does, to
+/// the same requests: the phase enum (422 naming `status.phase`), pruning, a failed `test` (422 naming no field),
+/// a stale `resourceVersion` (409), a missing Query (404), status ignored through the object.
+#[tokio::test]
+#[ignore = "needs a kube-apiserver: ./scripts/test builds it and runs it"]
+async fn the_fake_api_server_answers_as_the_real_one() {
+    let server = KubeApiServer::shared().await;
+    let namespace = server.namespace("parity").await;
+    let real = query_crd::queries(server.admin().await, &namespace);
+    query_crd::create(&real, "review-49", "running").await;
+    let fake = crate::support::fake_kube::FakeKube::start().await;
+    fake.create(&namespace, "review-49", "running");
+    let fake_client = Client::try_from(kube::Config::new(fake.url.parse().unwrap())).unwrap();
+    let fake = query_crd::queries(fake_client, &namespace);
+    assert_eq!(probe(&fake).await, probe(&real).await);
+}
+
+/// What the API server answers to each case: the status code, whether the refusal names fields, and the Query's
+/// phase and status fields afterwards.
+async fn probe(api: &Api<DynamicObject>) -> Vec<(&'static str, u16, bool, Value)> {
+    use kube::api::{Patch, PatchParams};
+    let merge = |patch: Value| Patch::<Value>::Merge(patch);
+    let failed_test = json!([{"op": "test", "path": "/status/phase", "value": "done"},
+                             {"op": "replace", "path": "/status/phase", "value": "error"}]);
+    // (case, Query, through the status subresource, patch)
+    let cases = [
+        ("phase outside the enum", "review-49", true, merge(json!({"status": {"phase": "waiting"}}))),
+        ("unknown status field", "review-49", true, merge(json!({"status": {"waitingFor": {"since": "now"}}}))),
+        (
+            "stale resourceVersion",
+            "review-49",
+            true,
+            merge(json!({"metadata": {"resourceVersion": "1"}, "status": {"phase": "done"}})),
+        ),
+        ("missing Query", "missing", true, merge(json!({"status": {"phase": "done"}}))),
+        ("status through the object", "review-49", false, merge(json!({"status": {"phase": "done"}}))),
+        ("a failed test", "review-49", true, Patch::Json(serde_json::from_value(failed_test).unwrap())),
+    ];
+    let mut answers = Vec::new();
+    for (case, name, status, patch) in cases {
+        let params = PatchParams::default();
+        let result =
+            if status { api.patch_status(name, &params, &patch).await } else { api.patch(name, &params, &patch).await };
+        let (code, names_fields) = match result {
+            Ok(_) => (200, false),
+            Err(kube::Error::Api(status)) => {
+                let details = status.details.as_ref();
+                (status.code, details.is_some_and(|d| d.causes.iter().any(|c| !c.field.is_empty())))
+            }
+            Err(other) => panic!("{case}: {other}"),
+        };
+        let after = api.get("review-49").await.unwrap();
+        answers.push((case, code, names_fields, after.data["status"].clone()));
+    }
+    answers
 }

@@ -9,6 +9,7 @@ pub mod fake_kube;
 pub mod fake_token_review;
 pub mod hold;
 pub mod kube_apiserver;
+pub mod kube_deployment;
 pub mod mcp;
 pub mod query_crd;
 pub mod replica;
