@@ -1,7 +1,8 @@
 //! The Kubernetes side: conditional patches of one Query. The phase changes only with a JSON Patch whose
 //! `test` names the phase we expect, so a transition the controller made meanwhile always wins (the test
 //! fails with 422 and we leave the Query alone); `waitingFor` goes into an annotation, because the CRD
-//! prunes unknown status fields.
+//! prunes unknown status fields. A 422 that names invalid fields is no failed `test` but the CRD refusing our
+//! phase, and is given up like a 403.
 
 use kube::{
     Api, Client,
@@ -115,15 +116,49 @@ fn annotation(waiting: &WaitingFor) -> Value {
     })
 }
 
-/// 404 and 422 mean "finished or gone"; conflicts, throttling and server errors are transient.
+/// 404 means gone, and a 422 for a failed `test` means the phase moved on: both finish the patch. A 422 that
+/// names fields is the API server refusing the object we would make (the CRD's schema: a waiting phase its enum
+/// lacks), which no retry fixes, like a 403. Conflicts, throttling and server errors are transient.
 fn classify(error: kube::Error) -> Outcome {
     match error {
         kube::Error::Api(status) => match status.code {
             404 => Outcome::Done("skipped: the Query is gone".into()),
-            422 => Outcome::Done("skipped: the Query's phase moved on".into()),
+            422 if !names_fields(&status) => Outcome::Done("skipped: the Query's phase moved on".into()),
             409 | 429 | 500.. => Outcome::Retry(format!("{} {}", status.code, status.message)),
             _ => Outcome::GiveUp(format!("{} {}", status.code, status.message)),
         },
         other => Outcome::Retry(other.to_string()),
+    }
+}
+
+/// Whether a refusal names the fields it found invalid (a schema violation). A failed JSON Patch `test` names
+/// none: the API server answers it with a generic 422 ("the server rejected our request due to an error in our
+/// request", no causes).
+fn names_fields(status: &kube::core::Status) -> bool {
+    status.details.as_ref().is_some_and(|details| details.causes.iter().any(|cause| !cause.field.is_empty()))
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::core::{Status, response::StatusDetails};
+
+    use super::*;
+
+    fn refused(code: u16, fields: &[&str]) -> kube::Error {
+        let causes = fields.iter().map(|f| json!({"reason": "FieldValueNotSupported", "message": "", "field": f}));
+        let details = json!({"name": "", "group": "", "kind": "", "uid": "", "causes": causes.collect::<Vec<_>>(),
+                             "retryAfterSeconds": 0});
+        let details: StatusDetails = serde_json::from_value(details).unwrap();
+        kube::Error::Api(Status::failure("refused", "Invalid").with_code(code).with_details(details).boxed())
+    }
+
+    #[test]
+    fn refusals_are_classified_as_the_real_api_server_words_them() {
+        assert!(matches!(classify(refused(404, &[])), Outcome::Done(m) if m.contains("gone")));
+        assert!(matches!(classify(refused(422, &[])), Outcome::Done(m) if m.contains("moved on")));
+        assert!(matches!(classify(refused(422, &["status.phase"])), Outcome::GiveUp(m) if m.starts_with("422")));
+        assert!(matches!(classify(refused(403, &[])), Outcome::GiveUp(m) if m.starts_with("403")));
+        assert!(matches!(classify(refused(409, &[])), Outcome::Retry(_)));
+        assert!(matches!(classify(refused(503, &[])), Outcome::Retry(_)));
     }
 }

@@ -20,6 +20,7 @@ mod events;
 mod events_replicas;
 mod exact_ingest;
 mod frozen;
+mod kube_apiserver;
 mod mcp;
 mod mcp_blocking;
 mod mcp_replicas;

@@ -1,4 +1,6 @@
-//! The asking Query's status while a question waits, against a strict fake Kubernetes API server.
+//! The asking Query's status while a question waits, against a strict fake Kubernetes API server (which
+//! `kube_apiserver::the_fake_api_server_answers_as_the_real_one` holds to the real one's answers; the same
+//! scenarios run there against a real API server too).
 
 use ark_broker::{config::StatusPatching, query_status::WAITING_FOR_ANNOTATION};
 use serde_json::{Value, json};

@@ -459,8 +459,8 @@ def _():
 
 
 QUERY_RULES = [
-    {"apiGroups": ["ark.mckinsey.com"], "resources": ["queries"], "verbs": ["get", "list", "watch", "patch"]},
-    {"apiGroups": ["ark.mckinsey.com"], "resources": ["queries/status"], "verbs": ["get", "patch"]},
+    {"apiGroups": ["ark.mckinsey.com"], "resources": ["queries"], "verbs": ["patch"]},
+    {"apiGroups": ["ark.mckinsey.com"], "resources": ["queries/status"], "verbs": ["patch"]},
 ]
 
 
@@ -474,7 +474,7 @@ def assert_rbac(objects, role_kind, namespaced):
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account, "namespace": NAMESPACE}]
 
 
-@check("a Role grants get/list/watch/patch on queries and get/patch on queries/status, bound to the account")
+@check("a Role grants patch on queries and on queries/status, bound to the account")
 def _():
     assert_rbac(objects, "Role", namespaced=True)
 

@@ -1,6 +1,7 @@
 //! A fake Kubernetes API server for the Ark `Query` custom resource, strict where the real one is: it
 //! serves GET and PATCH on the object and on `/status` (merge and JSON Patch), applies status only through
-//! `/status` and metadata only through the object, answers a failed JSON Patch `test` with 422, a stale
+//! `/status` and metadata only through the object, answers a failed JSON Patch `test` with 422 (generic, as the
+//! real one: no causes) and a phase outside the enum with 422 naming `status.phase` in its causes, a stale
 //! `resourceVersion` with 409, enforces the CRD's status schema (the phase enum; unknown status fields
 //! pruned), and can be taken down (503) and brought back.
 
@@ -148,6 +149,16 @@ fn status(code: u16, reason: &str, message: &str) -> Response {
     (StatusCode::from_u16(code).unwrap(), Json(body)).into_response()
 }
 
+/// A schema violation as the real one words it: 422 naming the field in `details.causes`.
+fn invalid(name: &str, field: &str, message: &str) -> Response {
+    let details = json!({"name": name, "group": "ark.mckinsey.com", "kind": "Query",
+                         "causes": [{"reason": "FieldValueNotSupported", "message": message, "field": field}]});
+    let body = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "code": 422,
+                      "reason": "Invalid", "details": details,
+                      "message": format!("Query.ark.mckinsey.com \"{name}\" is invalid: {field}: {message}")});
+    (StatusCode::UNPROCESSABLE_ENTITY, Json(body)).into_response()
+}
+
 async fn read(State(fake): State<FakeKube>, Path((namespace, name)): Path<(String, String)>) -> Response {
     fake.write(|cluster| {
         cluster.requests.push(("GET".into(), format!("{namespace}/{name}")));
@@ -219,7 +230,8 @@ fn apply(
                     return status(400, "BadRequest", "not a JSON Patch");
                 };
                 if json_patch::patch(&mut patched, &operations).is_err() {
-                    return status(422, "Invalid", "the JSON Patch test failed or the path does not exist");
+                    // The real one's words for a failed `test` (and a missing path): generic, no causes.
+                    return status(422, "Invalid", "the server rejected our request due to an error in our request");
                 }
             }
             other => return status(415, "UnsupportedMediaType", &format!("unsupported patch type {other}")),
@@ -236,7 +248,7 @@ fn apply(
             && !PHASES.contains(&phase)
             && !cluster.extra_phases.iter().any(|extra| extra == phase)
         {
-            return status(422, "Invalid", &format!("status.phase: Unsupported value: \"{phase}\""));
+            return invalid(&name, "status.phase", &format!("Unsupported value: \"{phase}\""));
         }
         if let Some(fields) = stored["status"].as_object_mut() {
             fields.retain(|key, _| STATUS_FIELDS.contains(&key.as_str()));
