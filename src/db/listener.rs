@@ -163,9 +163,39 @@ async fn connect(listen_pool: &PgPool, replica_key: i64, heartbeat: &str) -> Res
     let mut listener = PgListener::connect_with(listen_pool).await?;
     // We reconnect ourselves, so that a lost connection is always seen and followed by a resync.
     listener.eager_reconnect(false);
-    sqlx::query!("select pg_advisory_lock($1)", replica_key).execute(&mut listener).await?;
+    take_liveness_lock(&mut listener, replica_key).await?;
     listener.listen_all([CHANNEL, heartbeat]).await?;
     Ok(listener)
+}
+
+/// How long a new LISTEN connection waits for this replica's liveness lock.
+const LIVENESS_LOCK_WAIT: Duration = Duration::from_secs(5);
+
+/// Takes the replica's liveness lock on the new connection. The session that held it before may still be
+/// there when this replica lost its connection but the server has not noticed (a partition, a connection a
+/// proxy forgot): that session is this replica's own and useless, so it is ended rather than waited out.
+async fn take_liveness_lock(listener: &mut PgListener, replica_key: i64) -> Result<(), sqlx::Error> {
+    let taken = sqlx::query_scalar!(r#"select pg_try_advisory_lock($1) as "taken!""#, replica_key)
+        .fetch_one(&mut *listener)
+        .await?;
+    if taken {
+        return Ok(());
+    }
+    let ended = sqlx::query_scalar!(
+        r#"select count(*) filter (where pg_terminate_backend(l.pid)) as "ended!"
+           from pg_locks l
+           where l.locktype = 'advisory' and l.granted and l.objsubid = 1 and l.pid <> pg_backend_pid()
+             and ((l.classid::bigint << 32) | l.objid::bigint) = $1"#,
+        replica_key
+    )
+    .fetch_one(&mut *listener)
+    .await?;
+    tracing::warn!(ended, "this replica's previous LISTEN session was still open: ended it");
+    let wait = format!("{}ms", LIVENESS_LOCK_WAIT.as_millis());
+    sqlx::query!("select set_config('lock_timeout', $1, false)", wait).fetch_one(&mut *listener).await?;
+    sqlx::query!("select pg_advisory_lock($1)", replica_key).execute(&mut *listener).await?;
+    sqlx::query!("select set_config('lock_timeout', '0', false)").fetch_one(&mut *listener).await?;
+    Ok(())
 }
 
 /// Passes notifications on and ticks the poll until the connection is lost (returns why) or `cancel` fires.

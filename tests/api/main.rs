@@ -30,6 +30,7 @@ mod observability;
 mod openapi;
 mod operations;
 mod outage;
+mod partitions;
 mod query_page;
 mod query_status;
 mod questions;

@@ -11,6 +11,7 @@ pub mod hold;
 pub mod kube_apiserver;
 pub mod kube_deployment;
 pub mod mcp;
+pub mod netns;
 pub mod query_crd;
 pub mod replica;
 pub mod sse;

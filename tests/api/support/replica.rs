@@ -44,11 +44,23 @@ impl Replica {
         Self::spawn(&["--data-dir", data_dir.to_str().expect("a UTF-8 path")], &[]).await
     }
 
+    /// Starts a replica inside the network namespace `namespace`, listening on `host`
+    /// ([`super::netns::Lab`]).
+    pub async fn start_in_namespace(namespace: &str, host: &str, database_url: &str, args: &[&str]) -> Self {
+        let mut command = Command::new("ip");
+        command.args(["netns", "exec", namespace, env!("CARGO_BIN_EXE_ark-broker")]);
+        Self::spawn_command(command, host, &[&["--database-url", database_url], args].concat(), &[]).await
+    }
+
     async fn spawn(args: &[&str], env: &[(&str, &str)]) -> Self {
+        Self::spawn_command(Command::new(env!("CARGO_BIN_EXE_ark-broker")), "127.0.0.1", args, env).await
+    }
+
+    async fn spawn_command(mut command: Command, host: &str, args: &[&str], env: &[(&str, &str)]) -> Self {
         super::install_tls_provider();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_ark-broker"))
+        let mut child = command
             .env_remove("DATABASE_URL")
-            .args(["--host", "127.0.0.1", "--port", "0", "--mcp-port", "0"])
+            .args(["--host", host, "--port", "0", "--mcp-port", "0"])
             .args(["--log-format", "json"])
             .args(args)
             .env("LOG_LEVEL", "info")
