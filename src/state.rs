@@ -146,7 +146,7 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
     // Connecting first, on its own, so an unreachable server or a refused certificate is said as such.
     db::migrate_on(database.connect_one("ark-broker-migrate").await?).await?;
     let pool = db::connect(&database, config.database_pool_max, db::Timeouts::of(&config)).await?;
-    let listen_pool = db::listen_pool(&database, &listener::application_name())?;
+    let listen_pools = db::ListenPools::new(&database, &listener::application_name())?;
     let hub = Hub::default();
     let status = ListenerStatus::default();
     let chunks = ChunkStore::new(pool.clone(), status.replica_key());
@@ -178,7 +178,7 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
     let (completion_requests, requests) = tokio::sync::mpsc::unbounded_channel();
     let completion_task = completion::spawn_requests(chunks.clone(), open_writers.clone(), requests);
     let connections =
-        listener::Connections { listen_pool, pool: pool.clone(), heartbeat_deadline: database.network_timeout() };
+        listener::Connections { listen_pools, pool: pool.clone(), heartbeat_deadline: database.network_timeout() };
     let listener_task = tokio::spawn(listener::run(
         connections,
         tails,

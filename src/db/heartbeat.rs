@@ -11,7 +11,7 @@ use sqlx::PgPool;
 use tokio::{sync::mpsc, time::Instant};
 
 /// How often a ping is sent.
-pub const EVERY: Duration = Duration::from_secs(2);
+pub const EVERY: Duration = Duration::from_secs(1);
 
 /// One replica's heartbeat, driven by its listener's loop.
 #[derive(Debug)]

@@ -16,7 +16,6 @@ use std::{
     time::Duration,
 };
 
-use futures::{StreamExt, stream};
 use sqlx::{PgPool, postgres::PgListener};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
@@ -102,8 +101,8 @@ impl ListenerStatus {
 /// Where the listener connects and what it watches for.
 #[derive(Debug, Clone)]
 pub struct Connections {
-    /// A one-connection pool used for nothing else.
-    pub listen_pool: PgPool,
+    /// Where each LISTEN connection comes from.
+    pub listen_pools: super::ListenPools,
     /// The request pool, which sends the heartbeat's pings.
     pub pool: PgPool,
     /// How long a heartbeat ping may go unheard before the LISTEN connection counts as lost.
@@ -123,7 +122,8 @@ pub async fn run(
     while !cancel.is_cancelled() {
         let heartbeat =
             Heartbeat::new(connections.pool.clone(), status.heartbeat_channel(), connections.heartbeat_deadline);
-        let listener = match connect(&connections.listen_pool, status.replica_key(), heartbeat.channel()).await {
+        let listen_pool = connections.listen_pools.fresh();
+        let listener = match connect(&listen_pool, status.replica_key(), heartbeat.channel()).await {
             Ok(listener) => listener,
             Err(error) => {
                 status.1.store(super::is_unreachable(&error), Ordering::Relaxed);
@@ -200,54 +200,66 @@ async fn take_liveness_lock(listener: &mut PgListener, replica_key: i64) -> Resu
 
 /// Passes notifications on and ticks the poll until the connection is lost (returns why) or `cancel` fires.
 async fn pump(
-    listener: PgListener,
+    mut listener: PgListener,
     mut heartbeat: Heartbeat,
     tails: &Tails,
     completions: &CompletionRequests,
     poll_interval: Duration,
     cancel: &CancellationToken,
 ) -> Option<String> {
-    // The stream owns the in-flight `try_recv`, so a poll tick winning the select never drops a
-    // half-read message.
-    let notifications = stream::unfold(listener, |mut listener| async move {
-        let next = listener.try_recv().await;
-        Some((next, listener))
-    });
-    let mut notifications = std::pin::pin!(notifications);
     let mut poll = tokio::time::interval(poll_interval);
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut pings = tokio::time::interval(heartbeat::EVERY);
     pings.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = cancel.cancelled() => return None,
-            next = notifications.next() => match next {
-                Some(Ok(Some(notification))) if notification.channel() == heartbeat.channel() => {
-                    heartbeat.heard(notification.payload());
-                }
-                Some(Ok(Some(notification))) => match Feed::parse(notification.payload()) {
-                    Some((feed, tx)) => {
-                        if let Some(tail) = tails.get(&feed) {
-                            let _ = tail.send(TailEvent::Committed(tx));
+    let ended = loop {
+        // One receive spans the poll ticks and pings that win the select meanwhile, so no half-read message
+        // is dropped; it is dropped only when the connection is given up.
+        let next = {
+            let receive = listener.try_recv();
+            let mut receive = std::pin::pin!(receive);
+            loop {
+                tokio::select! {
+                    _ = cancel.cancelled() => break None,
+                    next = &mut receive => break Some(next),
+                    _ = poll.tick() => broadcast(tails, TailEvent::Poll),
+                    _ = pings.tick() => {
+                        if let Err(unheard) = heartbeat.tick() {
+                            break Some(Err(sqlx::Error::Protocol(format!(
+                                "heartbeat not heard back for {} ms",
+                                unheard.as_millis()
+                            ))));
                         }
                     }
-                    None => match feed::parse_completion(notification.payload()) {
-                        Some(stream) => {
-                            let _ = completions.send(stream);
-                        }
-                        None => tracing::debug!(payload = notification.payload(), "ignoring unknown notification"),
-                    },
-                },
-                Some(Ok(None)) | None => return Some("connection closed".to_owned()),
-                Some(Err(error)) => return Some(error.to_string()),
-            },
-            _ = poll.tick() => broadcast(tails, TailEvent::Poll),
-            _ = pings.tick() => {
-                if let Err(unheard) = heartbeat.tick() {
-                    return Some(format!("heartbeat not heard back for {} ms", unheard.as_millis()));
+                    sent = heartbeat.sent() => heartbeat.record_sent(sent),
                 }
             }
-            sent = heartbeat.sent() => heartbeat.record_sent(sent),
+        };
+        match next {
+            None => break None,
+            Some(Ok(Some(notification))) if notification.channel() == heartbeat.channel() => {
+                heartbeat.heard(notification.payload());
+            }
+            Some(Ok(Some(notification))) => dispatch(notification.payload(), tails, completions),
+            Some(Ok(None)) => break Some("connection closed".to_owned()),
+            Some(Err(error)) => break Some(error.to_string()),
         }
+    };
+    ended
+}
+
+/// Hands a notification to the feed's tail or to the completion requests.
+fn dispatch(payload: &str, tails: &Tails, completions: &CompletionRequests) {
+    match Feed::parse(payload) {
+        Some((feed, tx)) => {
+            if let Some(tail) = tails.get(&feed) {
+                let _ = tail.send(TailEvent::Committed(tx));
+            }
+        }
+        None => match feed::parse_completion(payload) {
+            Some(stream) => {
+                let _ = completions.send(stream);
+            }
+            None => tracing::debug!(payload, "ignoring unknown notification"),
+        },
     }
 }

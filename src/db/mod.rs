@@ -140,14 +140,30 @@ pub async fn connect(database: &Database, max_connections: u32, timeouts: Timeou
         .await
 }
 
-/// The LISTEN connection's pool: one connection, used for nothing else. A failed connect surfaces within a
-/// second, so the replica soon knows when Postgres is unreachable.
-pub fn listen_pool(database: &Database, application_name: &str) -> Result<PgPool, sqlx::Error> {
-    Ok(PgPoolOptions::new()
-        .max_connections(1)
-        .acquire_timeout(Duration::from_secs(1))
-        .after_connect(guard_connection(database))
-        .connect_lazy_with(database.options(application_name)?))
+/// Where LISTEN connections come from: a pool of one connection, used for nothing else, made afresh for each
+/// connection. A lost LISTEN connection is not reused: sqlx hands it back to its pool with `UNLISTEN *` and a
+/// ping, which one that stopped answering never replies to, and the pool's one slot would stay taken.
+#[derive(Debug, Clone)]
+pub struct ListenPools {
+    database: Database,
+    options: sqlx::postgres::PgConnectOptions,
+}
+
+impl ListenPools {
+    /// LISTEN connections to `database`, named `application_name`.
+    pub fn new(database: &Database, application_name: &str) -> Result<Self, sqlx::Error> {
+        Ok(ListenPools { database: database.clone(), options: database.options(application_name)? })
+    }
+
+    /// A new pool for the next LISTEN connection. A failed connect surfaces within a second, so the replica
+    /// soon knows when Postgres is unreachable.
+    pub fn fresh(&self) -> PgPool {
+        PgPoolOptions::new()
+            .max_connections(1)
+            .acquire_timeout(Duration::from_secs(1))
+            .after_connect(guard_connection(&self.database))
+            .connect_lazy_with(self.options.clone())
+    }
 }
 
 type AfterConnect = dyn Fn(&mut PgConnection, sqlx::pool::PoolConnectionMetadata) -> futures::future::BoxFuture<'_, Result<(), sqlx::Error>>

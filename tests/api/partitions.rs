@@ -1,6 +1,7 @@
 //! Network partitions, with real processes in network namespaces ([`crate::support::netns`]): a replica cut off
 //! from PostgreSQL (packets dropped, no reset), PostgreSQL unreachable from every replica for 30 s, and a
-//! writer that vanishes in the middle of a chunk POST. Each checks the timing the README's reliability section
+//! writer that vanishes in the middle of a chunk POST; and, through a proxy, a LISTEN connection silently
+//! dropped while its socket stays open. Each checks the timing the README's reliability section
 //! promises, and that no acknowledged line or message is lost or duplicated.
 
 use std::{
@@ -12,8 +13,9 @@ use serde_json::{Value, json};
 use tokio::{io::AsyncWriteExt, sync::watch};
 
 use crate::support::{
-    Replica, SseReader,
+    Replica, SseReader, fresh_database,
     netns::{Lab, Link},
+    pg_proxy::PgProxy,
     within,
 };
 
@@ -360,4 +362,39 @@ async fn a_writer_that_vanishes_mid_post_gets_its_stream_aborted_and_leaves_noth
     // The replica closed its end of the vanished connection: it holds no socket to the client any more.
     assert_eq!(lab.sockets_to_client(0, replica.pid()), 0, "the replica still holds the vanished writer's socket");
     drop(post);
+}
+
+#[tokio::test]
+async fn a_listen_connection_silently_dropped_is_noticed_by_the_heartbeat_and_replaced() {
+    let url = fresh_database().await;
+    let options: sqlx::postgres::PgConnectOptions = url.parse().unwrap();
+    let proxy = PgProxy::start(format!("{}:{}", options.get_host(), options.get_port())).await;
+    let proxied = url.replacen(&format!("{}:{}", options.get_host(), options.get_port()), &proxy.address, 1);
+    let (a, b) = tokio::join!(Replica::start(&proxied), Replica::start(&url));
+    let _logs = LogsOnFailure(vec![&a, &b]);
+    let client = reqwest::Client::new();
+    let mut reader = SseReader::open(&client, &a.url("/stream/heard")).await;
+    let write = |n: u64| client.post(b.url("/stream/heard")).body(format!("{}\n", json!({"n": n}))).send();
+    assert_eq!(write(0).await.unwrap().status(), 200);
+    assert_eq!(within("the first line on A", reader.take_data(1)).await, ["{\"n\":0}"]);
+
+    let dropped = Instant::now();
+    proxy.drop_listen_connections();
+    let noticed = within("the heartbeat to notice", until_logged(&a, "heartbeat not heard back", dropped)).await;
+    println!("a LISTEN connection silently dropped: noticed after {noticed:?}");
+    assert!(noticed <= Duration::from_secs(10), "noticed after {noticed:?}");
+    // The dropped session still holds the replica's liveness lock on the server: the new connection ends it.
+    within("the stale session to be ended", until_logged(&a, "previous LISTEN session was still open", dropped)).await;
+    within("A to be ready", until_ready_is(&client, &a, 200, dropped)).await;
+    assert_eq!(write(1).await.unwrap().status(), 200);
+    assert_eq!(within("the next line on A", reader.take_data(1)).await, ["{\"n\":1}"]);
+    let holders: (i64,) = sqlx::query_as(
+        "select count(*) from pg_locks l join pg_stat_activity s using (pid)
+         where l.locktype = 'advisory' and l.granted and s.application_name = $1",
+    )
+    .bind(format!("ark-broker-listener {}", a.pid()))
+    .fetch_one(&sqlx::PgPool::connect(&url).await.unwrap())
+    .await
+    .unwrap();
+    assert_eq!(holders.0, 1, "exactly one session of A holds its liveness lock");
 }
