@@ -211,7 +211,7 @@ async fn pump(
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut pings = tokio::time::interval(heartbeat::EVERY);
     pings.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let ended = loop {
+    loop {
         // One receive spans the poll ticks and pings that win the select meanwhile, so no half-read message
         // is dropped; it is dropped only when the connection is given up.
         let next = {
@@ -243,8 +243,7 @@ async fn pump(
             Some(Ok(None)) => break Some("connection closed".to_owned()),
             Some(Err(error)) => break Some(error.to_string()),
         }
-    };
-    ended
+    }
 }
 
 /// Hands a notification to the feed's tail or to the completion requests.
