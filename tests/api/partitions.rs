@@ -249,10 +249,10 @@ async fn a_replica_cut_off_from_postgres_fails_fast_moves_its_readers_and_recove
     )
     .await;
     assert_eq!(numbers(&seen_on_a), acked, "a new reader on the mended replica");
-    let (on_a, on_b) = (on_a.lock().unwrap(), on_b.lock().unwrap());
+    let (on_a, on_b) = (std::mem::take(&mut *on_a.lock().unwrap()), std::mem::take(&mut *on_b.lock().unwrap()));
     assert!(on_a.refused > 0, "writes on the cut replica were refused");
     assert_eq!(on_b.refused, 0, "writes on B were never refused");
-    for acks in [&*on_a, &*on_b] {
+    for acks in [&on_a, &on_b] {
         assert_messages_once(&pool, acks).await;
     }
     let failures = others.await.unwrap();
@@ -304,13 +304,13 @@ async fn postgres_unreachable_from_every_replica_for_30_s_and_everything_recover
     let healed = Instant::now();
     lab.heal(Link::Postgres);
     for replica in replicas {
-        let ready = within("ready again", until_ready_is(&client, replica, 200, healed)).await;
+        let ready = within("ready again", until_ready_is(client, replica, 200, healed)).await;
         println!("PostgreSQL unreachable: {} ready again {ready:?} after the heal", replica.base);
         assert!(ready <= Duration::from_secs(10), "{}: ready again only after {ready:?}", replica.base);
     }
     // Everything works again, on the same processes: writes, live reads across replicas, the end marker.
     assert_eq!(replicas.map(|replica| replica.pid()), pids, "no replica restarted");
-    let mut live = SseReader::open(&client, &c.url("/stream/after")).await;
+    let mut live = SseReader::open(client, &c.url("/stream/after")).await;
     let written = client.post(a.url("/stream/after")).body("{\"n\":0}\n{\"n\":1}\n").send().await.unwrap();
     assert_eq!(written.status(), 200);
     let complete = client.post(b.url("/stream/after/complete")).json(&json!({})).send().await.unwrap();
