@@ -2,9 +2,9 @@
 //! half-saturation load for the given minutes, sampled every minute, ending with a verdict per series (flat or
 //! growing) and failing on any correctness finding. `docs/performance.md` ("Soak") explains how to read it.
 //!
-//! 1. Saturation, quickly: short baselines (for the CN ratio), then the bench's own ramp with 5 s steps on three
-//!    replicas already running with the soak's flags; half of the last step that held, per stream, is the
-//!    soak's rate (`--soak-rate R` gives R chunks/s per stream instead and skips this).
+//! 1. Saturation, quickly: short baselines (for the CN ratio), then the ramp's shape in 5 s steps on three
+//!    replicas already running with the soak's flags (`half_saturation`); half of it, per stream, is the soak's
+//!    rate (`--soak-rate R` gives R chunks/s per stream instead and skips this).
 //! 2. Three fresh replicas on a fresh database run the workload (`workload.rs`) for the minutes given, while a
 //!    sample (`sample.rs`) is taken at minute 0 and every minute after: a JSON line each, and the replicas'
 //!    markdown row on stderr.
@@ -24,7 +24,8 @@ use tokio::time::{Instant, MissedTickBehavior};
 
 use crate::{
     baselines,
-    phases::{Bench, Ramp, add_all, baseline_rows},
+    load::Shape,
+    phases::{Bench, SATURATION_P99_MS, SATURATION_SHARE, add_all, baseline_rows},
     postgres::{BROKER_DB, Postgres},
     replicas::Replica,
     report::Report,
@@ -59,8 +60,8 @@ const LIFE: Duration = Duration::from_secs(20);
 /// Minutes left out of the verdicts: a stream's life, the longest retention (the watch log's 120 s) and two
 /// reaper passes, rounded up, so every kind of row has begun to be reaped.
 const WARM_UP_MINUTES: usize = 3;
-/// Saturation steps: chunks/s per stream, 5 s each, with the ramp's bisection after the first that fails.
-const RAMP_RATES: [u32; 6] = [50, 100, 200, 300, 400, 600];
+/// Saturation steps: chunks/s per stream, 5 s each, until one no longer keeps up.
+const RAMP_RATES: [u32; 7] = [25, 50, 100, 200, 300, 400, 600];
 
 /// Runs the soak; returns whether the checker found everything right, and the markdown report.
 pub async fn run(
@@ -165,9 +166,12 @@ pub async fn run(
     (failures.is_empty(), format!("{summary}{md}"))
 }
 
-/// Measures saturation with the bench's ramp (5 s steps) and returns half its last holding rate per stream.
+/// Measures saturation with the bench's load shapes (5 s steps, 100 streams spread, one reader each) and
+/// returns half of it per stream. The ramp rises until a step no longer keeps up (≥ 95 % of the requested
+/// ingest, clean); saturation is the last step that also held the ramp's 50 ms commit p99, or, when none did
+/// (a machine busy with other work, where even the first step's tail is long), the last step that kept up.
 async fn half_saturation(pg: &mut Postgres, report: &mut Report, scratch: &Path, client: &reqwest::Client) -> u32 {
-    eprintln!("soak: measuring saturation (2 s baselines, then the ramp in 5 s steps)");
+    eprintln!("soak: measuring saturation (2 s baselines, then steps of 5 s)");
     let baselines = baselines::measure(pg, &scratch.join("pgbench"), 2, 200).await;
     add_all(report, baseline_rows(&baselines));
     pg.create_database(BROKER_DB).await;
@@ -178,28 +182,47 @@ async fn half_saturation(pg: &mut Postgres, report: &mut Report, scratch: &Path,
         Replica::start_with(&url, FLAGS)
     );
     let replicas = [a, b, c];
-    let ramp = Ramp {
-        streams: STREAMS,
-        rates: RAMP_RATES.to_vec(),
-        duration: Duration::from_secs(5),
-        bisect: true,
-        every_step: false,
-    };
     let mut bench = Bench { pg, replicas: &replicas, client: client.clone(), baselines };
-    let rows = bench.saturation(&ramp).await;
-    let summary = rows.last().expect("the ramp's summary row").clone();
-    add_all(report, rows);
+    let (mut held, mut kept_up) = (None, None);
+    for rate in RAMP_RATES {
+        let shape = Shape { streams: STREAMS, readers: 1, rate, spread: true, duration: Duration::from_secs(5) };
+        let (mut row, outcome) = bench.shape(&shape).await;
+        row.phase = format!("soak-saturation-{STREAMS}x1x{rate}");
+        let keeps_up = outcome.check.is_clean()
+            && outcome.errors.is_empty()
+            && outcome.achieved_per_s() >= SATURATION_SHARE * outcome.requested_per_s;
+        let holds = keeps_up && row.commit_p99_ms.is_some_and(|p99| p99 <= SATURATION_P99_MS);
+        row.note = Some(match (holds, keeps_up) {
+            (true, _) => "holds".to_owned(),
+            (false, true) => "keeps up, commit p99 above 50 ms".to_owned(),
+            (false, false) => "does not keep up".to_owned(),
+        });
+        report.add(row);
+        if holds {
+            held = Some((rate, outcome.achieved_per_s()));
+        }
+        if !keeps_up {
+            break;
+        }
+        kept_up = Some((rate, outcome.achieved_per_s()));
+    }
     for replica in replicas {
         replica.stop().await;
     }
-    let held = summary.requested_per_s.unwrap_or(0.0) / STREAMS as f64;
-    // Half, but never nothing: a ramp where no step held (a machine busy with other work) still soaks.
-    let rate = ((held / 2.0).round() as u32).max(5);
+    let (criterion, (rate, ingest)) = match (held, kept_up) {
+        (Some(held), _) => ("commit p99 ≤ 50 ms", held),
+        (None, Some(kept_up)) => ("no step held the 50 ms commit p99; the last that kept up", kept_up),
+        (None, None) => ("no step kept up", (0, 0.0)),
+    };
+    // Half, but never nothing: a machine where no step kept up still soaks.
+    let half = (rate / 2).max(5);
     eprintln!(
-        "soak: saturation {:.0} chunks/s ({held:.0} per stream × {STREAMS}); the soak runs at half: {rate} per stream",
-        summary.value
+        "soak: saturation {ingest:.0} chunks/s at {rate} per stream × {STREAMS} ({criterion}); the soak runs at \
+         half: {half} per stream, {} chunks/s",
+        half as usize * STREAMS
     );
-    report.line(&serde_json::json!({"phase": "soak-saturation", "saturation_per_s": summary.value,
-        "held_rate_per_stream": held, "soak_rate_per_stream": rate, "soak_requested_per_s": rate as usize * STREAMS}));
-    rate
+    report.line(&serde_json::json!({"phase": "soak-saturation", "criterion": criterion,
+        "saturation_per_s": ingest, "saturation_rate_per_stream": rate, "soak_rate_per_stream": half,
+        "soak_requested_per_s": half as usize * STREAMS}));
+    half
 }

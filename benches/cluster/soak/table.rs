@@ -131,10 +131,11 @@ pub fn markdown(samples: &[Sample], warm_up: usize) -> (String, Vec<(String, Jud
             (Verdict::Growing, None) => "**growing**".to_owned(),
             (other, _) => other.word().to_owned(),
         };
-        md.push_str(&format!(
-            "| {} | {:.1} | {:.1} | {:+.1} | {word} |\n",
-            series.name, result.first_max, result.second_max, result.rise
-        ));
+        let numbers = match result.verdict {
+            Verdict::TooShort => "– | – | –".to_owned(),
+            _ => format!("{:.1} | {:.1} | {:+.1}", result.first_max, result.second_max, result.rise),
+        };
+        md.push_str(&format!("| {} | {numbers} | {word} |\n", series.name));
         judged.push((series.name, result));
     }
     (md, judged)
