@@ -107,6 +107,7 @@ fn the_soak_verdict_tells_a_plateau_and_a_saw_tooth_from_steady_growth() {
     assert_eq!(judge(&plateau, 3, 5.0).verdict, Verdict::Flat);
     assert_eq!(judge(&saw_tooth, 3, 5.0).verdict, Verdict::Flat);
     assert_eq!(judge(&leak, 3, 5.0).verdict, Verdict::Growing);
+    assert_eq!(Verdict::Growing.word(), "growing");
     assert_eq!(judge(&leak, 3, 1000.0).verdict, Verdict::Flat, "a rise within the slack is flat");
     assert_eq!(judge(&leak[..6], 3, 5.0).verdict, Verdict::TooShort);
 }
