@@ -240,13 +240,17 @@ async fn open_reader(client: &reqwest::Client, url: &str) -> Result<reqwest::Res
 
 /// What one writer did.
 #[derive(Debug, Default)]
-struct Written {
-    sent: u64,
-    acknowledged: u64,
-    acked_at: Option<Instant>,
+pub struct Written {
+    /// Lines sent.
+    pub sent: u64,
+    /// Chunks the broker acknowledged (`chunks_received`).
+    pub acknowledged: u64,
+    /// When the acknowledgement came.
+    pub acked_at: Option<Instant>,
     /// `POST /stream/{id}/complete` succeeded, so `[DONE]` is owed to every reader.
-    completed: bool,
-    error: Option<String>,
+    pub completed: bool,
+    /// What went wrong, if anything.
+    pub error: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -255,13 +259,18 @@ struct Processed {
 }
 
 /// When one writer writes.
-struct Pacing {
-    first_tick: Instant,
-    period: Duration,
-    duration: Duration,
+pub struct Pacing {
+    /// The first line's time.
+    pub first_tick: Instant,
+    /// Time between lines.
+    pub period: Duration,
+    /// How long it writes.
+    pub duration: Duration,
 }
 
-async fn write(client: reqwest::Client, url: String, pacing: Pacing, connecting: Arc<Semaphore>) -> Written {
+/// Writes one stream (`url` is `…/stream/{id}`) as `pacing` says in one chunked POST, then completes it.
+/// `connecting` bounds the connections being set up at once; a permit is held until the body is first polled.
+pub async fn write(client: reqwest::Client, url: String, pacing: Pacing, connecting: Arc<Semaphore>) -> Written {
     let sent = Arc::new(AtomicU64::new(0));
     let counter = sent.clone();
     let stream_name = url.rsplit('/').next().unwrap_or_default().to_owned();

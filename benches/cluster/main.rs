@@ -17,6 +17,10 @@ mod phases;
 mod postgres;
 mod replicas;
 mod report;
+mod soak;
+// By path, as the soak test includes it, beside `load` whose writer it uses.
+#[path = "soak/workload.rs"]
+mod workload;
 
 use std::{path::PathBuf, process::ExitCode, time::Duration};
 
@@ -87,9 +91,10 @@ fn output_dir() -> PathBuf {
 async fn main() -> ExitCode {
     // reqwest's TLS (unused here, but built with every client) takes the process's rustls provider.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    // cargo passes `--bench`; only `--smoke`, `--only <phase>` (repeatable) and `--rates <r,r,…>` (the
-    // saturation ramp's chunks/s per stream, every one run, no bisection: to look at chosen steps) mean
-    // anything here.
+    // cargo passes `--bench`; only `--smoke`, `--only <phase>` (repeatable), `--rates <r,r,…>` (the
+    // saturation ramp's chunks/s per stream, every one run, no bisection: to look at chosen steps) and
+    // `--soak <minutes>` (with `--soak-rate <r>`: chunks/s per stream instead of half the measured saturation)
+    // mean anything here.
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut plan = Plan::new(args.iter().any(|arg| arg == "--smoke"));
     let only: Vec<&str> = args.windows(2).filter(|pair| pair[0] == "--only").map(|pair| pair[1].as_str()).collect();
@@ -107,6 +112,23 @@ async fn main() -> ExitCode {
     let mut machine = machine::Machine::record();
     let mut pg = Postgres::start(&scratch.join("postgres")).await;
     machine.postgres = pg.version().await;
+    if let Some(minutes) = value_of(&args, "--soak") {
+        let minutes = minutes.parse().expect("--soak takes whole minutes");
+        let rate = value_of(&args, "--soak-rate").map(|r| r.parse().expect("--soak-rate takes chunks/s per stream"));
+        report.line(&serde_json::json!({"phase": "machine", "mode": "soak", "machine": machine}));
+        let (correct, md) = soak::run(minutes, rate, &mut pg, &mut report, &scratch).await;
+        let title = format!("Soak, {minutes} min, {}", title_tail());
+        let md = format!("### {title}\n\nMachine: {}.\n\n{md}", machine.describe());
+        report.write_markdown(&md);
+        println!("\n{md}");
+        drop(pg);
+        let _ = std::fs::remove_dir_all(&scratch);
+        if !correct {
+            eprintln!("FAILED: the soak's checker found something wrong (see Correctness above)");
+            return ExitCode::FAILURE;
+        }
+        return ExitCode::SUCCESS;
+    }
     report.line(&serde_json::json!({"phase": "machine", "mode": plan.mode, "machine": machine}));
 
     eprintln!("baselines: pgbench {} s per case, {} notifications", plan.baseline_seconds, plan.notifications);
@@ -130,12 +152,7 @@ async fn main() -> ExitCode {
         report.add(bench.hitl(plan.hitl_iterations).await);
     }
 
-    let title = format!(
-        "{} run, {} (broker at {})",
-        plan.mode,
-        chrono::Utc::now().format("%Y-%m-%d %H:%M UTC"),
-        git_revision().unwrap_or_else(|| "unknown revision".to_owned()),
-    );
+    let title = format!("{} run, {}", plan.mode, title_tail());
     println!("\n{}", report.finish(&title, &machine, &bench.baselines));
     for (name, replica) in ["A", "B", "C"].iter().zip(&replicas) {
         for line in replica.warning_samples() {
@@ -152,6 +169,20 @@ async fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
     ExitCode::SUCCESS
+}
+
+/// The value after `flag` on the command line.
+fn value_of<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
+    args.windows(2).find(|pair| pair[0] == flag).map(|pair| pair[1].as_str())
+}
+
+/// `2026-11-26 00:08 UTC (broker at 1ea6f0c)`: when, and which broker.
+fn title_tail() -> String {
+    format!(
+        "{} (broker at {})",
+        chrono::Utc::now().format("%Y-%m-%d %H:%M UTC"),
+        git_revision().unwrap_or_else(|| "unknown revision".to_owned())
+    )
 }
 
 /// `git describe --always --dirty` of the working tree, when there is one.

@@ -15,9 +15,9 @@ use crate::{
 
 /// p99 commit latency above which a saturation step no longer holds (`performance.md` §5: "ramp R until
 /// commit p99 > 50 ms").
-const SATURATION_P99_MS: f64 = 50.0;
+pub const SATURATION_P99_MS: f64 = 50.0;
 /// Share of the requested ingest a saturation step must reach to hold.
-const SATURATION_SHARE: f64 = 0.95;
+pub const SATURATION_SHARE: f64 = 0.95;
 /// Statements listed per row.
 const TOP_STATEMENTS: i64 = 6;
 /// Error messages kept per row.

@@ -32,9 +32,15 @@ pub struct Replica {
 impl Replica {
     /// Starts a replica on `database_url` and waits for its "listening" line.
     pub async fn start(database_url: &str) -> Self {
+        Self::start_with(database_url, &[]).await
+    }
+
+    /// Like [`Replica::start`], with extra flags (the soak's short retentions).
+    pub async fn start_with(database_url: &str, flags: &[&str]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_ark-broker"))
             .args(["--database-url", database_url, "--host", "127.0.0.1", "--port", "0", "--mcp-port", "0"])
             .args(["--log-format", "json"])
+            .args(flags)
             .env("LOG_LEVEL", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -127,6 +133,11 @@ pub fn postgres_cpu_seconds() -> f64 {
         .filter(|pid| std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|comm| comm.trim() == "postgres"))
         .map(cpu_seconds)
         .sum()
+}
+
+/// Open file descriptors of a process (entries of `/proc/<pid>/fd`).
+pub fn open_files(pid: u32) -> u64 {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |entries| entries.count() as u64)
 }
 
 /// `VmRSS` and `VmHWM` (peak) of a process in MiB, from `/proc/<pid>/status`.

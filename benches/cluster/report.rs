@@ -127,6 +127,11 @@ impl Report {
         self.rows.push(row);
     }
 
+    /// Writes `results.md` (a run that is not phases, like the soak).
+    pub fn write_markdown(&self, md: &str) {
+        std::fs::write(self.dir.join("results.md"), md).expect("write results.md");
+    }
+
     /// Whether any phase failed the checker.
     pub fn has_correctness_failure(&self) -> bool {
         self.rows.iter().any(Row::is_incorrect)
