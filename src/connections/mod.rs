@@ -15,7 +15,6 @@ mod overflow;
 use std::{convert::Infallible, io, pin::pin, sync::Arc, time::Duration};
 
 use axum::{Router, extract::Request};
-use futures::FutureExt;
 use hyper::{body::Incoming, server::conn::http1, service::service_fn};
 use hyper_util::rt::TokioIo;
 use socket2::TcpKeepalive;
@@ -123,7 +122,11 @@ pub async fn serve(
     // Connections the kernel completed before the drain began are queued on the listening socket; their
     // clients sent their requests to a replica that was still in rotation, so they are served (a request
     // already there is read first, below) rather than reset when the socket closes.
-    while let Some(Ok((stream, _))) = listener.accept().now_or_never() {
+    // Accepted with the socket's own call, which asks the kernel every time (tokio's would answer from the
+    // readiness it last saw, and miss a connection queued since).
+    let listener = listener.into_std()?;
+    while let Ok((stream, _)) = listener.accept() {
+        let Ok(stream) = stream.set_nonblocking(true).and_then(|()| TcpStream::from_std(stream)) else { continue };
         tune(&stream, &limits.keepalive);
         if let Ok(slot) = limits.slots.clone().try_acquire_owned() {
             let admission = Admission { router: router.clone(), timeouts: limits.timeouts, keep_alive: false, slot };
