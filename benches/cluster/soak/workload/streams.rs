@@ -77,17 +77,20 @@ async fn stream(context: &Context, n: usize, connecting: &Arc<Semaphore>) {
     let steady = tokio::spawn(read(steady, reading_deadline, None));
     let visiting = match leaver {
         Some(None) => None,
-        Some(Some(response)) => Some(tokio::spawn(read(response, reading_deadline, Some(first_tick + part)))),
+        Some(Some(response)) => {
+            Some(tokio::spawn(async move { Some(read(response, reading_deadline, Some(first_tick + part)).await) }))
+        }
         None => {
             let (client, tally, visitor_url) = (context.client.clone(), context.tally.clone(), url(n + 2));
             Some(tokio::spawn(async move {
                 // Pacing, not waiting for an event: the visitor arrives part-way through the writing.
                 tokio::time::sleep_until(first_tick + part).await;
                 match open_with(&client, &visitor_url, visitor == Visitor::LateReplay).await {
-                    Ok(response) => read(response, reading_deadline, None).await,
+                    Ok(response) => Some(read(response, reading_deadline, None).await),
+                    // A visitor that could not open is an error, not a reader owed anything.
                     Err(error) => {
                         count(&tally, |t| t.error(error));
-                        Seen::default()
+                        None
                     }
                 }
             }))
@@ -107,8 +110,10 @@ async fn stream(context: &Context, n: usize, connecting: &Arc<Semaphore>) {
         &steady,
         Expect { from_start: true, owed: Some(written.acknowledged), completed: written.completed },
     );
-    if let Some(visiting) = visiting {
-        let seen = visiting.await.expect("a reader");
+    if let Some(seen) = match visiting {
+        Some(visiting) => visiting.await.expect("a reader"),
+        None => None,
+    } {
         let expect = match visitor {
             Visitor::LateReplay => {
                 Expect { from_start: true, owed: Some(written.acknowledged), completed: written.completed }
@@ -117,11 +122,7 @@ async fn stream(context: &Context, n: usize, connecting: &Arc<Semaphore>) {
             // that joined after the completion is owed nothing (it starts after `[DONE]`).
             Visitor::LateLive => Expect {
                 from_start: false,
-                owed: seen
-                    .opened_at
-                    .zip(written.acked_at)
-                    .is_some_and(|(opened, acked)| opened < acked)
-                    .then_some(written.acknowledged),
+                owed: written.acked_at.is_some_and(|acked| seen.opened_at < acked).then_some(written.acknowledged),
                 completed: written.completed,
             },
             Visitor::Leaver => Expect { from_start: true, owed: None, completed: false },
@@ -151,13 +152,13 @@ struct Expect {
 }
 
 /// What one reader got.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Seen {
     /// Positions in the order they came.
     positions: Vec<u64>,
     done: bool,
     /// When the response's headers came (its start was fixed by then).
-    opened_at: Option<Instant>,
+    opened_at: Instant,
 }
 
 /// Opens a reader, counting it; a failure is counted as an error.
@@ -192,7 +193,7 @@ struct Mark {
 
 /// Reads until `[DONE]`, the end of the body, `deadline`, or `leave_at` (then the connection is dropped).
 async fn read(response: reqwest::Response, deadline: Instant, leave_at: Option<Instant>) -> Seen {
-    let mut seen = Seen { opened_at: Some(Instant::now()), ..Seen::default() };
+    let mut seen = Seen { positions: Vec::new(), done: false, opened_at: Instant::now() };
     let until = leave_at.map_or(deadline, |leave| leave.min(deadline));
     let mut body = response.bytes_stream().map_err(|e| causes(&e));
     let mut buffer: Vec<u8> = Vec::new();
