@@ -52,7 +52,7 @@ const WARN_EVERY: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone)]
 pub struct Limits {
     timeouts: Timeouts,
-    keepalive: TcpKeepalive,
+    keepalive: ClientKeepalive,
     slots: Arc<Semaphore>,
     overflow: Arc<Semaphore>,
 }
@@ -65,7 +65,7 @@ impl Limits {
                 header: Duration::from_secs(config.header_read_timeout_seconds),
                 idle: Duration::from_secs(config.idle_timeout_seconds),
             },
-            keepalive: client_keepalive(Duration::from_secs(config.client_keepalive_seconds)),
+            keepalive: ClientKeepalive::after(Duration::from_secs(config.client_keepalive_seconds)),
             slots: Arc::new(Semaphore::new(config.max_connections as usize)),
             overflow: Arc::new(Semaphore::new(OVERFLOW_CONNECTIONS)),
         }
@@ -120,23 +120,54 @@ pub async fn serve(
         connections.spawn(serve_connection(stream, admission, draining.clone()));
     }
     // Connections the kernel completed before the drain began are queued on the listening socket; their
-    // clients sent their requests to a replica that was still in rotation, so they are served (a request
-    // already there is read first, below) rather than reset when the socket closes.
-    // Accepted with the socket's own call, which asks the kernel every time (tokio's would answer from the
-    // readiness it last saw, and miss a connection queued since).
-    let listener = listener.into_std()?;
-    while let Ok((stream, _)) = listener.accept() {
-        let Ok(stream) = stream.set_nonblocking(true).and_then(|()| TcpStream::from_std(stream)) else { continue };
-        tune(&stream, &limits.keepalive);
-        if let Ok(slot) = limits.slots.clone().try_acquire_owned() {
-            let admission = Admission { router: router.clone(), timeouts: limits.timeouts, keep_alive: false, slot };
-            connections.spawn(serve_connection(stream, admission, draining.clone()));
-        }
+    // clients sent their requests to a replica that was still in rotation, so they are served rather than
+    // reset when the socket closes.
+    match listener.into_std() {
+        Ok(listener) => serve_queued(&listener, &router, &limits, &draining, &mut connections),
+        Err(error) => tracing::warn!(%error, "cannot take the connections queued on the listening socket"),
     }
-    // Closing the listening socket now makes the kernel refuse new connections instead of queueing them.
-    drop(listener);
+    // The listening socket is closed by now: the kernel refuses new connections instead of queueing them.
     while connections.join_next().await.is_some() {}
     Ok(())
+}
+
+/// How long a queued connection's request may take to show up once the drain has begun.
+const QUEUED_REQUEST_WAIT: Duration = Duration::from_secs(1);
+
+/// Accepts what is queued on `listener`, with the socket's own call (which asks the kernel every time; tokio's
+/// answers from the readiness it last saw, and would miss a connection queued since), and serves each one's
+/// first request: it is awaited for [`QUEUED_REQUEST_WAIT`], since a socket new to tokio knows no readiness
+/// yet and would otherwise be judged idle before its request is read. The socket closes when this returns.
+fn serve_queued(
+    listener: &std::net::TcpListener,
+    router: &Router,
+    limits: &Limits,
+    draining: &CancellationToken,
+    connections: &mut JoinSet<()>,
+) {
+    loop {
+        let stream = match listener.accept() {
+            Ok((stream, _)) => stream,
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => return,
+            // One client's own trouble (it gave up while queued): the ones behind it are still served.
+            Err(error) if matches!(error.kind(), io::ErrorKind::ConnectionAborted | io::ErrorKind::ConnectionReset) => {
+                continue;
+            }
+            Err(error) => {
+                tracing::warn!(%error, "accepting the queued connections failed");
+                return;
+            }
+        };
+        let Ok(stream) = stream.set_nonblocking(true).and_then(|()| TcpStream::from_std(stream)) else { continue };
+        tune(&stream, &limits.keepalive);
+        let Ok(slot) = limits.slots.clone().try_acquire_owned() else { continue };
+        let admission = Admission { router: router.clone(), timeouts: limits.timeouts, keep_alive: false, slot };
+        let draining = draining.clone();
+        connections.spawn(async move {
+            let _ = tokio::time::timeout(QUEUED_REQUEST_WAIT, stream.readable()).await;
+            serve_connection(stream, admission, draining).await;
+        });
+    }
 }
 
 /// Serves one connection until it closes, overstays its timeouts, or (once draining) finishes its request.
@@ -187,22 +218,40 @@ async fn serve_connection(stream: TcpStream, admission: Admission, draining: Can
     }
 }
 
-/// Small writes (an SSE event, a short reply) go out at once: with Nagle's algorithm a reply could wait for
-/// the peer's delayed ACK, which measured as ~40 ms of extra latency on an answered question's wake. And a
-/// peer that vanished without closing is found by keepalive probes (`--client-keepalive-seconds`).
-fn tune(socket: &TcpStream, keepalive: &TcpKeepalive) {
-    if let Err(error) = socket.set_nodelay(true) {
-        tracing::debug!(%error, "setting TCP_NODELAY failed");
-    }
-    if let Err(error) = socket2::SockRef::from(socket).set_tcp_keepalive(keepalive) {
-        tracing::debug!(%error, "setting TCP keepalive failed");
+/// How a client that vanished without closing (its node gone, a partition) is found: keepalive probes after
+/// `--client-keepalive-seconds` of silence, three of them a third of that apart (at least a second), for a
+/// connection that is receiving (an open chunk POST); and `TCP_USER_TIMEOUT` at twice that for one that is
+/// sending (an SSE reader), where the kernel sends no probes while data waits to be acknowledged.
+#[derive(Debug, Clone)]
+struct ClientKeepalive {
+    probes: TcpKeepalive,
+    unacknowledged: Duration,
+}
+
+impl ClientKeepalive {
+    fn after(silent: Duration) -> Self {
+        let interval = (silent / 3).max(Duration::from_secs(1));
+        ClientKeepalive {
+            probes: TcpKeepalive::new().with_time(silent).with_interval(interval).with_retries(3),
+            unacknowledged: silent * 2,
+        }
     }
 }
 
-/// Probes after `silent`, three of them a third of it apart (at least a second).
-fn client_keepalive(silent: Duration) -> TcpKeepalive {
-    let interval = (silent / 3).max(Duration::from_secs(1));
-    TcpKeepalive::new().with_time(silent).with_interval(interval).with_retries(3)
+/// Small writes (an SSE event, a short reply) go out at once: with Nagle's algorithm a reply could wait for
+/// the peer's delayed ACK, which measured as ~40 ms of extra latency on an answered question's wake. And a
+/// peer that vanished is found ([`ClientKeepalive`]).
+fn tune(socket: &TcpStream, keepalive: &ClientKeepalive) {
+    if let Err(error) = socket.set_nodelay(true) {
+        tracing::debug!(%error, "setting TCP_NODELAY failed");
+    }
+    let socket = socket2::SockRef::from(socket);
+    let set = socket
+        .set_tcp_keepalive(&keepalive.probes)
+        .and_then(|()| socket.set_tcp_user_timeout(Some(keepalive.unacknowledged)));
+    if let Err(error) = set {
+        tracing::debug!(%error, "setting TCP keepalive failed");
+    }
 }
 
 /// A failed accept: one connection's own trouble is skipped; anything else (EMFILE, ENFILE, ENOMEM) is

@@ -18,6 +18,9 @@ pub const EVERY: Duration = Duration::from_secs(1);
 pub struct Heartbeat {
     pool: PgPool,
     channel: String,
+    /// Which LISTEN connection's heartbeat this is: a ping of an earlier connection that commits late is not
+    /// this one's (its numbers started again at 1).
+    connection: u32,
     deadline: Duration,
     next: u64,
     /// The oldest ping the server took that has not been heard back, and when it was sent.
@@ -33,7 +36,19 @@ impl Heartbeat {
     /// `deadline`.
     pub fn new(pool: PgPool, channel: String, deadline: Duration) -> Self {
         let (sent_tx, sent_rx) = mpsc::unbounded_channel();
-        Heartbeat { pool, channel, deadline, next: 0, unheard: None, heard: 0, in_flight: false, sent_tx, sent_rx }
+        let connection = u32::from_le_bytes(uuid::Uuid::new_v4().as_bytes()[..4].try_into().expect("4 bytes"));
+        Heartbeat {
+            pool,
+            channel,
+            connection,
+            deadline,
+            next: 0,
+            unheard: None,
+            heard: 0,
+            in_flight: false,
+            sent_tx,
+            sent_rx,
+        }
     }
 
     /// The channel the listener must LISTEN on.
@@ -54,9 +69,10 @@ impl Heartbeat {
             self.next += 1;
             let (pool, channel, number, sent_tx) =
                 (self.pool.clone(), self.channel.clone(), self.next, self.sent_tx.clone());
+            let payload = format!("{}:{number}", self.connection);
             tokio::spawn(async move {
                 let sent = Instant::now();
-                let notified = sqlx::query!("select pg_notify($1, $2)", channel, number.to_string()).execute(&pool);
+                let notified = sqlx::query!("select pg_notify($1, $2)", channel, payload).execute(&pool);
                 let outcome = match tokio::time::timeout(EVERY, notified).await {
                     Ok(Ok(_)) => Some((number, sent)),
                     _ => None,
@@ -84,9 +100,13 @@ impl Heartbeat {
         }
     }
 
-    /// Records a ping heard back (the notification's payload).
+    /// Records a ping heard back (the notification's payload); one of another connection's is ignored.
     pub fn heard(&mut self, payload: &str) {
-        let Ok(number) = payload.parse::<u64>() else { return };
+        let Some((connection, number)) = payload.split_once(':') else { return };
+        if connection.parse() != Ok(self.connection) {
+            return;
+        }
+        let Ok(number) = number.parse::<u64>() else { return };
         self.heard = self.heard.max(number);
         if self.unheard.is_some_and(|(unheard, _)| unheard <= self.heard) {
             self.unheard = None;
@@ -109,14 +129,16 @@ mod tests {
         let mut beat = heartbeat(Duration::from_millis(100));
         beat.record_sent(Some((1, Instant::now() - Duration::from_millis(150))));
         assert!(beat.tick().is_err());
-        beat.heard("1");
+        beat.heard(&format!("{}:1", beat.connection.wrapping_add(1)));
+        assert!(beat.tick().is_err(), "another connection's ping is not this one's");
+        beat.heard(&format!("{}:1", beat.connection));
         assert_eq!(beat.tick(), Ok(()), "heard back: nothing unheard");
     }
 
     #[tokio::test]
     async fn a_ping_heard_before_its_send_is_recorded_is_not_unheard() {
         let mut beat = heartbeat(Duration::from_millis(100));
-        beat.heard("3");
+        beat.heard(&format!("{}:3", beat.connection));
         beat.record_sent(Some((3, Instant::now() - Duration::from_secs(1))));
         assert_eq!(beat.tick(), Ok(()));
     }

@@ -174,8 +174,12 @@ type AfterConnect = dyn Fn(&mut PgConnection, sqlx::pool::PoolConnectionMetadata
 fn guard_connection(database: &Database) -> Box<AfterConnect> {
     let database = database.clone();
     Box::new(move |_, _| {
-        database.guard_connections();
-        Box::pin(async { Ok(()) })
+        let database = database.clone();
+        // A scan of the process's descriptors: off the async workers.
+        Box::pin(async move {
+            let _ = tokio::task::spawn_blocking(move || database.guard_connections()).await;
+            Ok(())
+        })
     })
 }
 

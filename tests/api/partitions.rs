@@ -114,13 +114,27 @@ async fn until_logged(replica: &Replica, text: &str, since: Instant) -> Duration
     since.elapsed()
 }
 
-/// Reads `reader` to its end; returns its data payloads and how long after `since` it ended.
-async fn read_to_end(mut reader: SseReader, since: Instant) -> (Vec<String>, Duration) {
-    let mut data = Vec::new();
-    while let Some(item) = reader.next_data().await {
-        data.push(item);
+/// How a reader's response ended.
+#[derive(Debug)]
+struct Ended {
+    /// Its data payloads.
+    data: Vec<String>,
+    /// Whether the broker ended it with a `retry:` hint (not a reset, not a client timeout, not `[DONE]`).
+    with_retry: bool,
+    /// How long after the `since` given to [`read_to_end`].
+    after: Duration,
+}
+
+/// Reads `reader` to its end.
+async fn read_to_end(mut reader: SseReader, since: Instant) -> Ended {
+    let (mut data, mut last) = (Vec::new(), String::new());
+    while let Some(frame) = reader.next_frame().await {
+        if let Some(item) = frame.lines().find_map(|line| line.strip_prefix("data:")) {
+            data.push(item.trim_start().to_owned());
+        }
+        last = frame;
     }
-    (data, since.elapsed())
+    Ended { data, with_retry: last.starts_with("retry:"), after: since.elapsed() }
 }
 
 /// Every `/readyz` of `replicas` until `stop`, every 250 ms: the answers that were not 200.
@@ -182,8 +196,10 @@ async fn a_replica_cut_off_from_postgres_fails_fast_moves_its_readers_and_recove
         }
     })
     .await;
-    let reader_a = SseReader::open(&client, &a.url("/stream/story?from-beginning=true")).await;
-    let reader_c = SseReader::open(&client, &c.url("/stream/story?from-beginning=true")).await;
+    // Readers without the requests' 30 s limit: C's lives through the cut and the heal.
+    let readers = reqwest::Client::new();
+    let reader_a = SseReader::open(&readers, &a.url("/stream/story?from-beginning=true")).await;
+    let reader_c = SseReader::open(&readers, &c.url("/stream/story?from-beginning=true")).await;
     let others = tokio::spawn(watch_readiness(client.clone(), vec![b.base.clone(), c.base.clone()], stopped.clone()));
 
     let cut = Instant::now();
@@ -193,7 +209,7 @@ async fn a_replica_cut_off_from_postgres_fails_fast_moves_its_readers_and_recove
         let reply = client.post(a.url("/messages")).json(&body).send().await;
         (reply.map(|reply| reply.status().as_u16()).ok(), cut.elapsed())
     };
-    let (not_ready, (write_status, write_took), (_, reader_ended), listener_lost) =
+    let (not_ready, (write_status, write_took), reader_a_end, listener_lost) =
         within("the cut replica to notice", async {
             tokio::join!(
                 until_ready_is(&client, &a, 503, cut),
@@ -203,6 +219,7 @@ async fn a_replica_cut_off_from_postgres_fails_fast_moves_its_readers_and_recove
             )
         })
         .await;
+    let reader_ended = reader_a_end.after;
     println!(
         "cut from PostgreSQL: not ready after {not_ready:?}, a write refused after {write_took:?}, its reader ended \
          after {reader_ended:?}, the LISTEN connection's loss seen after {listener_lost:?}"
@@ -211,7 +228,13 @@ async fn a_replica_cut_off_from_postgres_fails_fast_moves_its_readers_and_recove
     assert_eq!(write_status, Some(503), "a write on the cut replica: {write_status:?} after {write_took:?}");
     assert!(write_took <= Duration::from_secs(10), "the write was refused only after {write_took:?}");
     assert!(reader_ended <= Duration::from_secs(15), "its reader was ended only after {reader_ended:?}");
+    assert!(reader_a_end.with_retry, "the broker ended A's reader with a retry hint: {reader_a_end:?}");
     assert!(listener_lost <= Duration::from_secs(10), "the LISTEN connection's loss was seen after {listener_lost:?}");
+    let log = a.log();
+    let lost = log.lines().find(|line| line.contains("LISTEN connection lost")).unwrap();
+    // Keepalive ends the socket (sqlx reports it closed, timed out or the host unreachable), before the
+    // heartbeat's deadline would.
+    assert!(!lost.contains("heartbeat"), "keepalive, not the heartbeat, noticed the cut: {lost}");
     let written_during_cut = lines.lock().unwrap().lines.len();
 
     let healed = Instant::now();
@@ -238,16 +261,17 @@ async fn a_replica_cut_off_from_postgres_fails_fast_moves_its_readers_and_recove
     let acked = lines.lock().unwrap().lines.clone();
     assert_eq!(stored, acked, "every acknowledged line once, in order (the writer was never refused)");
     // The reader on the healthy side saw everything, in order; a new reader on the mended replica replays it.
-    let (seen_on_c, _) = within("C's reader to end", read_to_end(reader_c, cut)).await;
+    let seen_on_c = within("C's reader to end", read_to_end(reader_c, cut)).await.data;
     let numbers = |items: &[String]| -> Vec<u64> {
         items.iter().filter_map(|item| serde_json::from_str::<Value>(item).ok()?["n"].as_u64()).collect()
     };
     assert_eq!(numbers(&seen_on_c), acked, "C's reader: every line once, in order");
-    let (seen_on_a, _) = within(
+    let seen_on_a = within(
         "a new reader on A",
-        read_to_end(SseReader::open(&client, &a.url("/stream/story?from-beginning=true")).await, cut),
+        read_to_end(SseReader::open(&readers, &a.url("/stream/story?from-beginning=true")).await, cut),
     )
-    .await;
+    .await
+    .data;
     assert_eq!(numbers(&seen_on_a), acked, "a new reader on the mended replica");
     let (on_a, on_b) = (std::mem::take(&mut *on_a.lock().unwrap()), std::mem::take(&mut *on_b.lock().unwrap()));
     assert!(on_a.refused > 0, "writes on the cut replica were refused");
@@ -275,7 +299,8 @@ async fn postgres_unreachable_from_every_replica_for_30_s_and_everything_recover
     assert_eq!(written.status(), 200);
     let mut readers = Vec::new();
     for replica in replicas {
-        readers.push(SseReader::open(&client, &replica.url("/stream/before?from-beginning=true")).await);
+        let url = replica.url("/stream/before?from-beginning=true");
+        readers.push(SseReader::open(&reqwest::Client::new(), &url).await);
     }
 
     let cut = Instant::now();
@@ -289,7 +314,8 @@ async fn postgres_unreachable_from_every_replica_for_30_s_and_everything_recover
         tokio::join!(until_ready_is(client, replica, 503, cut), write, read_to_end(reader, cut))
     });
     let outcomes = within("every replica to notice", futures::future::join_all(noticed)).await;
-    for (replica, (not_ready, (status, took), (seen, ended))) in replicas.into_iter().zip(outcomes) {
+    for (replica, (not_ready, (status, took), reader_end)) in replicas.into_iter().zip(outcomes) {
+        let (seen, ended) = (&reader_end.data, reader_end.after);
         let name = &replica.base;
         println!(
             "PostgreSQL unreachable: {name} not ready after {not_ready:?}, a write refused after {took:?}, its reader ended after {ended:?}"
@@ -299,6 +325,7 @@ async fn postgres_unreachable_from_every_replica_for_30_s_and_everything_recover
         assert!(took <= Duration::from_secs(10), "{name}: the write was refused after {took:?}");
         assert!(ended <= Duration::from_secs(15), "{name}: its reader ended after {ended:?}");
         assert_eq!(seen.len(), 2, "{name}: its reader had both lines: {seen:?}");
+        assert!(reader_end.with_retry, "{name}: the broker ended its reader with a retry hint: {reader_end:?}");
     }
     tokio::time::sleep_until((cut + Duration::from_secs(30)).into()).await;
     let healed = Instant::now();
@@ -346,7 +373,7 @@ async fn a_writer_that_vanishes_mid_post_gets_its_stream_aborted_and_leaves_noth
     let cut = Instant::now();
     lab.cut(Link::Client);
     // Keepalive finds the writer gone (2 s silent, then 3 probes 1 s apart), then the grace runs out.
-    let (rest, ended) = within("the stream to be aborted", read_to_end(reader, cut)).await;
+    let Ended { data: rest, after: ended, .. } = within("the stream to be aborted", read_to_end(reader, cut)).await;
     assert_eq!(rest.last().map(String::as_str), Some("[DONE]"), "the reader gets the abort, then [DONE]: {rest:?}");
     assert!(rest.iter().any(|item| item.contains("abort")), "an abort frame: {rest:?}");
     println!("a vanished writer: its stream aborted {ended:?} after the cut");
