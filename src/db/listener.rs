@@ -220,15 +220,12 @@ async fn pump(
             let mut receive = std::pin::pin!(receive);
             loop {
                 tokio::select! {
-                    _ = cancel.cancelled() => break None,
-                    next = &mut receive => break Some(next),
+                    _ = cancel.cancelled() => return None,
+                    next = &mut receive => break next,
                     _ = poll.tick() => broadcast(tails, TailEvent::Poll),
                     _ = pings.tick() => {
                         if let Err(unheard) = heartbeat.tick() {
-                            break Some(Err(sqlx::Error::Protocol(format!(
-                                "heartbeat not heard back for {} ms",
-                                unheard.as_millis()
-                            ))));
+                            return Some(format!("heartbeat not heard back for {} ms", unheard.as_millis()));
                         }
                     }
                     sent = heartbeat.sent() => heartbeat.record_sent(sent),
@@ -236,13 +233,12 @@ async fn pump(
             }
         };
         match next {
-            None => break None,
-            Some(Ok(Some(notification))) if notification.channel() == heartbeat.channel() => {
+            Ok(Some(notification)) if notification.channel() == heartbeat.channel() => {
                 heartbeat.heard(notification.payload());
             }
-            Some(Ok(Some(notification))) => dispatch(notification.payload(), tails, completions),
-            Some(Ok(None)) => break Some("connection closed".to_owned()),
-            Some(Err(error)) => break Some(error.to_string()),
+            Ok(Some(notification)) => dispatch(notification.payload(), tails, completions),
+            Ok(None) => return Some("connection closed".to_owned()),
+            Err(error) => return Some(error.to_string()),
         }
     }
 }

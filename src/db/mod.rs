@@ -170,14 +170,16 @@ type AfterConnect = dyn Fn(&mut PgConnection, sqlx::pool::PoolConnectionMetadata
     + Send
     + Sync;
 
-/// Sets keepalive on each connection a pool makes, once it is made ([`keepalive`]).
+/// Sets keepalive on each connection a pool makes, once it is made ([`keepalive`]); the server's port is
+/// read once, here.
 fn guard_connection(database: &Database) -> Box<AfterConnect> {
-    let database = database.clone();
+    let (port, timeout) = (database.tcp_port(), database.network_timeout());
     Box::new(move |_, _| {
-        let database = database.clone();
-        // A scan of the process's descriptors: off the async workers.
         Box::pin(async move {
-            let _ = tokio::task::spawn_blocking(move || database.guard_connections()).await;
+            if let Some(port) = port {
+                // A scan of the process's descriptors: off the async workers.
+                let _ = tokio::task::spawn_blocking(move || keepalive::guard_sockets_to(port, timeout)).await;
+            }
             Ok(())
         })
     })

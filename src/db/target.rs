@@ -80,14 +80,11 @@ impl Database {
         self.network_timeout
     }
 
-    /// Sets keepalive on this process's connections to the server ([`super::keepalive`]); the pools call it
-    /// after each connection they make.
-    pub fn guard_connections(&self) {
-        let Ok(options) = PgConnectOptions::from_str(&self.url) else { return };
-        // A Unix socket (a host that is a path) has no network to lose.
-        if !options.get_host().starts_with('/') {
-            super::keepalive::guard_sockets_to(options.get_port(), self.network_timeout);
-        }
+    /// The server's TCP port, or `None` when it is reached over a Unix socket (a host that is a path), which
+    /// has no network to lose.
+    pub fn tcp_port(&self) -> Option<u16> {
+        let options = PgConnectOptions::from_str(&self.url).ok()?;
+        (!options.get_host().starts_with('/')).then(|| options.get_port())
     }
 
     /// Checks that the CA certificate can be read, so a wrong path stops start-up naming the file instead of
