@@ -367,7 +367,7 @@ async fn a_writer_that_vanishes_mid_post_gets_its_stream_aborted_and_leaves_noth
         let line = format!("{}\n", json!({"n": n}));
         post.write_all(format!("{:x}\r\n{line}\r\n", line.len()).as_bytes()).await.unwrap();
     }
-    let mut reader = SseReader::open(&client, &replica.url("/stream/vanished")).await;
+    let mut reader = SseReader::open(&client, &replica.url("/stream/vanished?from-beginning=true")).await;
     assert_eq!(within("the lines", reader.take_data(3)).await.len(), 3, "the open POST's lines are stored");
 
     let cut = Instant::now();
