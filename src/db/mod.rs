@@ -15,6 +15,7 @@ mod migrate;
 
 pub use migrate::{migrate, migrate_on};
 pub mod outbox;
+pub mod retry;
 pub mod sizes;
 pub mod tail;
 mod target;

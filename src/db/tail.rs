@@ -10,6 +10,7 @@
 
 use std::{collections::HashMap, time::Instant};
 
+use sqlx::PgPool;
 use tokio::{sync::mpsc, task::JoinHandle};
 
 use super::{
@@ -48,8 +49,13 @@ pub trait FeedSource: Send + Sync + 'static {
         after: GlobalCursor,
     ) -> impl Future<Output = StoreResult<Page<Self::Row, GlobalCursor>>> + Send;
 
+    /// The database the feed is in.
+    fn pool(&self) -> &PgPool;
+
     /// The visibility horizon now.
-    fn horizon(&self) -> impl Future<Output = StoreResult<i64>> + Send;
+    fn horizon(&self) -> impl Future<Output = StoreResult<i64>> + Send {
+        super::horizon(self.pool())
+    }
 
     /// The committed last position of each of `keys` that exists.
     fn key_heads(&self, keys: &[String]) -> impl Future<Output = StoreResult<Vec<(String, i64)>>> + Send;
@@ -215,6 +221,10 @@ mod tests {
 
         async fn global_page(&self, after: GlobalCursor) -> StoreResult<Page<Row, GlobalCursor>> {
             Ok(Page { rows: Vec::new(), next: after, caught_up: true })
+        }
+
+        fn pool(&self) -> &sqlx::PgPool {
+            unreachable!("the fake answers the horizon itself")
         }
 
         async fn horizon(&self) -> StoreResult<i64> {

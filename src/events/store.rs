@@ -7,18 +7,16 @@ use super::model::{EventRecord, NewEvent};
 use crate::{
     config::Ttls,
     db::{
-        self, StoreError, StoreResult,
-        feed::{Feed, FeedTx, GlobalCursor},
+        self, StoreResult,
+        feed::{Feed, GlobalCursor},
         follow::{BATCH, BATCH_BYTES, Page},
         raw_json,
+        retry::{Attempt, Retries, in_feed_tx},
         tail::FeedSource,
         watch::WatchSource,
     },
     sessions::store as session_store,
 };
-
-/// How often an append retries when a writer with a later transaction id wrote the query's events first.
-const MAX_CLAIM_ATTEMPTS: usize = 20;
 
 /// Execution events in Postgres.
 #[derive(Debug, Clone)]
@@ -53,8 +51,7 @@ impl EventStore {
     pub async fn append(&self, event: &NewEvent, ttls: Ttls) -> StoreResult<()> {
         let ttl = event.ttl_seconds.unwrap_or(ttls.event_seconds);
         let session_event = event.session_event();
-        for _ in 0..MAX_CLAIM_ATTEMPTS {
-            let mut tx = FeedTx::begin(&self.pool, Feed::Events).await?;
+        in_feed_tx!(&self.pool, Feed::Events, Retries::claim("query's events"), |tx| async {
             let stored = sqlx::query_scalar!(
                 r#"with claimed as (
                      insert into event_queries as c (query_id, last_position, last_tx)
@@ -84,9 +81,8 @@ impl EventStore {
             .fetch_optional(tx.conn())
             .await?;
             let Some(sequence) = stored else {
-                // A writer whose transaction started after ours wrote this query's events first: try again.
-                tx.rollback().await?;
-                continue;
+                // A writer whose transaction started after ours wrote this query's events first.
+                return Ok(Attempt::Retry);
             };
             tx.wrote();
             // Its arrival order is the event's sequence number, as upstream's (the phase watermark).
@@ -95,9 +91,8 @@ impl EventStore {
             {
                 tx.also_wrote(Feed::Sessions);
             }
-            return tx.commit().await;
-        }
-        Err(StoreError::Contended("query's events"))
+            Ok(Attempt::Commit(()))
+        })
     }
 
     /// Up to `limit` visible events after sequence `after` (of one session, or of one query), oldest first.
@@ -238,8 +233,8 @@ impl FeedSource for EventStore {
         EventStore::global_page(self, after).await
     }
 
-    async fn horizon(&self) -> StoreResult<i64> {
-        db::horizon(&self.pool).await
+    fn pool(&self) -> &PgPool {
+        &self.pool
     }
 
     async fn key_heads(&self, keys: &[String]) -> StoreResult<Vec<(String, i64)>> {

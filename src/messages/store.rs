@@ -9,9 +9,10 @@ use super::model::{MessageFilter, MessageItem};
 use crate::{
     config::Ttls,
     db::{
-        self, StoreError, StoreResult,
-        feed::{Feed, FeedTx, GlobalCursor},
+        self, StoreResult,
+        feed::{Feed, GlobalCursor},
         follow::{BATCH, BATCH_BYTES, Page},
+        retry::{Attempt, Retries, in_feed_tx},
         tail::FeedSource,
         watch::WatchSource,
     },
@@ -19,9 +20,6 @@ use crate::{
     sessions::store as session_store,
     timestamp::iso_timestamp,
 };
-
-/// How often an append retries when a writer with a later transaction id wrote the conversation first.
-const MAX_CLAIM_ATTEMPTS: usize = 20;
 
 /// Per-conversation counts for `/memory-status`.
 #[derive(Debug)]
@@ -81,14 +79,12 @@ impl MessageStore {
         }
         let ttl_seconds = ttl_seconds.unwrap_or(ttls.message_seconds);
         let count = messages.len() as i64;
-        for _ in 0..MAX_CLAIM_ATTEMPTS {
-            let mut tx = FeedTx::begin(&self.pool, Feed::Messages).await?;
+        in_feed_tx!(&self.pool, Feed::Messages, Retries::claim("conversation"), |tx| async {
             if let Some((key, fingerprint)) = once {
                 // Committed together with the messages: a retry sees the key exactly when it sees them.
                 let state = idempotency::store::claim(tx.conn(), Scope::Messages, key, fingerprint).await?;
                 if state != KeyState::New {
-                    tx.rollback().await?;
-                    return Ok(state);
+                    return Ok(Attempt::Rollback(state));
                 }
                 idempotency::store::finish(tx.conn(), Scope::Messages, key, &StoredReply { status: 200, body: None })
                     .await?;
@@ -118,19 +114,17 @@ impl MessageStore {
             )
             .fetch_optional(tx.conn())
             .await?;
-            if claimed.is_some() {
-                tx.wrote();
-                // Upstream: a message of a query some session knows is activity of that session.
-                if session_store::apply_message(tx.conn(), query_id, conversation_id, ttls.session_seconds).await? {
-                    tx.also_wrote(Feed::Sessions);
-                }
-                tx.commit().await?;
-                return Ok(KeyState::New);
+            if claimed.is_none() {
+                // A writer whose transaction started after ours wrote the conversation first.
+                return Ok(Attempt::Retry);
             }
-            // A writer whose transaction started after ours wrote the conversation first: try again.
-            tx.rollback().await?;
-        }
-        Err(StoreError::Contended("conversation"))
+            tx.wrote();
+            // Upstream: a message of a query some session knows is activity of that session.
+            if session_store::apply_message(tx.conn(), query_id, conversation_id, ttls.session_seconds).await? {
+                tx.also_wrote(Feed::Sessions);
+            }
+            Ok(Attempt::Commit(KeyState::New))
+        })
     }
 
     /// Up to `limit` visible messages after sequence `after`, oldest first.
@@ -294,8 +288,8 @@ impl FeedSource for MessageStore {
         MessageStore::global_page(self, after).await
     }
 
-    async fn horizon(&self) -> StoreResult<i64> {
-        db::horizon(&self.pool).await
+    fn pool(&self) -> &PgPool {
+        &self.pool
     }
 
     async fn key_heads(&self, keys: &[String]) -> StoreResult<Vec<(String, i64)>> {

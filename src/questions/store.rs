@@ -13,42 +13,28 @@ use super::{
     record::record,
 };
 use crate::db::{
-    StoreError, StoreResult,
+    StoreResult,
     feed::{Feed, FeedTx},
+    retry::{Attempt, Retries, in_feed_tx},
 };
 
-/// How often one change is tried while its Query's stream is held by another transaction.
-const MAX_ATTEMPTS: usize = 100;
-/// The first pause between those tries; later ones grow to twenty times it.
-const RETRY_PAUSE: Duration = Duration::from_millis(5);
+/// A question change is tried again while its Query's stream is held by another transaction, after a short
+/// pause that lets the stream's holder finish.
+const RETRIES: Retries = Retries { attempts: 100, first_pause: Duration::from_millis(5), contended: "Query stream" };
 
 /// Runs one change of questions in a transaction of its own and commits it. The attempt (an async block
-/// using `tx`) answers `None` when its Query's stream could not be written right now ([`super::announce`]): the
-/// transaction is rolled back and the change tried again, after a short pause that lets the stream's holder
-/// finish. (A macro, not a function taking an async closure: such a closure's future cannot be proven `Send`.)
+/// using `tx`) answers `None` when its Query's stream could not be written right now ([`super::announce`]):
+/// the transaction is rolled back and the change tried again.
 macro_rules! change {
-    ($pool:expr, |$tx:ident| $attempt:expr) => {{
-        let mut outcome = Err(StoreError::Contended("Query stream"));
-        for round in 0..MAX_ATTEMPTS {
-            let mut transaction = FeedTx::begin($pool, Feed::Questions).await?;
-            let attempt: StoreResult<Option<_>> = {
-                let $tx = &mut transaction;
-                $attempt.await
-            };
-            match attempt? {
-                Some(done) => {
-                    transaction.commit().await?;
-                    outcome = Ok(done);
-                    break;
-                }
-                None => {
-                    transaction.rollback().await?;
-                    tokio::time::sleep(RETRY_PAUSE * (round as u32 + 1).min(20)).await;
-                }
-            }
-        }
-        outcome
-    }};
+    ($pool:expr, |$tx:ident| $attempt:expr) => {
+        in_feed_tx!($pool, Feed::Questions, RETRIES, |$tx| async {
+            let attempt: StoreResult<Option<_>> = $attempt.await;
+            Ok(match attempt? {
+                Some(done) => Attempt::Commit(done),
+                None => Attempt::Retry,
+            })
+        })
+    };
 }
 
 /// What a change to one question came to.

@@ -11,10 +11,8 @@ use super::ChunkStore;
 use crate::db::{
     StoreError, StoreResult,
     feed::{self, Feed, FeedTx},
+    retry::{Attempt, Retries, in_feed_tx},
 };
-
-/// How often a step retries when a writer with a later transaction id wrote the stream first.
-const MAX_CLAIM_ATTEMPTS: usize = 20;
 
 /// What one step of `/complete` found or did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,37 +73,30 @@ impl ChunkStore {
     /// last writer a requested completion waited for appends the marker.
     #[tracing::instrument(level = "debug", skip_all)]
     pub async fn release_writer(&self, writer: Uuid, stream_id: &str, seal: bool) -> StoreResult<Release> {
-        for _ in 0..MAX_CLAIM_ATTEMPTS {
-            let mut tx = FeedTx::begin(self.pool(), Feed::Chunks).await?;
-            let stream = lock(&mut tx, stream_id).await?;
+        in_feed_tx!(self.pool(), Feed::Chunks, Retries::claim("stream"), |tx| async {
+            let stream = lock(tx, stream_id).await?;
             let requested = stream.as_ref().is_some_and(|s| s.requested && !s.completed);
             if seal && !requested {
-                tx.rollback().await?;
-                return Ok(Release::Kept);
+                return Ok(Attempt::Rollback(Release::Kept));
             }
             sqlx::query!("delete from stream_writers where writer_id = $1", writer).execute(tx.conn()).await?;
             let Some(stream) = stream.filter(|_| requested) else {
-                tx.commit().await?;
-                return Ok(Release::Gone);
+                return Ok(Attempt::Commit(Release::Gone));
             };
-            if has_writers(&mut tx, stream_id).await? {
-                tx.commit().await?;
-                return Ok(Release::Gone);
+            if has_writers(tx, stream_id).await? {
+                return Ok(Attempt::Commit(Release::Gone));
             }
             if !stream.known {
                 // Nothing to end: the request is answered 404 by its own caller.
-                withdraw(&mut tx, stream_id).await?;
-                tx.commit().await?;
-                return Ok(Release::Gone);
+                withdraw(tx, stream_id).await?;
+                return Ok(Attempt::Commit(Release::Gone));
             }
-            if append_marker(&mut tx, stream_id).await? {
+            if append_marker(tx, stream_id).await? {
                 tx.wrote();
-                tx.commit().await?;
-                return Ok(Release::Completed);
+                return Ok(Attempt::Commit(Release::Completed));
             }
-            tx.rollback().await?;
-        }
-        Err(StoreError::Contended("stream"))
+            Ok(Attempt::Retry)
+        })
     }
 
     /// One step of `POST /stream/{id}/complete`: appends the marker when no writer is open, otherwise
@@ -113,28 +104,23 @@ impl ChunkStore {
     /// requested until `may_give_up`, since a POST whose first line is on its way may not be registered yet.
     #[tracing::instrument(level = "debug", skip_all)]
     pub async fn request_completion(&self, stream_id: &str, may_give_up: bool) -> StoreResult<Step> {
-        for _ in 0..MAX_CLAIM_ATTEMPTS {
-            let mut tx = FeedTx::begin(self.pool(), Feed::Chunks).await?;
+        in_feed_tx!(self.pool(), Feed::Chunks, Retries::claim("stream"), |tx| async {
             super::store::create_streams(tx.conn(), &[stream_id]).await?;
-            let stream = lock(&mut tx, stream_id).await?.ok_or(StoreError::Contended("stream"))?;
+            let stream = lock(tx, stream_id).await?.ok_or(StoreError::Contended("stream"))?;
             if stream.completed {
-                tx.rollback().await?;
-                return Ok(Step::AlreadyCompleted);
+                return Ok(Attempt::Rollback(Step::AlreadyCompleted));
             }
-            let writers = has_writers(&mut tx, stream_id).await?;
+            let writers = has_writers(tx, stream_id).await?;
             if !writers && stream.known {
-                if append_marker(&mut tx, stream_id).await? {
+                if append_marker(tx, stream_id).await? {
                     tx.wrote();
-                    tx.commit().await?;
-                    return Ok(Step::Completed);
+                    return Ok(Attempt::Commit(Step::Completed));
                 }
-                tx.rollback().await?;
-                continue;
+                return Ok(Attempt::Retry);
             }
             if !writers && may_give_up {
-                withdraw(&mut tx, stream_id).await?;
-                tx.commit().await?;
-                return Ok(Step::NotFound);
+                withdraw(tx, stream_id).await?;
+                return Ok(Attempt::Commit(Step::NotFound));
             }
             sqlx::query!(
                 "update streams set complete_requested_at = coalesce(complete_requested_at, now()) where stream_id = $1",
@@ -145,10 +131,8 @@ impl ChunkStore {
             sqlx::query!("select pg_notify($1, $2)", feed::CHANNEL, feed::completion_payload(stream_id))
                 .execute(tx.conn())
                 .await?;
-            tx.commit().await?;
-            return Ok(Step::Requested { position: stream.position, first: !stream.requested });
-        }
-        Err(StoreError::Contended("stream"))
+            Ok(Attempt::Commit(Step::Requested { position: stream.position, first: !stream.requested }))
+        })
     }
 
     /// Of `stream_ids` (this replica's open POSTs), those whose completion is requested.

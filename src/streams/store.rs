@@ -8,7 +8,7 @@ use sqlx::{PgConnection, PgPool};
 
 use super::model::{ChunkRow, Line};
 use crate::db::{
-    self, StoreResult,
+    StoreResult,
     feed::{Feed, FeedTx, GlobalCursor},
     follow::{BATCH, BATCH_BYTES, Page},
     tail::FeedSource,
@@ -340,8 +340,8 @@ impl FeedSource for ChunkStore {
         Ok(Page::of_global(chunks, after, horizon))
     }
 
-    async fn horizon(&self) -> StoreResult<i64> {
-        db::horizon(&self.pool).await
+    fn pool(&self) -> &PgPool {
+        &self.pool
     }
 
     async fn key_heads(&self, keys: &[String]) -> StoreResult<Vec<(String, i64)>> {

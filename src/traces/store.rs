@@ -7,16 +7,14 @@ use sqlx::PgPool;
 
 use super::model::{NewSpan, SpanRecord, Trace};
 use crate::db::{
-    self, StoreError, StoreResult,
-    feed::{Feed, FeedTx, GlobalCursor},
+    self, StoreResult,
+    feed::{Feed, GlobalCursor},
     follow::{BATCH, BATCH_BYTES, Page},
     raw_json,
+    retry::{Attempt, Retries, in_feed_tx},
     tail::FeedSource,
     watch::WatchSource,
 };
-
-/// How often an export retries when a writer with a later transaction id wrote one of its traces first.
-const MAX_CLAIM_ATTEMPTS: usize = 20;
 
 /// Spans in Postgres.
 #[derive(Debug, Clone)]
@@ -71,8 +69,7 @@ impl SpanStore {
         let starts: Vec<_> = spans.iter().map(|s| s.start_time).collect();
         let ends: Vec<_> = spans.iter().map(|s| s.end_time).collect();
         let bodies: Vec<_> = spans.iter().map(|s| s.span.clone()).collect();
-        for _ in 0..MAX_CLAIM_ATTEMPTS {
-            let mut tx = FeedTx::begin(&self.pool, Feed::Spans).await?;
+        in_feed_tx!(&self.pool, Feed::Spans, Retries::claim("trace"), |tx| async {
             let outcome = sqlx::query!(
                 r#"with batch as (
                      select * from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
@@ -114,14 +111,13 @@ impl SpanStore {
             )
             .fetch_one(tx.conn())
             .await?;
-            if outcome.claimed == outcome.traces {
-                tx.wrote();
-                return tx.commit().await;
+            if outcome.claimed != outcome.traces {
+                // A writer whose transaction started after ours wrote one of these traces first.
+                return Ok(Attempt::Retry);
             }
-            // A writer whose transaction started after ours wrote one of these traces first: try again.
-            tx.rollback().await?;
-        }
-        Err(StoreError::Contended("trace"))
+            tx.wrote();
+            Ok(Attempt::Commit(()))
+        })
     }
 
     /// Up to `limit` traces (of one session: only its spans) whose first span arrived before sequence
@@ -278,8 +274,8 @@ impl FeedSource for SpanStore {
         Ok(Page::of_global(records, after, horizon))
     }
 
-    async fn horizon(&self) -> StoreResult<i64> {
-        db::horizon(&self.pool).await
+    fn pool(&self) -> &PgPool {
+        &self.pool
     }
 
     async fn key_heads(&self, keys: &[String]) -> StoreResult<Vec<(String, i64)>> {

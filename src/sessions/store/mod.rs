@@ -12,7 +12,7 @@ use super::{
     rules::{ConversationSummary, Participant, QueryState, SessionState, Status},
 };
 use crate::db::{
-    self, StoreError, StoreResult,
+    StoreError, StoreResult,
     feed::GlobalCursor,
     follow::{BATCH, Page},
     tail::FeedSource,
@@ -227,8 +227,8 @@ impl FeedSource for SessionStore {
         self.changes_after(after).await
     }
 
-    async fn horizon(&self) -> StoreResult<i64> {
-        db::horizon(&self.pool).await
+    fn pool(&self) -> &PgPool {
+        &self.pool
     }
 
     async fn key_heads(&self, _keys: &[String]) -> StoreResult<Vec<(String, i64)>> {
