@@ -16,7 +16,7 @@ use axum::{
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::{db::StoreError, validate::Invalid};
+use crate::{db::StoreError, telemetry::chain, validate::Invalid};
 
 /// What a request can fail with; each variant maps to one status code and one upstream error code.
 #[derive(Debug, thiserror::Error)]
@@ -92,8 +92,8 @@ pub enum ApiError {
     #[error("{0}")]
     RequestTimeout(String),
     /// Anything else (500 `INTERNAL_ERROR`); the details are logged, never sent.
-    #[error("internal error: {0}")]
-    Internal(String),
+    #[error("internal error")]
+    Internal(#[source] StoreError),
 }
 
 /// Upstream's machine-readable error codes.
@@ -202,8 +202,8 @@ impl IntoResponse for ApiError {
             other => (other, serde_json::Map::new()),
         };
         let message = match &error {
-            ApiError::Internal(detail) => {
-                tracing::error!(error.detail = %detail, "request failed");
+            ApiError::Internal(error) => {
+                tracing::error!(error.detail = %chain(error), "request failed");
                 "Internal server error".to_owned()
             }
             ApiError::Unavailable(detail) => {
@@ -243,8 +243,8 @@ impl From<Invalid> for ApiError {
 impl From<StoreError> for ApiError {
     fn from(error: StoreError) -> Self {
         match error {
-            StoreError::Unavailable(e) => ApiError::Unavailable(e.to_string()),
-            StoreError::Database(e) => ApiError::Internal(e.to_string()),
+            StoreError::Unavailable(_) => ApiError::Unavailable(chain(&error).to_string()),
+            error @ StoreError::Database(_) => ApiError::Internal(error),
             StoreError::ShuttingDown => {
                 ApiError::Draining("the broker is shutting down; retry on another replica".into())
             }

@@ -1,5 +1,6 @@
 //! The `ark-broker` binary: read the configuration, start logging, run until told to stop.
 
+use ark_broker::telemetry::chain;
 use std::process::ExitCode;
 
 #[tokio::main]
@@ -10,7 +11,7 @@ async fn main() -> ExitCode {
     match ark_broker::server::run(config).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            tracing::error!(%error, "ark-broker failed");
+            tracing::error!(error = %chain(&error), "ark-broker failed");
             ExitCode::FAILURE
         }
     }

@@ -5,6 +5,7 @@
 //! whichever replica takes the turn (an advisory try-lock); each statement deletes at most a batch (`skip locked`), so
 //! no pass holds many locks or a long transaction.
 
+use crate::telemetry::chain;
 use std::time::Duration;
 
 use sqlx::PgPool;
@@ -103,7 +104,7 @@ impl Reaper {
             Ok(Some(turn)) => turn,
             Ok(None) => return None,
             Err(error) => {
-                tracing::warn!(%error, "cannot take the reaper's turn");
+                tracing::warn!(error = %chain(&error), "cannot take the reaper's turn");
                 return None;
             }
         };
@@ -186,7 +187,7 @@ where
                 }
             }
             Err(error) => {
-                tracing::warn!(%error, "reaping {what} failed");
+                tracing::warn!(error = %chain(&error), "reaping {what} failed");
                 return total;
             }
         }

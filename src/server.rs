@@ -1,6 +1,7 @@
 //! The process around the application: the embedded PostgreSQL when no `DATABASE_URL` is given, binding,
 //! SIGTERM/SIGHUP/ctrl-c handling, and stopping the embedded server again on the way out.
 
+use crate::telemetry::chain;
 use std::net::SocketAddr;
 
 use tokio::net::{TcpListener, TcpSocket};
@@ -54,7 +55,7 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     if let Some(server) = embedded {
         match server.stop().await {
             Ok(()) => tracing::info!("embedded PostgreSQL stopped"),
-            Err(error) => tracing::warn!(%error, "stopping the embedded PostgreSQL failed"),
+            Err(error) => tracing::warn!(error = %chain(&error), "stopping the embedded PostgreSQL failed"),
         }
     }
     outcome
@@ -121,7 +122,7 @@ pub fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'stat
     let install = |kind: SignalKind, name: &'static str| match signal(kind) {
         Ok(stream) => Some((stream, name)),
         Err(error) => {
-            tracing::warn!(%error, signal = name, "cannot handle a signal");
+            tracing::warn!(error = %chain(&error), signal = name, "cannot handle a signal");
             None
         }
     };

@@ -2,6 +2,7 @@
 //! other request is identified, and without a valid credential answered 401 with `WWW-Authenticate: Bearer`
 //! (the MCP authorization spec's answer too) before anything reads its body.
 
+use crate::telemetry::chain;
 use axum::{
     extract::{Request, State},
     middleware::Next,
@@ -44,7 +45,7 @@ pub async fn require_credentials(State(auth): State<Authenticator>, mut request:
             invalid_token: presented,
         },
         Identified::Unverifiable(error) => {
-            tracing::error!(%error, "cannot check a bearer token");
+            tracing::error!(error = %chain(&error), "cannot check a bearer token");
             ApiError::Unverifiable("the broker cannot check credentials right now; retry".to_owned())
         }
     };

@@ -2,6 +2,7 @@
 //! and reloaded when the file changes (a mounted Secret is updated in place). Only SHA-256 digests of the
 //! tokens are kept, so no token can end up in a `Debug` print or a log line.
 
+use crate::telemetry::chain;
 use std::{
     path::{Path, PathBuf},
     sync::{Arc, RwLock},
@@ -117,7 +118,7 @@ impl TokenFile {
                         *file.table.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = Arc::new(table);
                     }
                     Err(error) => {
-                        tracing::warn!(%error, "the changed tokens file is not valid; keeping the old tokens")
+                        tracing::warn!(error = %chain(&error), "the changed tokens file is not valid; keeping the old tokens")
                     }
                 }
             }

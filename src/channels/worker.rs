@@ -3,6 +3,7 @@
 //! wait asked for, and refusals are given up at once. Once a question closes, its delivered Slack messages
 //! are claimed and updated the same way.
 
+use crate::telemetry::chain;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -53,7 +54,7 @@ async fn drain_sends(channels: &Channels, store: &DeliveryStore, shutdown: &Canc
             Ok(jobs) if !jobs.is_empty() => jobs,
             Ok(_) => return,
             Err(error) => {
-                tracing::warn!(%error, "cannot claim channel deliveries");
+                tracing::warn!(error = %chain(&error), "cannot claim channel deliveries");
                 return;
             }
         };
@@ -63,7 +64,7 @@ async fn drain_sends(channels: &Channels, store: &DeliveryStore, shutdown: &Canc
                 Ok(true) => {}
                 Ok(false) => lost_claim(&job.question_id, &job.channel),
                 Err(error) => {
-                    tracing::warn!(%error, delivery.id = job.id, "cannot record a channel delivery; it will be retried")
+                    tracing::warn!(error = %chain(&error), delivery.id = job.id, "cannot record a channel delivery; it will be retried")
                 }
             }
         }
@@ -146,7 +147,7 @@ async fn drain_updates(channels: &Channels, store: &DeliveryStore, shutdown: &Ca
             Ok(jobs) if !jobs.is_empty() => jobs,
             Ok(_) => return,
             Err(error) => {
-                tracing::warn!(%error, "cannot claim Slack messages to update");
+                tracing::warn!(error = %chain(&error), "cannot claim Slack messages to update");
                 return;
             }
         };
@@ -156,7 +157,7 @@ async fn drain_updates(channels: &Channels, store: &DeliveryStore, shutdown: &Ca
                 Ok(true) => {}
                 Ok(false) => lost_claim(&job.question_id, "slack (update)"),
                 Err(error) => {
-                    tracing::warn!(%error, delivery.id = job.id, "cannot record a Slack message update; it will be retried")
+                    tracing::warn!(error = %chain(&error), delivery.id = job.id, "cannot record a Slack message update; it will be retried")
                 }
             }
         }

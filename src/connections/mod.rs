@@ -12,6 +12,7 @@
 mod activity;
 mod overflow;
 
+use crate::telemetry::chain;
 use std::{convert::Infallible, io, pin::pin, sync::Arc, time::Duration};
 
 use axum::{Router, extract::Request};
@@ -124,7 +125,9 @@ pub async fn serve(
     // reset when the socket closes.
     match listener.into_std() {
         Ok(listener) => serve_queued(&listener, &router, &limits, &draining, &mut connections),
-        Err(error) => tracing::warn!(%error, "cannot take the connections queued on the listening socket"),
+        Err(error) => {
+            tracing::warn!(error = %chain(&error), "cannot take the connections queued on the listening socket")
+        }
     }
     // The listening socket is closed by now: the kernel refuses new connections instead of queueing them.
     while connections.join_next().await.is_some() {}
@@ -154,7 +157,7 @@ fn serve_queued(
                 continue;
             }
             Err(error) => {
-                tracing::warn!(%error, "accepting the queued connections failed");
+                tracing::warn!(error = %chain(&error), "accepting the queued connections failed");
                 return;
             }
         };
@@ -196,7 +199,7 @@ async fn serve_connection(stream: TcpStream, admission: Admission, draining: Can
             biased;
             result = connection.as_mut() => {
                 if let Err(error) = result {
-                    tracing::debug!(%error, "connection ended with an error");
+                    tracing::debug!(error = %chain(&error), "connection ended with an error");
                 }
                 return;
             }
@@ -243,14 +246,14 @@ impl ClientKeepalive {
 /// peer that vanished is found ([`ClientKeepalive`]).
 fn tune(socket: &TcpStream, keepalive: &ClientKeepalive) {
     if let Err(error) = socket.set_nodelay(true) {
-        tracing::debug!(%error, "setting TCP_NODELAY failed");
+        tracing::debug!(error = %chain(&error), "setting TCP_NODELAY failed");
     }
     let socket = socket2::SockRef::from(socket);
     let set = socket
         .set_tcp_keepalive(&keepalive.probes)
         .and_then(|()| socket.set_tcp_user_timeout(Some(keepalive.unacknowledged)));
     if let Err(error) = set {
-        tracing::debug!(%error, "setting TCP keepalive failed");
+        tracing::debug!(error = %chain(&error), "setting TCP keepalive failed");
     }
 }
 
@@ -259,10 +262,10 @@ fn tune(socket: &TcpStream, keepalive: &ClientKeepalive) {
 async fn pause_after(error: &io::Error, draining: &CancellationToken) {
     use io::ErrorKind::{ConnectionAborted, ConnectionRefused, ConnectionReset};
     if matches!(error.kind(), ConnectionAborted | ConnectionRefused | ConnectionReset) {
-        tracing::debug!(%error, "a connection failed before it was accepted");
+        tracing::debug!(error = %chain(&error), "a connection failed before it was accepted");
         return;
     }
-    tracing::error!(%error, pause_ms = ACCEPT_ERROR_PAUSE.as_millis() as u64, "accepting connections failed");
+    tracing::error!(error = %chain(&error), pause_ms = ACCEPT_ERROR_PAUSE.as_millis() as u64, "accepting connections failed");
     tokio::select! {
         () = tokio::time::sleep(ACCEPT_ERROR_PAUSE) => {}
         () = draining.cancelled() => {}

@@ -5,6 +5,7 @@
 //!
 //! Questions, whose changes are rare, use [`follow_woken`]: a wake-up, then a read by each reader.
 
+use crate::telemetry::chain;
 use std::{sync::Arc, time::Duration};
 
 use futures::Stream;
@@ -87,7 +88,7 @@ where
                         }
                     }
                     Err(error) => {
-                        tracing::warn!(%error, "catching up on a feed failed; retrying");
+                        tracing::warn!(error = %chain(&error), "catching up on a feed failed; retrying");
                         tokio::time::sleep(retry_pause).await;
                     }
                 }
@@ -144,7 +145,7 @@ where
                     }
                 }
                 Err(error) => {
-                    tracing::warn!(%error, "reading a feed failed; retrying");
+                    tracing::warn!(error = %chain(&error), "reading a feed failed; retrying");
                     tokio::time::sleep(retry_pause).await;
                 }
             }

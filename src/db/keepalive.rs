@@ -8,6 +8,7 @@
 //! process's TCP sockets to PostgreSQL's port and sets the options on them. It runs after each new
 //! connection, so it costs one scan of the process's descriptors per connection made, not per query.
 
+use crate::telemetry::chain;
 use std::{os::fd::BorrowedFd, time::Duration};
 
 use socket2::{SockRef, TcpKeepalive};
@@ -58,7 +59,7 @@ pub fn guard_sockets_to(port: u16, timeout: Duration) -> usize {
         let set = socket.set_tcp_keepalive(&keepalive).and_then(|()| socket.set_tcp_user_timeout(Some(timeout)));
         match set {
             Ok(()) => guarded += 1,
-            Err(error) => tracing::debug!(%error, "cannot set keepalive on a PostgreSQL socket"),
+            Err(error) => tracing::debug!(error = %chain(&error), "cannot set keepalive on a PostgreSQL socket"),
         }
     }
     guarded

@@ -7,6 +7,7 @@
 //! network lost is noticed by keepalive ([`super::keepalive`]), one that stopped answering otherwise by the
 //! heartbeat ([`super::heartbeat`]).
 
+use crate::telemetry::chain;
 use std::{
     collections::HashMap,
     sync::{
@@ -127,7 +128,7 @@ pub async fn run(
             Ok(listener) => listener,
             Err(error) => {
                 status.1.store(super::is_unreachable(&error), Ordering::Relaxed);
-                tracing::warn!(%error, retry_ms = backoff.as_millis() as u64, "LISTEN connection failed");
+                tracing::warn!(error = %chain(&error), retry_ms = backoff.as_millis() as u64, "LISTEN connection failed");
                 tokio::select! {
                     _ = cancel.cancelled() => break,
                     _ = tokio::time::sleep(backoff) => {}

@@ -34,11 +34,11 @@ use crate::config::Config;
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// Postgres could not be reached (connection refused, pool timed out, connection lost).
-    #[error("database unavailable: {0}")]
-    Unavailable(sqlx::Error),
+    #[error("database unavailable")]
+    Unavailable(#[source] sqlx::Error),
     /// Postgres answered with an error.
-    #[error("database error: {0}")]
-    Database(sqlx::Error),
+    #[error("database error")]
+    Database(#[source] sqlx::Error),
     /// Writers kept overtaking this one on the same key (a stream, a conversation); the client may retry.
     #[error("too many concurrent writers of one {0}")]
     Contended(&'static str),

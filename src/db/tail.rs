@@ -8,6 +8,7 @@
 //! and the listener's poll makes the tail compare each followed key's committed position with what its
 //! readers delivered, so a reader left behind for a whole poll interval catches up too.
 
+use crate::telemetry::chain;
 use std::{collections::HashMap, time::Instant};
 
 use sqlx::PgPool;
@@ -117,14 +118,14 @@ impl<S: FeedSource> Tail<S> {
             match self.source.rows_of(txs).await {
                 Ok(rows) => self.fanout.dispatch_keyed(rows),
                 Err(error) => {
-                    tracing::warn!(%error, "reading committed rows failed; readers catch up by themselves");
+                    tracing::warn!(error = %chain(&error), "reading committed rows failed; readers catch up by themselves");
                     self.fanout.lag_all_keyed();
                 }
             }
         }
         if self.fanout.has_global() {
             if let Err(error) = self.advance_global().await {
-                tracing::warn!(%error, "reading the global feed failed; the poll retries");
+                tracing::warn!(error = %chain(&error), "reading the global feed failed; the poll retries");
             }
         } else {
             self.global = None;
@@ -133,7 +134,7 @@ impl<S: FeedSource> Tail<S> {
             && self.fanout.has_keyed()
             && let Err(error) = self.check_keys().await
         {
-            tracing::warn!(%error, "the fallback poll failed");
+            tracing::warn!(error = %chain(&error), "the fallback poll failed");
         }
     }
 

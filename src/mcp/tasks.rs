@@ -2,6 +2,7 @@
 //! the question first (durable create), and status, timestamps and result are derived from the row, so
 //! every replica and both eras (2025-11-25 `tasks/*`, 2026-07-28 SEP-2663) report the same task.
 
+use crate::telemetry::chain;
 use rmcp::{
     ErrorData as McpError,
     model::{DetailedTask, Task, TaskPayload, TaskStatus},
@@ -86,7 +87,7 @@ impl Tasks {
 /// Maps a store failure to -32603 (logged; the details stay here), saying what happened: only an unreachable
 /// database is called one.
 pub fn internal(error: StoreError) -> McpError {
-    tracing::warn!(%error, "MCP request failed in the store");
+    tracing::warn!(error = %chain(&error), "MCP request failed in the store");
     let message = match error {
         StoreError::Unavailable(_) => "the broker could not reach its database; retry",
         StoreError::ShuttingDown => "the broker is shutting down; retry on another replica",

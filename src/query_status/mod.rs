@@ -11,6 +11,7 @@ pub mod store;
 
 pub use patch::WAITING_FOR_ANNOTATION;
 
+use crate::telemetry::chain;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -44,7 +45,7 @@ pub async fn client(config: &Config) -> Option<kube::Client> {
             None
         }
         Err(error) => {
-            tracing::warn!(%error, "Query status patching is off");
+            tracing::warn!(error = %chain(&error), "Query status patching is off");
             None
         }
     }
@@ -83,14 +84,14 @@ impl Worker {
                 Ok(jobs) if !jobs.is_empty() => jobs,
                 Ok(_) => return,
                 Err(error) => {
-                    tracing::warn!(%error, "cannot claim Query status patches");
+                    tracing::warn!(error = %chain(&error), "cannot claim Query status patches");
                     return;
                 }
             };
             for job in jobs {
                 let outcome = self.attempt(&job).await;
                 if let Err(error) = self.settle(&job, outcome).await {
-                    tracing::warn!(%error, patch.id = job.id, "cannot record a Query status patch; it will be retried");
+                    tracing::warn!(error = %chain(&error), patch.id = job.id, "cannot record a Query status patch; it will be retried");
                 }
             }
         }

@@ -2,6 +2,7 @@
 //! transactions changed and wakes their waiters (MCP calls waiting for an answer) and the watchers, which
 //! then read what they need. Question changes are rare, so per-reader reads cost nothing that matters here.
 
+use crate::telemetry::chain;
 use std::time::Instant;
 
 use tokio::{sync::mpsc, task::JoinHandle};
@@ -33,7 +34,7 @@ pub fn spawn(store: QuestionStore, hub: Hub) -> (mpsc::UnboundedSender<TailEvent
                 }
             }
             if let Err(error) = tail.step(&txs, resync).await {
-                tracing::warn!(%error, "following question changes failed; waking every reader");
+                tracing::warn!(error = %chain(&error), "following question changes failed; waking every reader");
                 tail.hub.wake_all();
             }
             if !txs.is_empty() {

@@ -9,6 +9,7 @@
 //! the grace gets its marker after what is stored (the writer's replica died or froze), and this replica's
 //! open POSTs are checked for requests whose notification was lost.
 
+use crate::telemetry::chain;
 use std::time::Duration;
 
 use tokio::task::JoinHandle;
@@ -45,7 +46,7 @@ pub fn spawn(store: ChunkStore, writers: OpenWriters, grace: Duration, shutdown:
                         tracing::info!(stream.id = %stream, "stream aborted: its writer disconnected and did not come back");
                     }
                 }
-                Err(error) => tracing::warn!(%error, "cannot mark aborted streams"),
+                Err(error) => tracing::warn!(error = %chain(&error), "cannot mark aborted streams"),
             }
             match store.complete_overdue(grace, BATCH).await {
                 Ok(completed) => {
@@ -53,11 +54,11 @@ pub fn spawn(store: ChunkStore, writers: OpenWriters, grace: Duration, shutdown:
                         tracing::warn!(stream.id = %stream, "stream completed without its writers: they did not finish within the grace");
                     }
                 }
-                Err(error) => tracing::warn!(%error, "cannot finish overdue stream completions"),
+                Err(error) => tracing::warn!(error = %chain(&error), "cannot finish overdue stream completions"),
             }
             completion::seal_requested(&store, &writers).await;
             if let Err(error) = store.forget_writers_older_than(STALE_WRITER).await {
-                tracing::warn!(%error, "cannot forget stale chunk POST registrations");
+                tracing::warn!(error = %chain(&error), "cannot forget stale chunk POST registrations");
             }
         }
     })

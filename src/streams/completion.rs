@@ -17,6 +17,7 @@
 //! back for the abort grace at most: then any replica's sweep ([`super::abort`]) appends the marker after
 //! what is stored.
 
+use crate::telemetry::chain;
 use std::{
     collections::HashMap,
     sync::{
@@ -218,6 +219,6 @@ pub async fn seal_requested(chunks: &ChunkStore, writers: &OpenWriters) {
     }
     match chunks.completion_requested(&open).await {
         Ok(requested) => requested.iter().for_each(|stream_id| writers.seal(Some(stream_id))),
-        Err(error) => tracing::warn!(%error, "cannot check open chunk POSTs for completion requests"),
+        Err(error) => tracing::warn!(error = %chain(&error), "cannot check open chunk POSTs for completion requests"),
     }
 }

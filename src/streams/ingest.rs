@@ -3,6 +3,7 @@
 //! of its stream (sealed when a completion is requested: [`super::completion`]), and what happens when the
 //! connection breaks ([`super::abort`]) or the replica drains.
 
+use crate::telemetry::chain;
 use std::{collections::VecDeque, sync::Arc};
 
 use axum::body::Body;
@@ -66,10 +67,10 @@ impl Drop for Ingest<'_> {
             if let Some(writer) = writer
                 && let Err(error) = store.release_writer(writer, &stream_id, false).await
             {
-                tracing::warn!(%error, stream.id = %stream_id, "cannot release a broken chunk POST");
+                tracing::warn!(error = %chain(&error), stream.id = %stream_id, "cannot release a broken chunk POST");
             }
             if let Err(error) = store.writer_lost(&stream_id).await {
-                tracing::warn!(%error, stream.id = %stream_id, "cannot record that a stream's writer disconnected");
+                tracing::warn!(error = %chain(&error), stream.id = %stream_id, "cannot record that a stream's writer disconnected");
             }
         });
     }
@@ -121,7 +122,9 @@ impl<'a> Ingest<'a> {
         }
         match self.state.chunks.release_writer(self.writer.id, &self.stream_id, false).await {
             Ok(_) => self.registered = false,
-            Err(error) => tracing::warn!(%error, stream.id = %self.stream_id, "cannot release a chunk POST"),
+            Err(error) => {
+                tracing::warn!(error = %chain(&error), stream.id = %self.stream_id, "cannot release a chunk POST")
+            }
         }
     }
 

@@ -8,6 +8,7 @@
 //! written. A stream another transaction holds right now (another replica's flush, or a frozen one) is left
 //! for the next flush instead of making the whole flush wait.
 
+use crate::telemetry::chain;
 use std::{
     collections::{HashSet, VecDeque},
     sync::Arc,
@@ -168,7 +169,7 @@ impl Writer {
         }
         metrics::ingested(batch.iter().map(|h| h.append.chunks.len()).sum());
         if let Err(error) = self.create_streams(&batch).await {
-            tracing::warn!(%error, requests = batch.len(), "chunk flush failed");
+            tracing::warn!(error = %chain(&error), requests = batch.len(), "chunk flush failed");
             batch.into_iter().for_each(|h| h.finish(Err(NotStored)));
             return;
         }
@@ -194,7 +195,7 @@ impl Writer {
             }
             Err(StoreError::Database(error)) if batch.len() > 1 => {
                 // One request's bad data must not fail everyone else's chunks: retry each hand-over alone.
-                tracing::warn!(%error, "group commit failed; retrying requests one by one");
+                tracing::warn!(error = %chain(&error), "group commit failed; retrying requests one by one");
                 for hand_over in batch {
                     if hand_over.request.has_failed() {
                         hand_over.finish(Err(NotStored));
@@ -203,14 +204,14 @@ impl Writer {
                     match self.store.append(&[&hand_over.append]).await {
                         Ok(written) => self.settle(vec![hand_over], &written),
                         Err(error) => {
-                            tracing::warn!(%error, stream.id = %hand_over.append.stream_id, "chunks not stored");
+                            tracing::warn!(error = %chain(&error), stream.id = %hand_over.append.stream_id, "chunks not stored");
                             hand_over.finish(Err(NotStored));
                         }
                     }
                 }
             }
             Err(error) => {
-                tracing::warn!(%error, requests = batch.len(), "chunk flush failed");
+                tracing::warn!(error = %chain(&error), requests = batch.len(), "chunk flush failed");
                 batch.into_iter().for_each(|h| h.finish(Err(NotStored)));
             }
         }
@@ -231,7 +232,7 @@ impl Writer {
                 return Some(stream_id);
             }
             Err(error) => {
-                tracing::warn!(%error, stream.id = %hand_over.append.stream_id, "chunks not stored");
+                tracing::warn!(error = %chain(&error), stream.id = %hand_over.append.stream_id, "chunks not stored");
                 hand_over.finish(Err(NotStored));
             }
         }

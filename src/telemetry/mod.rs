@@ -27,3 +27,51 @@ pub fn init(config: &Config) {
         registry.with(fmt::layer()).init();
     }
 }
+
+/// An error with its sources, `outer: inner: root`, for a log line: JSON logs record only an error's own
+/// message. A source whose message already ends its error's own (`connection failed: refused`) is not
+/// repeated.
+pub fn chain<E: std::error::Error>(error: &E) -> Chain<'_> {
+    Chain(error)
+}
+
+/// See [`chain`].
+#[derive(Debug, Clone, Copy)]
+pub struct Chain<'a>(&'a dyn std::error::Error);
+
+impl std::fmt::Display for Chain<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut said = self.0.to_string();
+        f.write_str(&said)?;
+        let mut source = self.0.source();
+        while let Some(error) = source {
+            let message = error.to_string();
+            if !said.ends_with(&message) {
+                write!(f, ": {message}")?;
+            }
+            said = message;
+            source = error.source();
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::chain;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("reading the feed failed")]
+    struct Outer(#[source] std::io::Error);
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("reading the feed failed: {0}")]
+    struct Repeats(#[source] std::io::Error);
+
+    #[test]
+    fn a_chain_names_every_source_once() {
+        let refused = || std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused");
+        assert_eq!(chain(&Outer(refused())).to_string(), "reading the feed failed: connection refused");
+        assert_eq!(chain(&Repeats(refused())).to_string(), "reading the feed failed: connection refused");
+    }
+}
