@@ -11,7 +11,10 @@ use crate::{
         StoreError, StoreResult,
         feed::{Feed, FeedTx},
     },
-    questions::{deliveries::refresh, record::log_change},
+    questions::{
+        deliveries::refresh,
+        record::{ChangeKind, log_change},
+    },
 };
 
 /// A delivery claimed: to send to `channel` (what the message says is the question's).
@@ -50,7 +53,7 @@ async fn commit_refreshed(mut tx: FeedTx, question_id: &str, changed: u64) -> St
         return Ok(false);
     }
     let row = refresh(tx.conn(), question_id).await?;
-    log_change(&mut tx, "question_updated", row).await?;
+    log_change(&mut tx, ChangeKind::QuestionUpdated, row).await?;
     tx.commit().await?;
     Ok(true)
 }

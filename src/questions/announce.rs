@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::model::Question;
+use super::{model::Question, record::ChangeKind};
 use crate::{
     db::{StoreResult, feed::FeedTx},
     streams::{broker_writes, typed::EventType},
@@ -19,15 +19,17 @@ pub const RUNNING: &str = "running";
 
 /// Writes the change `kind` of `question` into its Query's stream. Returns false when the stream cannot be
 /// written right now: the caller rolls back and tries the whole change again.
-pub async fn announce(tx: &mut FeedTx, kind: &str, question: &Question) -> StoreResult<bool> {
+pub async fn announce(tx: &mut FeedTx, kind: ChangeKind, question: &Question) -> StoreResult<bool> {
     let Some(query) = &question.query else {
         return Ok(true);
     };
     let (event, reason) = match kind {
-        "question_created" => (EventType::QuestionRaised, "question_pending"),
-        "question_answered" => (EventType::QuestionAnswered, "question_answered"),
-        "question_cancelled" => (EventType::QuestionCancelled, "question_cancelled"),
-        _ => (EventType::QuestionExpired, "question_expired"),
+        ChangeKind::QuestionCreated => (EventType::QuestionRaised, "question_pending"),
+        ChangeKind::QuestionAnswered => (EventType::QuestionAnswered, "question_answered"),
+        ChangeKind::QuestionCancelled => (EventType::QuestionCancelled, "question_cancelled"),
+        ChangeKind::QuestionExpired => (EventType::QuestionExpired, "question_expired"),
+        // A delivery's progress is no event of the Query's.
+        ChangeKind::QuestionUpdated => return Ok(true),
     };
     let Some(base) = broker_writes::claim_positions(tx, &query.name, 1).await? else {
         return Ok(false);

@@ -10,15 +10,55 @@ use super::{
 };
 use crate::db::{StoreResult, feed::FeedTx};
 
+/// What happened to a question: the watch event's name (`question_created`, …), kept in the watch log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::Type)]
+#[sqlx(type_name = "text", rename_all = "snake_case")]
+pub enum ChangeKind {
+    /// Asked.
+    QuestionCreated,
+    /// Answered.
+    QuestionAnswered,
+    /// Cancelled by its asker.
+    QuestionCancelled,
+    /// Closed by its deadline.
+    QuestionExpired,
+    /// A channel delivery moved on; the question itself is unchanged (watchers and waiters only).
+    QuestionUpdated,
+}
+
+impl ChangeKind {
+    /// The name watchers see (the SSE `event:`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChangeKind::QuestionCreated => "question_created",
+            ChangeKind::QuestionAnswered => "question_answered",
+            ChangeKind::QuestionCancelled => "question_cancelled",
+            ChangeKind::QuestionExpired => "question_expired",
+            ChangeKind::QuestionUpdated => "question_updated",
+        }
+    }
+
+    /// What the asking Query's status does: wait on a new question, resume when one closes.
+    fn status_action(self) -> Option<&'static str> {
+        match self {
+            ChangeKind::QuestionCreated => Some("wait"),
+            ChangeKind::QuestionAnswered | ChangeKind::QuestionCancelled | ChangeKind::QuestionExpired => {
+                Some("resume")
+            }
+            ChangeKind::QuestionUpdated => None,
+        }
+    }
+}
+
 /// Logs the change for watchers, writes it into its Query's stream and queues the NOTIFY; returns the
 /// question as it now is, or `None` when the stream could not be written right now (try again).
-pub(super) async fn record(tx: &mut FeedTx, kind: &str, row: QuestionRow) -> StoreResult<Option<Question>> {
+pub(super) async fn record(tx: &mut FeedTx, kind: ChangeKind, row: QuestionRow) -> StoreResult<Option<Question>> {
     let question = log_change(tx, kind, row).await?;
     if let Some(query) = &question.query
         && let Some(namespace) = &query.namespace
+        && let Some(action) = kind.status_action()
     {
         // The Query waits while the question is pending and resumes when it closes (outbox, see migration 0006).
-        let action = if kind == "question_created" { "wait" } else { "resume" };
         queue_status_patch(tx.conn(), &question.id, namespace, &query.name, action).await?;
     }
     if !announce::announce(tx, kind, &question).await? {
@@ -27,16 +67,17 @@ pub(super) async fn record(tx: &mut FeedTx, kind: &str, row: QuestionRow) -> Sto
     Ok(Some(question))
 }
 
-/// Logs a change that only watchers and waiters hear of (no stream event, no status patch): `kind` is
-/// `question_updated` when a channel delivery moved on. `row` carries the change's new resourceVersion.
-pub async fn log_change(tx: &mut FeedTx, kind: &str, row: QuestionRow) -> StoreResult<Question> {
+/// Logs a change for watchers and waiters; alone (no stream event, no status patch) for
+/// [`ChangeKind::QuestionUpdated`], when a channel delivery moved on. `row` carries the change's new
+/// resourceVersion.
+pub async fn log_change(tx: &mut FeedTx, kind: ChangeKind, row: QuestionRow) -> StoreResult<Question> {
     let question = Question::from(row);
     let snapshot = serde_json::to_value(&question).expect("a question serialises");
     sqlx::query!(
         "insert into question_events (resource_version, question_id, kind, question) values ($1, $2, $3, $4)",
         question.version,
         question.id,
-        kind,
+        kind as ChangeKind,
         snapshot,
     )
     .execute(tx.conn())

@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use super::{
     model::{NewQuestion, Question, QuestionRow, QuestionStatus},
-    record::record,
+    record::{ChangeKind, record},
 };
 use crate::db::{
     StoreResult,
@@ -125,7 +125,7 @@ impl QuestionStore {
             } else {
                 super::deliveries::queue(tx.conn(), &row.id, &new.channels).await?
             };
-            record(tx, "question_created", row).await
+            record(tx, ChangeKind::QuestionCreated, row).await
         })
     }
 
@@ -150,7 +150,7 @@ impl QuestionStore {
             .fetch_optional(tx.conn())
             .await?;
             match answered {
-                Some(row) => Ok(record(tx, "question_answered", row).await?.map(Change::Made)),
+                Some(row) => Ok(record(tx, ChangeKind::QuestionAnswered, row).await?.map(Change::Made)),
                 None => unchanged(tx, id).await.map(Some),
             }
         })
@@ -174,7 +174,7 @@ impl QuestionStore {
             .fetch_optional(tx.conn())
             .await?;
             match cancelled {
-                Some(row) => Ok(record(tx, "question_cancelled", row).await?.map(Change::Made)),
+                Some(row) => Ok(record(tx, ChangeKind::QuestionCancelled, row).await?.map(Change::Made)),
                 None => unchanged(tx, id).await.map(Some),
             }
         })
@@ -204,7 +204,7 @@ impl QuestionStore {
             .await?;
             let count = rows.len();
             for row in rows {
-                if record(tx, "question_expired", row).await?.is_none() {
+                if record(tx, ChangeKind::QuestionExpired, row).await?.is_none() {
                     return Ok(None);
                 }
             }
@@ -264,7 +264,7 @@ async fn expire_if_due(tx: &mut FeedTx, id: &str) -> StoreResult<bool> {
     .fetch_optional(tx.conn())
     .await?;
     match expired {
-        Some(row) => Ok(record(tx, "question_expired", row).await?.is_some()),
+        Some(row) => Ok(record(tx, ChangeKind::QuestionExpired, row).await?.is_some()),
         None => Ok(true),
     }
 }

@@ -40,7 +40,10 @@ pub async fn respond(state: &RouteState, filter: QuestionFilter, from: Option<i6
     let changes = follow_woken(subscription, last, state.config.poll_interval(), read, |change| change.version)
         .filter(move |change| std::future::ready(matches(&filter, &change.question)))
         .map(|change| {
-            Event::default().event(change.kind).id(change.version.to_string()).data(change.question.to_string())
+            Event::default()
+                .event(change.kind.as_str())
+                .id(change.version.to_string())
+                .data(change.question.to_string())
         });
     Ok(sse::watch(changes, state.streams_end.token(), state.config.sse_heartbeat()))
 }

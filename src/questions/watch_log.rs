@@ -1,7 +1,7 @@
 //! The questions watch log (`question_events`): which questions a committed transaction changed (for the
 //! tail that wakes their waiters), the changes after a resourceVersion (for watches), and its pruning.
 
-use super::QuestionStore;
+use super::{QuestionStore, record::ChangeKind};
 use crate::db::StoreResult;
 
 /// A logged change, for watchers.
@@ -9,9 +9,8 @@ use crate::db::StoreResult;
 pub struct QuestionEvent {
     /// The resourceVersion of the change.
     pub version: i64,
-    /// `question_created`, `question_answered`, `question_cancelled`, `question_expired`, or `question_updated`
-    /// (a channel delivery moved on).
-    pub kind: String,
+    /// What happened.
+    pub kind: ChangeKind,
     /// The question after the change, as JSON.
     pub question: serde_json::Value,
 }
@@ -38,7 +37,7 @@ impl QuestionStore {
     pub async fn events_after(&self, after: i64, limit: i64) -> StoreResult<Vec<QuestionEvent>> {
         Ok(sqlx::query_as!(
             QuestionEvent,
-            r#"select resource_version as version, kind, question from question_events
+            r#"select resource_version as version, kind as "kind: ChangeKind", question from question_events
                where resource_version > $1 order by resource_version limit $2"#,
             after,
             limit,
