@@ -18,9 +18,9 @@ use crate::{
         self,
         fanout::Fanout,
         feed::Feed,
-        hub::Hub,
         listener::{self, ListenerStatus, Tails},
         tail,
+        wakeup::Wakeups,
     },
     events::{model::EventRecord, store::EventStore},
     http::sse_end::{self, StreamsEnd},
@@ -57,7 +57,7 @@ pub struct AppState {
     /// The channels questions are delivered to (Slack, GitHub).
     pub channels: Channels,
     /// Wake-ups for question readers (waiters, watchers, the Query status worker).
-    pub hub: Hub,
+    pub wakeups: Wakeups,
     /// This replica's readers of chunk streams.
     pub chunk_fanout: Fanout<ChunkRow>,
     /// This replica's readers of messages.
@@ -147,7 +147,7 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
     db::migrate_on(database.connect_one("ark-broker-migrate").await?).await?;
     let pool = db::connect(&database, config.database_pool_max, db::Timeouts::of(&config)).await?;
     let listen_pools = db::ListenPools::new(&database, &listener::application_name())?;
-    let hub = Hub::default();
+    let wakeups = Wakeups::default();
     let status = ListenerStatus::default();
     let chunks = ChunkStore::new(pool.clone(), status.replica_key());
     let messages = MessageStore::new(pool.clone());
@@ -164,7 +164,7 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
     let (session_tail, session_tail_task) = tail::spawn(Feed::Sessions, sessions.clone(), session_fanout.clone());
     let span_fanout = Fanout::default();
     let (span_tail, span_tail_task) = tail::spawn(Feed::Spans, spans.clone(), span_fanout.clone());
-    let (question_tail, question_tail_task) = question_tail::spawn(questions.clone(), hub.clone());
+    let (question_tail, question_tail_task) = question_tail::spawn(questions.clone(), wakeups.clone());
     let tails: Tails = [
         (Feed::Chunks, chunk_tail),
         (Feed::Messages, message_tail),
@@ -235,9 +235,9 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
         background.push(tokio::spawn(reaper.run(Duration::from_secs(config.reap_interval_seconds), shutdown.clone())));
     }
     let mut outbound: Vec<JoinHandle<()>> =
-        channel_worker::spawn(&channels, hub.clone(), shutdown.clone()).into_iter().collect();
+        channel_worker::spawn(&channels, wakeups.clone(), shutdown.clone()).into_iter().collect();
     if let Some(client) = query_status::client(&config).await {
-        outbound.push(query_status::spawn(client, &config, pool.clone(), hub.clone(), shutdown.clone()));
+        outbound.push(query_status::spawn(client, &config, pool.clone(), wakeups.clone(), shutdown.clone()));
     }
     let ndjson_budget = NdjsonBudget::new(usize::try_from(config.ndjson_buffer_budget_bytes).unwrap_or(usize::MAX));
     Ok(AppState {
@@ -254,7 +254,7 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
         pool,
         auth,
         channels,
-        hub,
+        wakeups,
         chunk_fanout,
         message_fanout,
         listener: status,
@@ -294,7 +294,7 @@ route_states! {
     sessions { config, sessions, session_fanout, streams_end }
     traces { config, pool, spans, span_fanout, streams_end }
     streams { config, pool, chunks, chunk_fanout, writer, ndjson_budget, streams_end, drain_deadline, open_writers }
-    questions { config, auth, hub, questions, streams_end }
+    questions { config, auth, wakeups, questions, streams_end }
     queries { query_state, chunks, questions }
     channels { config, channels, questions }
 }

@@ -16,8 +16,8 @@ use super::{
 };
 use crate::{
     db::{
-        hub::Hub,
         outbox::{self, LEASE_SECONDS, MAX_ATTEMPTS},
+        wakeup::Wakeups,
     },
     questions::channel::Channel,
     questions::model::{Question, QuestionStatus},
@@ -31,12 +31,12 @@ const UPDATE_SCAN: i64 = 200;
 const CLAIM: i64 = 1;
 
 /// Starts this replica's delivery worker, when any channel is configured.
-pub fn spawn(channels: &Channels, hub: Hub, shutdown: CancellationToken) -> Option<JoinHandle<()>> {
+pub fn spawn(channels: &Channels, wakeups: Wakeups, shutdown: CancellationToken) -> Option<JoinHandle<()>> {
     let (channels, store) = (channels.clone(), channels.deliveries().clone());
     channels.any().then(|| {
         tokio::spawn(async move {
             let stopping = shutdown.clone();
-            outbox::work_off(hub, shutdown, || drain(&channels, &store, &stopping)).await
+            outbox::work_off(wakeups, shutdown, || drain(&channels, &store, &stopping)).await
         })
     })
 }

@@ -3,7 +3,8 @@
 //! after its cursor (it missed rows in between) or it lagged, it catches up from Postgres again. Rows at or
 //! before the cursor are skipped, so nothing is lost or repeated. A failed read is retried after a pause.
 //!
-//! Questions, whose changes are rare, use [`follow_woken`]: a wake-up, then a read by each reader.
+//! Questions, whose changes are rare, use [`follow_woken`]: a wake-up, then a read by each reader. Watches
+//! start through [`super::watch`].
 
 use crate::telemetry::chain;
 use std::{sync::Arc, time::Duration};
@@ -14,7 +15,7 @@ use super::{
     StoreResult,
     fanout::{Delivery, FeedRow, Subscription},
     feed::GlobalCursor,
-    hub::Subscription as Wake,
+    wakeup::Subscription as Wake,
 };
 
 /// Rows read per round trip while catching up.
@@ -59,7 +60,7 @@ impl<R: FeedRow> Page<R, GlobalCursor> {
 }
 
 /// Rows after `cursor`, forever. `read(cursor)` catches up from Postgres; `cursor_of` places a row.
-pub fn follow<R, C, F, Fut>(
+pub(super) fn follow<R, C, F, Fut>(
     mut subscription: Subscription<R, C>,
     mut cursor: C,
     retry_pause: Duration,
@@ -119,7 +120,7 @@ where
 
 /// Rows after `after`, forever, for feeds read per reader: `read(after, limit)` returns up to `limit` rows
 /// after `after`, oldest first; between reads the reader waits to be woken.
-pub fn follow_woken<T, F, Fut>(
+pub(super) fn follow_woken<T, F, Fut>(
     mut wake: Wake,
     mut after: i64,
     retry_pause: Duration,

@@ -8,10 +8,10 @@ pub mod fanout;
 pub mod feed;
 pub mod follow;
 pub mod heartbeat;
-pub mod hub;
 pub mod keepalive;
 pub mod listener;
 mod migrate;
+pub mod wakeup;
 
 pub use migrate::{migrate, migrate_on};
 pub mod outbox;

@@ -6,7 +6,7 @@ use std::{future::Future, time::Duration};
 
 use tokio_util::sync::CancellationToken;
 
-use super::hub::{Hub, Topic};
+use super::wakeup::{Wakeup, Wakeups};
 
 /// How long a claimed job is reserved for the replica that claimed it.
 pub const LEASE_SECONDS: i64 = 30;
@@ -24,8 +24,12 @@ pub fn backoff_ms(attempts: i32) -> i64 {
 
 /// Calls `drain` now, after every question change (the jobs are queued with question changes, on any replica),
 /// and every [`TICK`], until `shutdown`.
-pub async fn work_off<F: Future<Output = ()>>(hub: Hub, shutdown: CancellationToken, mut drain: impl FnMut() -> F) {
-    let mut changes = hub.subscribe(Topic::Questions);
+pub async fn work_off<F: Future<Output = ()>>(
+    wakeups: Wakeups,
+    shutdown: CancellationToken,
+    mut drain: impl FnMut() -> F,
+) {
+    let mut changes = wakeups.subscribe(Wakeup::Questions);
     let mut tick = tokio::time::interval(TICK);
     loop {
         drain().await;

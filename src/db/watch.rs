@@ -1,18 +1,19 @@
-//! Where a watch of a per-key feed (one query's events, one trace's spans) or of the whole feed starts, and
-//! the stream of rows from there: upstream's `from-beginning`, `cursor` (a row's sequence number) or "only
-//! what comes next", turned into positions and global cursors once, before the response goes out.
+//! Where every watch starts: one key of a feed (a stream's chunks, one query's events, one trace's spans), the
+//! whole of a feed, or the questions' changes; and the stream of rows from there. Upstream's
+//! `from-beginning`, `cursor` (a row's sequence number) or "only what comes next" are turned into positions
+//! and global cursors once, before the response goes out.
 
 use std::{sync::Arc, time::Duration};
 
-use futures::{StreamExt, stream::BoxStream};
-use sqlx::PgPool;
+use futures::{Stream, StreamExt, stream::BoxStream};
 
 use super::{
     StoreResult,
     fanout::{Fanout, FeedRow},
     feed::GlobalCursor,
-    follow::{Page, follow},
+    follow::{Page, follow, follow_woken},
     tail::FeedSource,
+    wakeup::Subscription,
 };
 
 /// Where a watch starts.
@@ -38,17 +39,42 @@ impl Start {
     }
 }
 
+/// Where a watch of the whole feed starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GlobalStart {
+    /// Only rows of transactions that commit after the watch began.
+    Live,
+    /// Everything still kept.
+    Beginning,
+    /// Rows after this cursor.
+    After(GlobalCursor),
+}
+
+impl Start {
+    /// Where a watch of the whole feed starts: a sequence number becomes the cursor right after its row.
+    pub async fn global<S: WatchSource>(self, source: &S) -> StoreResult<GlobalStart> {
+        Ok(match self {
+            Start::Live => GlobalStart::Live,
+            Start::Beginning => GlobalStart::Beginning,
+            Start::After(sequence) => GlobalStart::After(source.global_cursor_of(sequence).await?),
+        })
+    }
+}
+
+/// A feed whose rows are read per key, by position.
+pub trait KeyPages: FeedSource + Clone {
+    /// The key's rows after position `after`, within the catch-up limits.
+    fn key_page(&self, key: &str, after: i64) -> impl Future<Output = StoreResult<Page<Self::Row, i64>>> + Send;
+}
+
 /// A feed with per-key positions that watches can resume by sequence number.
-pub trait WatchSource: FeedSource + Clone {
+pub trait WatchSource: KeyPages {
     /// A key's committed last position (0 if it has none).
     fn last_position(&self, key: &str) -> impl Future<Output = StoreResult<i64>> + Send;
 
     /// The position of the key's last row at or before sequence `sequence`: one key's sequence numbers rise
     /// with its positions, because a writer draws them while it holds the key's counter row.
     fn position_after_sequence(&self, key: &str, sequence: i64) -> impl Future<Output = StoreResult<i64>> + Send;
-
-    /// The key's rows after position `after`, within the catch-up limits.
-    fn key_page(&self, key: &str, after: i64) -> impl Future<Output = StoreResult<Page<Self::Row, i64>>> + Send;
 
     /// The global cursor right after the row with sequence `sequence` (or the last earlier one still kept):
     /// everything before it in `(tx, sequence)` order was below the horizon when it was sent, so a resume
@@ -64,34 +90,44 @@ pub async fn follow_key<S: WatchSource>(
     start: Start,
     retry_pause: Duration,
 ) -> StoreResult<BoxStream<'static, Arc<S::Row>>> {
-    let subscription = fanout.subscribe_key(&key);
-    let from = match start {
+    let after = match start {
         Start::Live => source.last_position(&key).await?,
         Start::Beginning => 0,
         Start::After(sequence) => source.position_after_sequence(&key, sequence).await?,
     };
+    Ok(key_after(source, fanout, key, after, retry_pause))
+}
+
+/// One key's rows after position `after`, forever.
+pub fn key_after<S: KeyPages>(
+    source: S,
+    fanout: &Fanout<S::Row>,
+    key: String,
+    after: i64,
+    retry_pause: Duration,
+) -> BoxStream<'static, Arc<S::Row>> {
+    let subscription = fanout.subscribe_key(&key);
     let read = move |after| {
         let (source, key) = (source.clone(), key.clone());
         async move { source.key_page(&key, after).await }
     };
-    Ok(follow(subscription, from, retry_pause, read, <S::Row as FeedRow>::position).boxed())
+    follow(subscription, after, retry_pause, read, <S::Row as FeedRow>::position).boxed()
 }
 
 /// Every row of the feed from `start`, forever. A live-only watch starts at the horizon and skips rows of
 /// transactions that had committed before it began.
-pub async fn follow_all<S: WatchSource>(
+pub async fn follow_all<S: FeedSource + Clone>(
     source: S,
     fanout: &Fanout<S::Row>,
-    pool: &PgPool,
-    start: Start,
+    start: GlobalStart,
     retry_pause: Duration,
 ) -> StoreResult<BoxStream<'static, Arc<S::Row>>> {
     let subscription = fanout.subscribe_global();
     let (from, snapshot) = match start {
-        Start::After(sequence) => (source.global_cursor_of(sequence).await?, None),
-        Start::Beginning => (GlobalCursor::default(), None),
-        Start::Live => {
-            let snapshot = super::start_snapshot(pool).await?;
+        GlobalStart::After(cursor) => (cursor, None),
+        GlobalStart::Beginning => (GlobalCursor::default(), None),
+        GlobalStart::Live => {
+            let snapshot = super::start_snapshot(source.pool()).await?;
             (snapshot.cursor(), Some(snapshot))
         }
     };
@@ -102,4 +138,21 @@ pub async fn follow_all<S: WatchSource>(
     Ok(follow(subscription, from, retry_pause, read, <S::Row as FeedRow>::global)
         .filter(move |row| std::future::ready(snapshot.as_ref().is_none_or(|s| s.is_new(row.global().tx))))
         .boxed())
+}
+
+/// The questions' changes after version `after`, forever: woken by `wakeup` (subscribed before `after` was
+/// read), each reader reads its own with `read(after, limit)`, oldest first; `version` places a change.
+pub fn question_changes<T, F, Fut>(
+    wakeup: Subscription,
+    after: i64,
+    retry_pause: Duration,
+    read: F,
+    version: fn(&T) -> i64,
+) -> impl Stream<Item = T> + Send
+where
+    T: Send + 'static,
+    F: FnMut(i64, i64) -> Fut + Send + 'static,
+    Fut: Future<Output = StoreResult<Vec<T>>> + Send,
+{
+    follow_woken(wakeup, after, retry_pause, read, version)
 }

@@ -13,7 +13,7 @@ use crate::{
         raw_json,
         retry::{Attempt, Retries, in_feed_tx},
         tail::FeedSource,
-        watch::WatchSource,
+        watch::{KeyPages, WatchSource},
     },
     sessions::store as session_store,
 };
@@ -245,6 +245,33 @@ impl FeedSource for EventStore {
     }
 }
 
+impl KeyPages for EventStore {
+    /// One query's visible events after position `after`, within the catch-up limits.
+    async fn key_page(&self, query_id: &str, after: i64) -> StoreResult<Page<EventRecord, i64>> {
+        let rows = sqlx::query!(
+            r#"select sequence_number, query_id, session_id, event::text as "event!", position,
+                      tx::text::bigint as "tx!", bytes, expires_at > now() as "visible!"
+               from (select *, sum(bytes) over (order by position) as running
+                     from events where query_id = $1 and position > $2 order by position limit $3) e
+               where running - bytes < $4
+               order by position"#,
+            query_id,
+            after,
+            BATCH,
+            BATCH_BYTES,
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        let visible: Vec<bool> = rows.iter().map(|row| row.visible).collect();
+        let records = rows.into_iter().map(|row| Ok(record!(row))).collect::<StoreResult<Vec<_>>>()?;
+        // Expired rows still move the cursor, so the page is judged on everything read, then they go.
+        let mut page = Page::of_key(records, after);
+        let mut visible = visible.into_iter();
+        page.rows.retain(|_| visible.next().unwrap_or(true));
+        Ok(page)
+    }
+}
+
 impl WatchSource for EventStore {
     /// A query's committed last position (0 if it has none): a live-only watch starts after it.
     async fn last_position(&self, query_id: &str) -> StoreResult<i64> {
@@ -279,30 +306,5 @@ impl WatchSource for EventStore {
         .fetch_optional(&self.pool)
         .await?;
         Ok(row.map_or_else(GlobalCursor::default, |row| GlobalCursor { tx: row.tx, sequence: row.sequence_number }))
-    }
-
-    /// One query's visible events after position `after`, within the catch-up limits.
-    async fn key_page(&self, query_id: &str, after: i64) -> StoreResult<Page<EventRecord, i64>> {
-        let rows = sqlx::query!(
-            r#"select sequence_number, query_id, session_id, event::text as "event!", position,
-                      tx::text::bigint as "tx!", bytes, expires_at > now() as "visible!"
-               from (select *, sum(bytes) over (order by position) as running
-                     from events where query_id = $1 and position > $2 order by position limit $3) e
-               where running - bytes < $4
-               order by position"#,
-            query_id,
-            after,
-            BATCH,
-            BATCH_BYTES,
-        )
-        .fetch_all(&self.pool)
-        .await?;
-        let visible: Vec<bool> = rows.iter().map(|row| row.visible).collect();
-        let records = rows.into_iter().map(|row| Ok(record!(row))).collect::<StoreResult<Vec<_>>>()?;
-        // Expired rows still move the cursor, so the page is judged on everything read, then they go.
-        let mut page = Page::of_key(records, after);
-        let mut visible = visible.into_iter();
-        page.rows.retain(|_| visible.next().unwrap_or(true));
-        Ok(page)
     }
 }

@@ -24,7 +24,8 @@ pub async fn query(state: &RouteState, query_id: String, start: Start) -> Result
 /// Streams every event (of one session, when given) from `start`.
 pub async fn all(state: &RouteState, session_id: Option<String>, start: Start) -> Result<Response, ApiError> {
     let retry = state.config.poll_interval();
-    let events = follow_all(state.events.clone(), &state.event_fanout, &state.pool, start, retry).await?;
+    let start = start.global(&state.events).await?;
+    let events = follow_all(state.events.clone(), &state.event_fanout, start, retry).await?;
     let events = events
         .filter(move |record| {
             std::future::ready(session_id.as_deref().is_none_or(|id| record.session_id.as_deref() == Some(id)))

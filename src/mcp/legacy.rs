@@ -31,7 +31,7 @@ use crate::{questions::Change, state::AppState};
 const MODERN_VERSION: &str = "2026-07-28";
 /// Tasks per `tasks/list` page.
 const LIST_PAGE: i64 = 50;
-/// How often a blocked `tasks/result` re-checks when no notification comes (the hub also polls).
+/// How often a blocked `tasks/result` re-checks when no notification comes (the wake-ups are also backed by the poll).
 const RESULT_TICK: Duration = Duration::from_secs(30);
 
 /// The middleware: legacy task traffic is answered here, the rest goes on to rmcp.

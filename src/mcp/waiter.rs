@@ -1,5 +1,5 @@
 //! Waiting for a question to close, for a blocking `ask_question` and a 2025-11-25 `tasks/result`, on any
-//! replica: woken through the hub (LISTEN/NOTIFY, backed by the listener's poll), with a tick for progress,
+//! replica: woken through the question wake-ups (LISTEN/NOTIFY, backed by the listener's poll), with a tick for progress,
 //! and told of each channel delivery as it is made or given up.
 
 use std::{collections::HashSet, time::Duration};
@@ -9,7 +9,7 @@ use tokio::time::{Instant, Interval, MissedTickBehavior};
 use crate::{
     db::{
         StoreResult,
-        hub::{Subscription, Topic},
+        wakeup::{Subscription, Wakeup},
     },
     questions::{
         QuestionStore,
@@ -46,7 +46,7 @@ pub struct Waiter {
 impl Waiter {
     /// Starts waiting on question `id`, ticking every `tick`. Subscribes before the first read.
     pub fn new(state: &AppState, id: &str, tick: Duration) -> Self {
-        let subscription = state.hub.subscribe(Topic::Question(id.to_owned()));
+        let subscription = state.wakeups.subscribe(Wakeup::Question(id.to_owned()));
         let mut tick = tokio::time::interval_at(Instant::now() + tick, tick);
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
         Waiter {

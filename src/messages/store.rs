@@ -14,7 +14,7 @@ use crate::{
         follow::{BATCH, BATCH_BYTES, Page},
         retry::{Attempt, Retries, in_feed_tx},
         tail::FeedSource,
-        watch::WatchSource,
+        watch::{KeyPages, WatchSource},
     },
     idempotency::{self, IdempotencyKey, KeyState, Scope, StoredReply},
     sessions::store as session_store,
@@ -303,6 +303,27 @@ impl FeedSource for MessageStore {
     }
 }
 
+impl KeyPages for MessageStore {
+    /// One conversation's messages after position `after`, within the catch-up limits.
+    async fn key_page(&self, conversation_id: &str, after: i64) -> StoreResult<Page<MessageItem, i64>> {
+        let rows = sqlx::query!(
+            r#"select sequence_number, conversation_id, query_id, message, created_at, position,
+                      tx::text::bigint as "tx!", bytes
+               from (select *, sum(bytes) over (order by position) as running
+                     from messages where conversation_id = $1 and position > $2 order by position limit $3) m
+               where running - bytes < $4
+               order by position"#,
+            conversation_id,
+            after,
+            BATCH,
+            BATCH_BYTES,
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(Page::of_key(rows.into_iter().map(|row| item!(row)).collect(), after))
+    }
+}
+
 impl WatchSource for MessageStore {
     /// A conversation's committed last position (0 if it has none): a live-only watch starts after it.
     async fn last_position(&self, conversation_id: &str) -> StoreResult<i64> {
@@ -341,24 +362,5 @@ impl WatchSource for MessageStore {
         .fetch_optional(&self.pool)
         .await?;
         Ok(row.map_or_else(GlobalCursor::default, |row| GlobalCursor { tx: row.tx, sequence: row.sequence_number }))
-    }
-
-    /// One conversation's messages after position `after`, within the catch-up limits.
-    async fn key_page(&self, conversation_id: &str, after: i64) -> StoreResult<Page<MessageItem, i64>> {
-        let rows = sqlx::query!(
-            r#"select sequence_number, conversation_id, query_id, message, created_at, position,
-                      tx::text::bigint as "tx!", bytes
-               from (select *, sum(bytes) over (order by position) as running
-                     from messages where conversation_id = $1 and position > $2 order by position limit $3) m
-               where running - bytes < $4
-               order by position"#,
-            conversation_id,
-            after,
-            BATCH,
-            BATCH_BYTES,
-        )
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(Page::of_key(rows.into_iter().map(|row| item!(row)).collect(), after))
     }
 }

@@ -25,7 +25,7 @@ pub async fn respond(
     let start = Start::of(false, resume_after);
     let items = match filter.conversation_id.clone() {
         Some(conversation_id) => follow_key(store, &state.message_fanout, conversation_id, start, retry).await?,
-        None => follow_all(store, &state.message_fanout, &state.pool, start, retry).await?,
+        None => follow_all(store.clone(), &state.message_fanout, start.global(&store).await?, retry).await?,
     };
     let items = items
         .filter(move |item| std::future::ready(filter.matches(item)))

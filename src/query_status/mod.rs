@@ -22,8 +22,8 @@ use self::{
 use crate::{
     config::{Config, StatusPatching},
     db::{
-        hub::Hub,
         outbox::{self, CLAIM, LEASE_SECONDS, MAX_ATTEMPTS},
+        wakeup::Wakeups,
     },
     kubernetes::KubeSetupError,
     questions::store::QuestionStore,
@@ -56,7 +56,7 @@ pub fn spawn(
     client: kube::Client,
     config: &Config,
     pool: sqlx::PgPool,
-    hub: Hub,
+    wakeups: Wakeups,
     cancel: CancellationToken,
 ) -> JoinHandle<()> {
     let worker = Worker {
@@ -64,7 +64,7 @@ pub fn spawn(
         store: PatchStore::new(pool.clone()),
         questions: QuestionStore::new(pool),
     };
-    tokio::spawn(worker.run(hub, cancel))
+    tokio::spawn(worker.run(wakeups, cancel))
 }
 
 struct Worker {
@@ -74,8 +74,8 @@ struct Worker {
 }
 
 impl Worker {
-    async fn run(self, hub: Hub, cancel: CancellationToken) {
-        outbox::work_off(hub, cancel, || self.drain()).await;
+    async fn run(self, wakeups: Wakeups, cancel: CancellationToken) {
+        outbox::work_off(wakeups, cancel, || self.drain()).await;
     }
 
     async fn drain(&self) {

@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-use crate::{auth::Authenticator, config::Config, db::hub::Hub, http::sse_end::StreamsEnd};
+use crate::{auth::Authenticator, config::Config, db::wakeup::Wakeups, http::sse_end::StreamsEnd};
 
 /// The part of the shared state the questions handlers reach. The whole state hands it out (`FromRef`), so this domain
 /// never depends on the whole.
@@ -34,7 +34,7 @@ pub struct RouteState {
     /// Whether authentication is on (a question then belongs to its asker).
     pub auth: Authenticator,
     /// Wake-ups for question watchers.
-    pub hub: Hub,
+    pub wakeups: Wakeups,
     /// Questions.
     pub questions: QuestionStore,
     /// When this replica's event streams end (shutdown, or PostgreSQL lost).

@@ -12,17 +12,17 @@ use crate::{
     db::{
         StoreResult,
         feed::Feed,
-        hub::{Hub, Topic},
         tail::TailEvent,
+        wakeup::{Wakeup, Wakeups},
     },
     telemetry::metrics,
 };
 
 /// Starts the tail; it runs until the sender is dropped.
-pub fn spawn(store: QuestionStore, hub: Hub) -> (mpsc::UnboundedSender<TailEvent>, JoinHandle<()>) {
+pub fn spawn(store: QuestionStore, wakeups: Wakeups) -> (mpsc::UnboundedSender<TailEvent>, JoinHandle<()>) {
     let (sender, mut events) = mpsc::unbounded_channel();
     let task = tokio::spawn(async move {
-        let mut tail = QuestionTail { store, hub, version: 0 };
+        let mut tail = QuestionTail { store, wakeups, version: 0 };
         while let Some(first) = events.recv().await {
             let notified = Instant::now();
             let mut txs = Vec::new();
@@ -35,7 +35,7 @@ pub fn spawn(store: QuestionStore, hub: Hub) -> (mpsc::UnboundedSender<TailEvent
             }
             if let Err(error) = tail.step(&txs, resync).await {
                 tracing::warn!(error = %chain(&error), "following question changes failed; waking every reader");
-                tail.hub.wake_all();
+                tail.wakeups.wake_all();
             }
             if !txs.is_empty() {
                 metrics::delivered(Feed::Questions.name(), notified.elapsed());
@@ -47,7 +47,7 @@ pub fn spawn(store: QuestionStore, hub: Hub) -> (mpsc::UnboundedSender<TailEvent
 
 struct QuestionTail {
     store: QuestionStore,
-    hub: Hub,
+    wakeups: Wakeups,
     /// The newest resourceVersion this replica has woken its readers for.
     version: i64,
 }
@@ -56,18 +56,18 @@ impl QuestionTail {
     async fn step(&mut self, txs: &[i64], resync: bool) -> StoreResult<()> {
         if !txs.is_empty() {
             for (question_id, version) in self.store.changed_by(txs).await? {
-                self.hub.wake(&Topic::Question(question_id));
+                self.wakeups.wake(&Wakeup::Question(question_id));
                 self.version = self.version.max(version);
             }
-            self.hub.wake(&Topic::Questions);
+            self.wakeups.wake(&Wakeup::Questions);
         }
         // The fallback: when the feed moved past what was woken for (or notifications may have been lost),
         // every reader re-reads.
-        if resync && !self.hub.is_empty() {
+        if resync && !self.wakeups.is_empty() {
             let current = self.store.current_version().await?;
             if current > self.version {
                 self.version = current;
-                self.hub.wake_all();
+                self.wakeups.wake_all();
             }
         }
         Ok(())

@@ -8,7 +8,7 @@ use futures::StreamExt;
 
 use super::{RouteState, store::QuestionFilter};
 use crate::{
-    db::{follow::follow_woken, hub::Topic},
+    db::{wakeup::Wakeup, watch::question_changes},
     error::ApiError,
     http::sse,
 };
@@ -16,7 +16,7 @@ use crate::{
 /// Starts a watch after `from` (or after now).
 pub async fn respond(state: &RouteState, filter: QuestionFilter, from: Option<i64>) -> Result<Response, ApiError> {
     let store = state.questions.clone();
-    let subscription = state.hub.subscribe(Topic::Questions);
+    let subscription = state.wakeups.subscribe(Wakeup::Questions);
     let current = store.current_version().await?;
     let last = match from {
         None => current,
@@ -37,7 +37,7 @@ pub async fn respond(state: &RouteState, filter: QuestionFilter, from: Option<i6
         let store = store.clone();
         async move { store.events_after(after, limit).await }
     };
-    let changes = follow_woken(subscription, last, state.config.poll_interval(), read, |change| change.version)
+    let changes = question_changes(subscription, last, state.config.poll_interval(), read, |change| change.version)
         .filter(move |change| std::future::ready(matches(&filter, &change.question)))
         .map(|change| {
             Event::default()

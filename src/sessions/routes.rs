@@ -47,7 +47,7 @@ pub async fn list(
 ) -> Result<Response, ApiError> {
     let filter = params.filter()?;
     if flag("watch", params.watch.as_deref())? {
-        return Ok(watch::respond(&state, params.session_id));
+        return watch::respond(&state, params.session_id).await;
     }
     if !params.wants_page() {
         return Ok(Json(SessionList::Whole(WholeStore::new(state.sessions.all().await?))).into_response());

@@ -6,28 +6,19 @@
 use axum::response::Response;
 use futures::StreamExt;
 
-use super::{RouteState, model::SessionChange};
+use super::RouteState;
 use crate::{
-    db::{fanout::FeedRow, feed::GlobalCursor, follow::follow},
+    db::watch::{GlobalStart, follow_all},
+    error::ApiError,
     http::sse,
 };
 
 /// Starts the watch (optionally of one session).
-pub fn respond(state: &RouteState, session_id: Option<String>) -> Response {
-    let store = state.sessions.clone();
-    let subscription = state.session_fanout.subscribe_global();
-    let read = move |after| {
-        let store = store.clone();
-        async move { store.changes_after(after).await }
-    };
-    let changes = follow(
-        subscription,
-        GlobalCursor::default(),
-        state.config.poll_interval(),
-        read,
-        <SessionChange as FeedRow>::global,
-    )
-    .filter(move |change| std::future::ready(session_id.as_deref().is_none_or(|id| id == change.session_id)))
-    .map(|change| sse::data(&change.frame));
-    sse::watch(changes, state.streams_end.token(), state.config.sse_heartbeat())
+pub async fn respond(state: &RouteState, session_id: Option<String>) -> Result<Response, ApiError> {
+    let retry = state.config.poll_interval();
+    let changes = follow_all(state.sessions.clone(), &state.session_fanout, GlobalStart::Beginning, retry)
+        .await?
+        .filter(move |change| std::future::ready(session_id.as_deref().is_none_or(|id| id == change.session_id)))
+        .map(|change| sse::data(&change.frame));
+    Ok(sse::watch(changes, state.streams_end.token(), state.config.sse_heartbeat()))
 }

@@ -16,7 +16,7 @@ use super::{
     unified::{self, Unifier},
 };
 use crate::{
-    db::{self, fanout::FeedRow, feed::GlobalCursor, follow::follow, tail::FeedSource},
+    db::watch::{self, GlobalStart},
     error::ApiError,
     http::sse,
 };
@@ -94,15 +94,7 @@ pub async fn stream_response(
     options: ReadOptions,
 ) -> Result<Response, ApiError> {
     let store = state.chunks.clone();
-    let subscription = state.chunk_fanout.subscribe_key(&stream_id);
     let start = store.last_position(&stream_id).await?;
-    let read = {
-        let (store, stream_id) = (store.clone(), stream_id.clone());
-        move |after| {
-            let (store, stream_id) = (store.clone(), stream_id.clone());
-            async move { store.stream_page(&stream_id, after).await }
-        }
-    };
     let mut render = match options.format {
         Format::OpenAi => Render::OpenAi,
         Format::Unified => Render::Unified(Unifier::new()),
@@ -111,7 +103,7 @@ pub async fn stream_response(
     let sent_after = if options.from_beginning { 0 } else { start };
     let from = if options.format == Format::Unified { 0 } else { sent_after };
     let mut rows =
-        Box::pin(follow(subscription, from, state.config.poll_interval(), read, <ChunkRow as FeedRow>::position));
+        watch::key_after(store.clone(), &state.chunk_fanout, stream_id.clone(), from, state.config.poll_interval());
     let events = async_stream::stream! {
         // Armed until the first live chunk (one stored after we started); replayed chunks do not disarm it.
         let mut deadline = options.wait_for_query.map(|wait| Instant::now() + wait);
@@ -169,17 +161,11 @@ pub async fn stream_response(
 /// completion marker as `"[DONE]"`. Chunks come in global order (see [`crate::db::feed`]): each stream's in
 /// its own order, and none is skipped for committing late.
 pub async fn feed_response(state: &RouteState) -> Result<Response, ApiError> {
-    let store = state.chunks.clone();
-    let subscription = state.chunk_fanout.subscribe_global();
-    let start = db::start_snapshot(&state.pool).await?;
-    let read = move |after: GlobalCursor| {
-        let store = store.clone();
-        async move { store.global_page(after).await }
-    };
-    let chunks =
-        follow(subscription, start.cursor(), state.config.poll_interval(), read, <ChunkRow as FeedRow>::global)
-            .filter(move |row| std::future::ready(start.is_new(row.tx) && row.is_openai_visible()))
-            .map(|row| feed_event(&row));
+    let start = GlobalStart::Live;
+    let chunks = watch::follow_all(state.chunks.clone(), &state.chunk_fanout, start, state.config.poll_interval())
+        .await?
+        .filter(|row| std::future::ready(row.is_openai_visible()))
+        .map(|row| feed_event(&row));
     Ok(sse::watch(chunks, state.streams_end.token(), state.config.sse_heartbeat()))
 }
 

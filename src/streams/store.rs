@@ -12,6 +12,7 @@ use crate::db::{
     feed::{Feed, FeedTx, GlobalCursor},
     follow::{BATCH, BATCH_BYTES, Page},
     tail::FeedSource,
+    watch::KeyPages,
 };
 use crate::idempotency::{self, IdempotencyKey, KeyState, Scope, StoredReply};
 
@@ -283,6 +284,12 @@ pub(super) async fn create_streams(conn: &mut PgConnection, stream_ids: &[&str])
     .execute(conn)
     .await?;
     Ok(())
+}
+
+impl KeyPages for ChunkStore {
+    async fn key_page(&self, stream_id: &str, after: i64) -> StoreResult<Page<ChunkRow, i64>> {
+        self.stream_page(stream_id, after).await
+    }
 }
 
 impl FeedSource for ChunkStore {

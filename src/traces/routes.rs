@@ -90,7 +90,8 @@ pub async fn list(
         // Upstream's watch of all traces has no from-beginning.
         let start = Start::of(false, params.cursor.is_some().then_some(page.cursor));
         let retry = state.config.poll_interval();
-        let spans = follow_all(state.spans.clone(), &state.span_fanout, &state.pool, start, retry).await?;
+        let start = start.global(&state.spans).await?;
+        let spans = follow_all(state.spans.clone(), &state.span_fanout, start, retry).await?;
         let session_id = params.session_id;
         let spans = spans
             .filter(move |span| {

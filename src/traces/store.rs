@@ -13,7 +13,7 @@ use crate::db::{
     raw_json,
     retry::{Attempt, Retries, in_feed_tx},
     tail::FeedSource,
-    watch::WatchSource,
+    watch::{KeyPages, WatchSource},
 };
 
 /// Spans in Postgres.
@@ -286,6 +286,27 @@ impl FeedSource for SpanStore {
     }
 }
 
+impl KeyPages for SpanStore {
+    async fn key_page(&self, trace_id: &str, after: i64) -> StoreResult<Page<SpanRecord, i64>> {
+        let rows = sqlx::query!(
+            r#"select sequence_number, trace_id, session_id, span::text as "span!", position,
+                      tx::text::bigint as "tx!", bytes
+               from (select *, sum(bytes) over (order by position) as running
+                     from spans where trace_id = $1 and position > $2 order by position limit $3) s
+               where running - bytes < $4
+               order by position"#,
+            trace_id,
+            after,
+            BATCH,
+            BATCH_BYTES,
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        let records = rows.into_iter().map(|row| Ok(record!(row))).collect::<StoreResult<Vec<_>>>()?;
+        Ok(Page::of_key(records, after))
+    }
+}
+
 impl WatchSource for SpanStore {
     async fn last_position(&self, trace_id: &str) -> StoreResult<i64> {
         Ok(sqlx::query_scalar!(
@@ -304,25 +325,6 @@ impl WatchSource for SpanStore {
         )
         .fetch_one(&self.pool)
         .await?)
-    }
-
-    async fn key_page(&self, trace_id: &str, after: i64) -> StoreResult<Page<SpanRecord, i64>> {
-        let rows = sqlx::query!(
-            r#"select sequence_number, trace_id, session_id, span::text as "span!", position,
-                      tx::text::bigint as "tx!", bytes
-               from (select *, sum(bytes) over (order by position) as running
-                     from spans where trace_id = $1 and position > $2 order by position limit $3) s
-               where running - bytes < $4
-               order by position"#,
-            trace_id,
-            after,
-            BATCH,
-            BATCH_BYTES,
-        )
-        .fetch_all(&self.pool)
-        .await?;
-        let records = rows.into_iter().map(|row| Ok(record!(row))).collect::<StoreResult<Vec<_>>>()?;
-        Ok(Page::of_key(records, after))
     }
 
     async fn global_cursor_of(&self, sequence: i64) -> StoreResult<GlobalCursor> {

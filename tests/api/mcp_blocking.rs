@@ -109,9 +109,9 @@ async fn a_client_disconnect_ends_the_wait_but_never_the_question() {
     call.abort();
     let _ = call.await;
     // The server notices the closed connection and drops its waiter (nothing signals that, so look).
-    let waiting = ark_broker::db::hub::Topic::Question(id.clone());
+    let waiting = ark_broker::db::wakeup::Wakeup::Question(id.clone());
     within("the wait to end", async {
-        while app.state.hub.has(&waiting) {
+        while app.state.wakeups.has(&waiting) {
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
     })

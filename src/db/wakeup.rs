@@ -1,5 +1,7 @@
-//! The in-process half of fan-out: a map from topic to a wake-up channel, shared by every reader on this
-//! replica. Entries are created by the first subscriber and removed when the last one leaves.
+//! Wake-ups for question readers: a map from what a reader waits on to a wake-up channel, shared by every
+//! reader on this replica (watchers, MCP calls waiting for an answer, the outbox workers). Entries are
+//! created by the first subscriber and removed when the last one leaves. (Feeds whose rows readers take from
+//! memory use [`super::fanout`] instead; questions change rarely, and each reader reads its own changes.)
 //!
 //! A wake-up carries no data. It only says "rows may have been added after what you delivered"; the
 //! reader then reads `sequence > last_delivered` from Postgres. That is why a `watch` channel (latest value
@@ -13,16 +15,10 @@ use std::{
 
 use tokio::sync::watch;
 
-/// What a reader waits on.
+/// What a question reader waits on.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Topic {
-    /// Any new message (readers filter by conversation or query themselves).
-    Messages,
-    /// Any new chunk, of any stream (`GET /stream?watch=true`).
-    AllChunks,
-    /// New chunks of one stream.
-    Stream(String),
-    /// Any change to any question (watchers).
+pub enum Wakeup {
+    /// Any change to any question (watchers, the outbox workers).
     Questions,
     /// Changes to one question (MCP calls waiting for its answer).
     Question(String),
@@ -30,22 +26,22 @@ pub enum Topic {
 
 /// A cheap, cloneable handle to this replica's topic map.
 #[derive(Debug, Clone, Default)]
-pub struct Hub {
-    topics: Arc<Mutex<HashMap<Topic, watch::Sender<u64>>>>,
+pub struct Wakeups {
+    topics: Arc<Mutex<HashMap<Wakeup, watch::Sender<u64>>>>,
 }
 
-impl Hub {
+impl Wakeups {
     /// Starts waiting on `topic`. Subscribe *before* reading rows, so nothing committed in between is missed.
-    pub fn subscribe(&self, topic: Topic) -> Subscription {
+    pub fn subscribe(&self, topic: Wakeup) -> Subscription {
         let mut topics = self.lock();
         let sender = topics.entry(topic.clone()).or_insert_with(|| watch::channel(0).0);
         let mut receiver = sender.subscribe();
         receiver.mark_unchanged();
-        Subscription { hub: self.clone(), topic, receiver }
+        Subscription { wakeups: self.clone(), topic, receiver }
     }
 
     /// Wakes the readers of `topic`, if any.
-    pub fn wake(&self, topic: &Topic) {
+    pub fn wake(&self, topic: &Wakeup) {
         if let Some(sender) = self.lock().get(topic) {
             sender.send_modify(|generation| *generation = generation.wrapping_add(1));
         }
@@ -60,7 +56,7 @@ impl Hub {
     }
 
     /// Whether anyone waits on `topic`.
-    pub fn has(&self, topic: &Topic) -> bool {
+    pub fn has(&self, topic: &Wakeup) -> bool {
         self.lock().contains_key(topic)
     }
 
@@ -74,7 +70,7 @@ impl Hub {
         self.lock().len()
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<Topic, watch::Sender<u64>>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<Wakeup, watch::Sender<u64>>> {
         // The map stays consistent even if a holder panicked: every critical section is a single map call.
         self.topics.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -83,8 +79,8 @@ impl Hub {
 /// One reader's interest in a topic; dropping it unsubscribes.
 #[derive(Debug)]
 pub struct Subscription {
-    hub: Hub,
-    topic: Topic,
+    wakeups: Wakeups,
+    topic: Wakeup,
     receiver: watch::Receiver<u64>,
 }
 
@@ -101,7 +97,7 @@ impl Subscription {
 
 impl Drop for Subscription {
     fn drop(&mut self) {
-        let mut topics = self.hub.lock();
+        let mut topics = self.wakeups.lock();
         // Under the map lock no one can subscribe meanwhile; `1` is this subscription's own receiver.
         if topics.get(&self.topic).is_some_and(|sender| sender.receiver_count() <= 1) {
             topics.remove(&self.topic);
@@ -115,10 +111,10 @@ mod tests {
 
     #[tokio::test]
     async fn a_wake_reaches_subscribers_of_that_topic_only() {
-        let hub = Hub::default();
-        let mut a = hub.subscribe(Topic::Stream("a".into()));
-        let mut b = hub.subscribe(Topic::Stream("b".into()));
-        hub.wake(&Topic::Stream("a".into()));
+        let wakeups = Wakeups::default();
+        let mut a = wakeups.subscribe(Wakeup::Question("a".into()));
+        let mut b = wakeups.subscribe(Wakeup::Question("b".into()));
+        wakeups.wake(&Wakeup::Question("a".into()));
         a.woken().await;
         let not_woken = tokio::time::timeout(std::time::Duration::from_millis(20), b.woken()).await;
         assert!(not_woken.is_err(), "b must not be woken by a wake on a");
@@ -126,21 +122,21 @@ mod tests {
 
     #[tokio::test]
     async fn a_wake_before_waiting_is_not_lost() {
-        let hub = Hub::default();
-        let mut sub = hub.subscribe(Topic::Messages);
-        hub.wake(&Topic::Messages);
+        let wakeups = Wakeups::default();
+        let mut sub = wakeups.subscribe(Wakeup::Questions);
+        wakeups.wake(&Wakeup::Questions);
         sub.woken().await;
     }
 
     #[test]
     fn entries_disappear_with_their_last_subscriber() {
-        let hub = Hub::default();
-        let first = hub.subscribe(Topic::Stream("s".into()));
-        let second = hub.subscribe(Topic::Stream("s".into()));
-        assert_eq!(hub.topic_count(), 1);
+        let wakeups = Wakeups::default();
+        let first = wakeups.subscribe(Wakeup::Question("s".into()));
+        let second = wakeups.subscribe(Wakeup::Question("s".into()));
+        assert_eq!(wakeups.topic_count(), 1);
         drop(first);
-        assert!(hub.has(&Topic::Stream("s".into())), "one subscriber is left");
+        assert!(wakeups.has(&Wakeup::Question("s".into())), "one subscriber is left");
         drop(second);
-        assert!(hub.is_empty(), "the entry must be removed with its last subscriber");
+        assert!(wakeups.is_empty(), "the entry must be removed with its last subscriber");
     }
 }
