@@ -16,30 +16,28 @@ use crate::{
     config::Config,
     db::{
         self,
-        fanout::Fanout,
         feed::Feed,
-        listener::{self, ListenerStatus, Tails},
-        tail,
+        listener::{self, ListenerStatus},
+        live::{Feeds, LiveFeed},
         wakeup::Wakeups,
     },
-    events::{model::EventRecord, store::EventStore},
+    events::store::EventStore,
     http::sse_end::{self, StreamsEnd},
     idempotency::store::KeyStore,
-    messages::{model::MessageItem, store::MessageStore},
+    messages::store::MessageStore,
     queries::store::QueryStore,
     query_status,
     questions::{store::QuestionStore, tail as question_tail},
     retention::{self, Reaper},
-    sessions::{model::SessionChange, store::SessionStore},
+    sessions::store::SessionStore,
     streams::{
         abort,
         budget::NdjsonBudget,
         completion::{self, OpenWriters},
-        model::ChunkRow,
         store::ChunkStore,
         writer::ChunkWriter,
     },
-    traces::{model::SpanRecord, store::SpanStore},
+    traces::store::SpanStore,
 };
 
 /// How long start-up waits for the LISTEN connection before giving up.
@@ -58,28 +56,18 @@ pub struct AppState {
     pub channels: Channels,
     /// Wake-ups for question readers (waiters, watchers, the Query status worker).
     pub wakeups: Wakeups,
-    /// This replica's readers of chunk streams.
-    pub chunk_fanout: Fanout<ChunkRow>,
-    /// This replica's readers of messages.
-    pub message_fanout: Fanout<MessageItem>,
-    /// This replica's readers of events.
-    pub event_fanout: Fanout<EventRecord>,
-    /// This replica's readers of sessions.
-    pub session_fanout: Fanout<SessionChange>,
-    /// This replica's readers of spans.
-    pub span_fanout: Fanout<SpanRecord>,
     /// Whether the LISTEN connection is up.
     pub listener: ListenerStatus,
     /// Conversation memory.
-    pub messages: MessageStore,
+    pub messages: LiveFeed<MessageStore>,
     /// Chunk streams.
-    pub chunks: ChunkStore,
+    pub chunks: LiveFeed<ChunkStore>,
     /// Execution events.
-    pub events: EventStore,
+    pub events: LiveFeed<EventStore>,
     /// Sessions.
-    pub sessions: SessionStore,
+    pub sessions: LiveFeed<SessionStore>,
     /// Spans.
-    pub spans: SpanStore,
+    pub spans: LiveFeed<SpanStore>,
     /// Questions.
     pub questions: QuestionStore,
     /// Queries' resume state.
@@ -156,27 +144,18 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
     let sessions = SessionStore::new(pool.clone());
     let spans = SpanStore::new(pool.clone());
     let (writer, writer_task) = ChunkWriter::spawn(chunks.clone(), config.flush_max_rows as usize);
-    let (chunk_fanout, message_fanout) = (Fanout::default(), Fanout::default());
-    let (chunk_tail, chunk_tail_task) = tail::spawn(Feed::Chunks, chunks.clone(), chunk_fanout.clone());
-    let (message_tail, message_tail_task) = tail::spawn(Feed::Messages, messages.clone(), message_fanout.clone());
-    let (event_fanout, session_fanout) = (Fanout::default(), Fanout::default());
-    let (event_tail, event_tail_task) = tail::spawn(Feed::Events, events.clone(), event_fanout.clone());
-    let (session_tail, session_tail_task) = tail::spawn(Feed::Sessions, sessions.clone(), session_fanout.clone());
-    let span_fanout = Fanout::default();
-    let (span_tail, span_tail_task) = tail::spawn(Feed::Spans, spans.clone(), span_fanout.clone());
-    let (question_tail, question_tail_task) = question_tail::spawn(questions.clone(), wakeups.clone());
-    let tails: Tails = [
-        (Feed::Chunks, chunk_tail),
-        (Feed::Messages, message_tail),
-        (Feed::Questions, question_tail),
-        (Feed::Events, event_tail),
-        (Feed::Sessions, session_tail),
-        (Feed::Spans, span_tail),
-    ]
-    .into();
+    // Every feed is registered here, once: its tail starts and joins the listener's.
+    let mut feeds = Feeds::default();
+    let chunks = feeds.register(Feed::Chunks, chunks);
+    let messages = feeds.register(Feed::Messages, messages);
+    let events = feeds.register(Feed::Events, events);
+    let sessions = feeds.register(Feed::Sessions, sessions);
+    let spans = feeds.register(Feed::Spans, spans);
+    feeds.add_tail(Feed::Questions, question_tail::spawn(questions.clone(), wakeups.clone()));
+    let (tails, tail_tasks) = feeds.into_parts();
     let open_writers = OpenWriters::default();
     let (completion_requests, requests) = tokio::sync::mpsc::unbounded_channel();
-    let completion_task = completion::spawn_requests(chunks.clone(), open_writers.clone(), requests);
+    let completion_task = completion::spawn_requests(chunks.store.clone(), open_writers.clone(), requests);
     let connections =
         listener::Connections { listen_pools, pool: pool.clone(), heartbeat_deadline: database.network_timeout() };
     let listener_task = tokio::spawn(listener::run(
@@ -198,37 +177,26 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
     let channels = Channels::new(&config, pool.clone());
     let reaper = Reaper {
         pool: pool.clone(),
-        chunks: chunks.clone(),
+        chunks: chunks.store.clone(),
         stream_retention_seconds: config.stream_retention_seconds as i64,
         patches: query_status::store::PatchStore::new(pool.clone()),
         deliveries: channels.deliveries().clone(),
-        messages: messages.clone(),
+        messages: messages.store.clone(),
         questions: questions.clone(),
         keys: KeyStore::new(pool.clone()),
-        events: events.clone(),
+        events: events.store.clone(),
         max_events: config.max_events as i64,
-        sessions: sessions.clone(),
-        spans: spans.clone(),
+        sessions: sessions.store.clone(),
+        spans: spans.store.clone(),
         max_spans: config.max_spans as i64,
         question_log_seconds: config.question_log_seconds as i64,
         batch: config.reap_batch_size as i64,
     };
     let abort_grace = Duration::from_secs(config.stream_abort_grace_seconds);
-    let abort_task = abort::spawn(chunks.clone(), open_writers.clone(), abort_grace, drained.clone());
+    let abort_task = abort::spawn(chunks.store.clone(), open_writers.clone(), abort_grace, drained.clone());
     // The tails end when the listener, which holds their senders, ends.
-    let mut background = vec![
-        listener_task,
-        writer_task,
-        abort_task,
-        chunk_tail_task,
-        message_tail_task,
-        question_tail_task,
-        event_tail_task,
-        session_tail_task,
-        span_tail_task,
-        completion_task,
-        mover,
-    ];
+    let mut background = vec![listener_task, writer_task, abort_task, completion_task, mover];
+    background.extend(tail_tasks);
     background.extend(auth_task);
     // Interval 0 (upstream's `ROW_REAP_INTERVAL_SECONDS=0`): this replica never reaps.
     if config.reap_interval_seconds > 0 {
@@ -247,16 +215,11 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
         questions,
         events,
         sessions,
-        event_fanout,
-        session_fanout,
         spans,
-        span_fanout,
         pool,
         auth,
         channels,
         wakeups,
-        chunk_fanout,
-        message_fanout,
         listener: status,
         chunks,
         writer,
@@ -276,25 +239,28 @@ impl AppState {
     }
 }
 
-/// Hands each domain the part of the state its handlers reach. A field left out of a list fails to compile
-/// (the struct literal must be whole), so a list cannot drift from its `RouteState`.
+/// Hands each domain the part of the state its handlers reach (`field`, or `field = path` for a part of a
+/// field). A field left out of a list fails to compile (the struct literal must be whole), so a list cannot
+/// drift from its `RouteState`.
 macro_rules! route_states {
-    ($($domain:ident { $($field:ident),* $(,)? })*) => {$(
+    ($($domain:ident { $($field:ident $(= $($path:ident).+)?),* $(,)? })*) => {$(
         impl FromRef<AppState> for crate::$domain::RouteState {
             fn from_ref(state: &AppState) -> Self {
-                crate::$domain::RouteState { $($field: state.$field.clone()),* }
+                crate::$domain::RouteState { $($field: route_states!(@part state, $field $(, $($path).+)?)),* }
             }
         }
     )*};
+    (@part $state:ident, $field:ident) => { $state.$field.clone() };
+    (@part $state:ident, $field:ident, $($path:ident).+) => { $state.$($path).+.clone() };
 }
 
 route_states! {
-    messages { config, pool, messages, message_fanout, streams_end }
-    events { config, pool, events, event_fanout, streams_end }
-    sessions { config, sessions, session_fanout, streams_end }
-    traces { config, pool, spans, span_fanout, streams_end }
-    streams { config, pool, chunks, chunk_fanout, writer, ndjson_budget, streams_end, drain_deadline, open_writers }
+    messages { config, pool, messages, streams_end }
+    events { config, pool, events, streams_end }
+    sessions { config, sessions, streams_end }
+    traces { config, pool, spans, streams_end }
+    streams { config, pool, chunks, writer, ndjson_budget, streams_end, drain_deadline, open_writers }
     questions { config, auth, wakeups, questions, streams_end }
-    queries { query_state, chunks, questions }
+    queries { query_state, chunks = chunks.store, questions }
     channels { config, channels, questions }
 }

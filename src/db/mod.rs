@@ -10,6 +10,7 @@ pub mod follow;
 pub mod heartbeat;
 pub mod keepalive;
 pub mod listener;
+pub mod live;
 mod migrate;
 pub mod wakeup;
 

@@ -9,9 +9,10 @@ use futures::{Stream, StreamExt, stream::BoxStream};
 
 use super::{
     StoreResult,
-    fanout::{Fanout, FeedRow},
+    fanout::FeedRow,
     feed::GlobalCursor,
     follow::{Page, follow, follow_woken},
+    live::LiveFeed,
     tail::FeedSource,
     wakeup::Subscription,
 };
@@ -52,11 +53,11 @@ pub enum GlobalStart {
 
 impl Start {
     /// Where a watch of the whole feed starts: a sequence number becomes the cursor right after its row.
-    pub async fn global<S: WatchSource>(self, source: &S) -> StoreResult<GlobalStart> {
+    pub async fn global<S: WatchSource>(self, feed: &LiveFeed<S>) -> StoreResult<GlobalStart> {
         Ok(match self {
             Start::Live => GlobalStart::Live,
             Start::Beginning => GlobalStart::Beginning,
-            Start::After(sequence) => GlobalStart::After(source.global_cursor_of(sequence).await?),
+            Start::After(sequence) => GlobalStart::After(feed.global_cursor_of(sequence).await?),
         })
     }
 }
@@ -84,29 +85,28 @@ pub trait WatchSource: KeyPages {
 
 /// One key's rows from `start`, forever.
 pub async fn follow_key<S: WatchSource>(
-    source: S,
-    fanout: &Fanout<S::Row>,
+    feed: &LiveFeed<S>,
     key: String,
     start: Start,
     retry_pause: Duration,
 ) -> StoreResult<BoxStream<'static, Arc<S::Row>>> {
     let after = match start {
-        Start::Live => source.last_position(&key).await?,
+        Start::Live => feed.last_position(&key).await?,
         Start::Beginning => 0,
-        Start::After(sequence) => source.position_after_sequence(&key, sequence).await?,
+        Start::After(sequence) => feed.position_after_sequence(&key, sequence).await?,
     };
-    Ok(key_after(source, fanout, key, after, retry_pause))
+    Ok(key_after(feed, key, after, retry_pause))
 }
 
 /// One key's rows after position `after`, forever.
 pub fn key_after<S: KeyPages>(
-    source: S,
-    fanout: &Fanout<S::Row>,
+    feed: &LiveFeed<S>,
     key: String,
     after: i64,
     retry_pause: Duration,
 ) -> BoxStream<'static, Arc<S::Row>> {
-    let subscription = fanout.subscribe_key(&key);
+    let subscription = feed.fanout.subscribe_key(&key);
+    let source = feed.store.clone();
     let read = move |after| {
         let (source, key) = (source.clone(), key.clone());
         async move { source.key_page(&key, after).await }
@@ -117,12 +117,12 @@ pub fn key_after<S: KeyPages>(
 /// Every row of the feed from `start`, forever. A live-only watch starts at the horizon and skips rows of
 /// transactions that had committed before it began.
 pub async fn follow_all<S: FeedSource + Clone>(
-    source: S,
-    fanout: &Fanout<S::Row>,
+    feed: &LiveFeed<S>,
     start: GlobalStart,
     retry_pause: Duration,
 ) -> StoreResult<BoxStream<'static, Arc<S::Row>>> {
-    let subscription = fanout.subscribe_global();
+    let subscription = feed.fanout.subscribe_global();
+    let source = feed.store.clone();
     let (from, snapshot) = match start {
         GlobalStart::After(cursor) => (cursor, None),
         GlobalStart::Beginning => (GlobalCursor::default(), None),

@@ -14,8 +14,7 @@ use std::sync::Arc;
 use sqlx::PgPool;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-use self::model::EventRecord;
-use crate::{config::Config, db::fanout::Fanout, http::sse_end::StreamsEnd};
+use crate::{config::Config, db::live::LiveFeed, http::sse_end::StreamsEnd};
 
 /// The part of the shared state the `/events` handlers reach. The whole state hands it out (`FromRef`), so this domain
 /// never depends on the whole.
@@ -26,9 +25,7 @@ pub struct RouteState {
     /// The request pool.
     pub pool: PgPool,
     /// Execution events.
-    pub events: EventStore,
-    /// This replica's readers of events.
-    pub event_fanout: Fanout<EventRecord>,
+    pub events: LiveFeed<EventStore>,
     /// When this replica's event streams end (shutdown, or PostgreSQL lost).
     pub streams_end: StreamsEnd,
 }

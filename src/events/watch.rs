@@ -17,7 +17,7 @@ use crate::{
 /// Streams one query's events from `start`.
 pub async fn query(state: &RouteState, query_id: String, start: Start) -> Result<Response, ApiError> {
     let retry = state.config.poll_interval();
-    let events = follow_key(state.events.clone(), &state.event_fanout, query_id, start, retry).await?;
+    let events = follow_key(&state.events, query_id, start, retry).await?;
     Ok(respond(state, events))
 }
 
@@ -25,7 +25,7 @@ pub async fn query(state: &RouteState, query_id: String, start: Start) -> Result
 pub async fn all(state: &RouteState, session_id: Option<String>, start: Start) -> Result<Response, ApiError> {
     let retry = state.config.poll_interval();
     let start = start.global(&state.events).await?;
-    let events = follow_all(state.events.clone(), &state.event_fanout, start, retry).await?;
+    let events = follow_all(&state.events, start, retry).await?;
     let events = events
         .filter(move |record| {
             std::future::ready(session_id.as_deref().is_none_or(|id| record.session_id.as_deref() == Some(id)))

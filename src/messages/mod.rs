@@ -13,8 +13,7 @@ use std::sync::Arc;
 use sqlx::PgPool;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-use self::model::MessageItem;
-use crate::{config::Config, db::fanout::Fanout, http::sse_end::StreamsEnd};
+use crate::{config::Config, db::live::LiveFeed, http::sse_end::StreamsEnd};
 
 /// The part of the shared state the Memory API's handlers reach. The whole state hands it out (`FromRef`), so this
 /// domain never depends on the whole.
@@ -25,9 +24,7 @@ pub struct RouteState {
     /// The request pool.
     pub pool: PgPool,
     /// Conversation memory.
-    pub messages: MessageStore,
-    /// This replica's readers of messages.
-    pub message_fanout: Fanout<MessageItem>,
+    pub messages: LiveFeed<MessageStore>,
     /// When this replica's event streams end (shutdown, or PostgreSQL lost).
     pub streams_end: StreamsEnd,
 }

@@ -21,11 +21,11 @@ pub async fn respond(
     filter: MessageFilter,
     resume_after: Option<i64>,
 ) -> Result<Response, ApiError> {
-    let (store, retry) = (state.messages.clone(), state.config.poll_interval());
+    let retry = state.config.poll_interval();
     let start = Start::of(false, resume_after);
     let items = match filter.conversation_id.clone() {
-        Some(conversation_id) => follow_key(store, &state.message_fanout, conversation_id, start, retry).await?,
-        None => follow_all(store.clone(), &state.message_fanout, start.global(&store).await?, retry).await?,
+        Some(conversation_id) => follow_key(&state.messages, conversation_id, start, retry).await?,
+        None => follow_all(&state.messages, start.global(&state.messages).await?, retry).await?,
     };
     let items = items
         .filter(move |item| std::future::ready(filter.matches(item)))

@@ -16,8 +16,7 @@ use std::sync::Arc;
 
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-use self::model::SessionChange;
-use crate::{config::Config, db::fanout::Fanout, http::sse_end::StreamsEnd};
+use crate::{config::Config, db::live::LiveFeed, http::sse_end::StreamsEnd};
 
 /// The part of the shared state the `/sessions` handlers reach. The whole state hands it out (`FromRef`), so this
 /// domain never depends on the whole.
@@ -26,9 +25,7 @@ pub struct RouteState {
     /// The settings this replica runs with.
     pub config: Arc<Config>,
     /// Sessions.
-    pub sessions: SessionStore,
-    /// This replica's readers of sessions.
-    pub session_fanout: Fanout<SessionChange>,
+    pub sessions: LiveFeed<SessionStore>,
     /// When this replica's event streams end (shutdown, or PostgreSQL lost).
     pub streams_end: StreamsEnd,
 }

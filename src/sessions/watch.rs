@@ -16,7 +16,7 @@ use crate::{
 /// Starts the watch (optionally of one session).
 pub async fn respond(state: &RouteState, session_id: Option<String>) -> Result<Response, ApiError> {
     let retry = state.config.poll_interval();
-    let changes = follow_all(state.sessions.clone(), &state.session_fanout, GlobalStart::Beginning, retry)
+    let changes = follow_all(&state.sessions, GlobalStart::Beginning, retry)
         .await?
         .filter(move |change| std::future::ready(session_id.as_deref().is_none_or(|id| id == change.session_id)))
         .map(|change| sse::data(&change.frame));

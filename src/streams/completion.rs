@@ -34,12 +34,8 @@ use tokio::{
 };
 use uuid::Uuid;
 
-use super::{
-    ChunkStore,
-    completion_store::Step,
-    model::{ChunkRow, Completion},
-};
-use crate::db::{StoreResult, fanout::Delivery, fanout::Fanout};
+use super::{ChunkStore, completion_store::Step, model::Completion};
+use crate::db::{StoreResult, fanout::Delivery, live::LiveFeed};
 
 /// A sealing POST's lines are all read once nothing more arrived for this long.
 pub const QUIET: Duration = Duration::from_millis(50);
@@ -133,13 +129,12 @@ impl Drop for OpenWriter {
 /// `POST /stream/{id}/complete`: the marker is stored after every line received before this call, or
 /// requested from the open POSTs that received them (see the module docs).
 pub async fn complete(
-    chunks: &ChunkStore,
-    fanout: &Fanout<ChunkRow>,
+    chunks: &LiveFeed<ChunkStore>,
     writers: &OpenWriters,
     stream_id: &str,
 ) -> StoreResult<Completion> {
     // Subscribed before the first step, so a marker appended right after it is not missed.
-    let mut subscription = fanout.subscribe_key(stream_id);
+    let mut subscription = chunks.fanout.subscribe_key(stream_id);
     let started = Instant::now();
     // Whether the marker this call waits for answers its request (`completed`) or an earlier call's
     // (`already_completed`: one call in a stream's life says it completed it).

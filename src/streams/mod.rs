@@ -29,8 +29,8 @@ use tokio_util::sync::CancellationToken;
 
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-use self::{budget::NdjsonBudget, model::ChunkRow};
-use crate::{config::Config, db::fanout::Fanout, http::sse_end::StreamsEnd};
+use self::budget::NdjsonBudget;
+use crate::{config::Config, db::live::LiveFeed, http::sse_end::StreamsEnd};
 
 /// The part of the shared state the chunk-stream handlers reach. The whole state hands it out (`FromRef`), so this
 /// domain never depends on the whole.
@@ -41,9 +41,7 @@ pub struct RouteState {
     /// The request pool.
     pub pool: PgPool,
     /// Chunk streams.
-    pub chunks: ChunkStore,
-    /// This replica's readers of chunk streams.
-    pub chunk_fanout: Fanout<ChunkRow>,
+    pub chunks: LiveFeed<ChunkStore>,
     /// This replica's group-commit writer.
     pub writer: ChunkWriter,
     /// The bytes all open chunk POSTs may hold in partly received NDJSON lines.

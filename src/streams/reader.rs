@@ -102,8 +102,7 @@ pub async fn stream_response(
     // Rows up to here are not sent; the unified translation still sees them.
     let sent_after = if options.from_beginning { 0 } else { start };
     let from = if options.format == Format::Unified { 0 } else { sent_after };
-    let mut rows =
-        watch::key_after(store.clone(), &state.chunk_fanout, stream_id.clone(), from, state.config.poll_interval());
+    let mut rows = watch::key_after(&state.chunks, stream_id.clone(), from, state.config.poll_interval());
     let events = async_stream::stream! {
         // Armed until the first live chunk (one stored after we started); replayed chunks do not disarm it.
         let mut deadline = options.wait_for_query.map(|wait| Instant::now() + wait);
@@ -162,7 +161,7 @@ pub async fn stream_response(
 /// its own order, and none is skipped for committing late.
 pub async fn feed_response(state: &RouteState) -> Result<Response, ApiError> {
     let start = GlobalStart::Live;
-    let chunks = watch::follow_all(state.chunks.clone(), &state.chunk_fanout, start, state.config.poll_interval())
+    let chunks = watch::follow_all(&state.chunks, start, state.config.poll_interval())
         .await?
         .filter(|row| std::future::ready(row.is_openai_visible()))
         .map(|row| feed_event(&row));

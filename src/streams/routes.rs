@@ -120,7 +120,7 @@ pub async fn ingest(
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn complete(State(state): State<RouteState>, Path(id): Path<String>) -> Result<Json<Completed>, ApiError> {
     validate::key("query", &id)?;
-    let status = match completion::complete(&state.chunks, &state.chunk_fanout, &state.open_writers, &id).await? {
+    let status = match completion::complete(&state.chunks, &state.open_writers, &id).await? {
         Completion::Completed => CompletionStatus::Completed,
         Completion::AlreadyCompleted => CompletionStatus::AlreadyCompleted,
         Completion::NotFound => return Err(ApiError::NotFound("Stream not found".into())),

@@ -15,8 +15,7 @@ use sqlx::PgPool;
 use tower_http::decompression::RequestDecompressionLayer;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-use self::model::SpanRecord;
-use crate::{config::Config, db::fanout::Fanout, http::sse_end::StreamsEnd};
+use crate::{config::Config, db::live::LiveFeed, http::sse_end::StreamsEnd};
 
 /// The part of the shared state the OTLP receiver and the `/traces` handlers reach. The whole state hands it out
 /// (`FromRef`), so this domain never depends on the whole.
@@ -27,9 +26,7 @@ pub struct RouteState {
     /// The request pool.
     pub pool: PgPool,
     /// Spans.
-    pub spans: SpanStore,
-    /// This replica's readers of spans.
-    pub span_fanout: Fanout<SpanRecord>,
+    pub spans: LiveFeed<SpanStore>,
     /// When this replica's event streams end (shutdown, or PostgreSQL lost).
     pub streams_end: StreamsEnd,
 }

@@ -91,7 +91,7 @@ pub async fn list(
         let start = Start::of(false, params.cursor.is_some().then_some(page.cursor));
         let retry = state.config.poll_interval();
         let start = start.global(&state.spans).await?;
-        let spans = follow_all(state.spans.clone(), &state.span_fanout, start, retry).await?;
+        let spans = follow_all(&state.spans, start, retry).await?;
         let session_id = params.session_id;
         let spans = spans
             .filter(move |span| {
@@ -133,7 +133,7 @@ pub async fn trace(
     if flag("watch", params.watch.as_deref())? {
         let start = params.start(page)?;
         let retry = state.config.poll_interval();
-        let spans = follow_key(state.spans.clone(), &state.span_fanout, trace_id, start, retry).await?;
+        let spans = follow_key(&state.spans, trace_id, start, retry).await?;
         return Ok(respond(&state, spans));
     }
     let spans = state.spans.trace(&trace_id).await?;
