@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 
 use super::{
     tasks::{self, RELATED_TASK, Tasks, internal},
-    tools::{self, ASK_QUESTION, Caller},
+    tools::{self, BrokerTool, Caller},
     waiter::{Wait, Waiter},
 };
 use crate::{questions::Change, state::AppState};
@@ -87,7 +87,7 @@ struct Legacy {
 
 impl Legacy {
     async fn create(&self, params: &Value) -> Result<Value, McpError> {
-        if params["name"] != ASK_QUESTION {
+        if !params["name"].as_str().and_then(BrokerTool::named).is_some_and(BrokerTool::supports_tasks) {
             return Err(McpError::new(ErrorCode::METHOD_NOT_FOUND, "This tool does not support task execution", None));
         }
         let question = tools::ask_arguments(params["arguments"].as_object(), &self.caller, &self.state.config)?;
@@ -242,10 +242,10 @@ fn add_task_capabilities(result: &mut Value) {
     }
 }
 
-/// `tools/list`: `ask_question` may be called as a task.
+/// `tools/list`: the tools that may be called as a task say so.
 fn add_task_support(result: &mut Value) {
     for tool in result["tools"].as_array_mut().into_iter().flatten() {
-        if tool["name"] == ASK_QUESTION {
+        if tool["name"].as_str().and_then(BrokerTool::named).is_some_and(BrokerTool::supports_tasks) {
             tool["execution"] = json!({"taskSupport": "optional"});
         }
     }

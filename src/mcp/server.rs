@@ -17,7 +17,7 @@ use rmcp::{
 
 use super::{
     tasks::{self, Tasks, internal},
-    tools::{self, ASK_QUESTION, Caller, LIST_PENDING_QUESTIONS},
+    tools::{self, BrokerTool, Caller},
     waiter::{Wait, Waiter},
 };
 use crate::{
@@ -167,10 +167,10 @@ impl ServerHandler for BrokerMcp {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        match request.name.as_ref() {
-            ASK_QUESTION => self.ask(request, context).await,
-            LIST_PENDING_QUESTIONS => self.list_pending(context).await,
-            other => Err(McpError::invalid_params(format!("Unknown tool: {other}"), None)),
+        match BrokerTool::named(&request.name) {
+            Some(BrokerTool::AskQuestion) => self.ask(request, context).await,
+            Some(BrokerTool::ListPendingQuestions) => self.list_pending(context).await,
+            None => Err(McpError::invalid_params(format!("Unknown tool: {}", request.name), None)),
         }
     }
 

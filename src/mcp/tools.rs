@@ -20,10 +20,59 @@ use crate::{
     validate::shape::from_value,
 };
 
-/// Asks a person and waits for the answer.
-pub const ASK_QUESTION: &str = "ask_question";
-/// Lists pending questions.
-pub const LIST_PENDING_QUESTIONS: &str = "list_pending_questions";
+/// The broker's MCP tools: each is named, described and given its task support here, once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BrokerTool {
+    /// Asks a person and waits for the answer.
+    AskQuestion,
+    /// Lists pending questions.
+    ListPendingQuestions,
+}
+
+impl BrokerTool {
+    /// In `tools/list`'s order: the listing-only tool first, since generic clients (and the conformance
+    /// suite) probe the first tool with `{}`.
+    pub const ALL: [BrokerTool; 2] = [BrokerTool::ListPendingQuestions, BrokerTool::AskQuestion];
+
+    /// The tool's name on the wire.
+    pub fn name(self) -> &'static str {
+        match self {
+            BrokerTool::AskQuestion => "ask_question",
+            BrokerTool::ListPendingQuestions => "list_pending_questions",
+        }
+    }
+
+    /// The tool a call names, if it is one of ours.
+    pub fn named(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|tool| tool.name() == name)
+    }
+
+    /// Whether a call may run as a task (MCP Tasks): only a question waits long enough to need one.
+    pub fn supports_tasks(self) -> bool {
+        matches!(self, BrokerTool::AskQuestion)
+    }
+
+    /// The tool as `tools/list` shows it.
+    fn definition(self) -> Tool {
+        match self {
+            BrokerTool::AskQuestion => Tool::new(
+                self.name(),
+                "Ask a person (or team) a question and wait for the answer. The question appears in the \
+                 broker's web page and REST API (and the listed channels); the call returns once someone \
+                 answers. Call it as a task to avoid holding the connection open.",
+                schema_for_type::<AskArguments>(),
+            )
+            .with_raw_output_schema(schema_for_output::<Answered>()),
+            BrokerTool::ListPendingQuestions => Tool::new(
+                self.name(),
+                "List questions still waiting for an answer: the calling agent's own when the broker knows \
+                 who is calling, otherwise all of them.",
+                schema_for_empty_input(),
+            )
+            .with_raw_output_schema(schema_for_output::<PendingQuestions>()),
+        }
+    }
+}
 
 /// What the broker knows about who is calling.
 #[derive(Debug, Clone, Default)]
@@ -118,23 +167,7 @@ pub struct PendingQuestion {
 
 /// The tools as `tools/list` shows them.
 pub fn definitions() -> Vec<Tool> {
-    let ask = Tool::new(
-        ASK_QUESTION,
-        "Ask a person (or team) a question and wait for the answer. The question appears in the broker's \
-         web page and REST API (and the listed channels); the call returns once someone answers. Call it as a \
-         task to avoid holding the connection open.",
-        schema_for_type::<AskArguments>(),
-    )
-    .with_raw_output_schema(schema_for_output::<Answered>());
-    let list = Tool::new(
-        LIST_PENDING_QUESTIONS,
-        "List questions still waiting for an answer: the calling agent's own when the broker knows who is \
-         calling, otherwise all of them.",
-        schema_for_empty_input(),
-    )
-    .with_raw_output_schema(schema_for_output::<PendingQuestions>());
-    // The listing-only tool first: generic clients (and the conformance suite) probe the first tool with `{}`.
-    vec![list, ask]
+    BrokerTool::ALL.map(BrokerTool::definition).into()
 }
 
 /// Builds the question `ask_question` asks from its arguments and the caller, checked as REST checks one.
