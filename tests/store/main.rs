@@ -1,0 +1,113 @@
+//! The stores' contract against a real PostgreSQL, fast: no broker process, a database of its own per test
+//! (`#[sqlx::test]`, dropped after a passing test), migrated by the broker's own migrator. It covers the
+//! feed write path (one NOTIFY naming the transaction, whose rows the tails read back) and the claim loop
+//! (concurrent writers of one key get every position once, in their own order).
+//!
+//! `#[sqlx::test]` takes its server from `DATABASE_URL`: `scripts/test` starts a throwaway PostgreSQL and runs
+//! this tier with it; plain `cargo test` lists these tests as ignored, saying what they need.
+
+use std::collections::BTreeMap;
+
+use ark_broker::{
+    config::Ttls,
+    db::{
+        feed::{CHANNEL, Feed},
+        migrate_on,
+        tail::FeedSource,
+        watch::{KeyPages, WatchSource},
+    },
+    idempotency::{IdempotencyKey, KeyState},
+    messages::store::MessageStore,
+};
+use serde_json::{Value, json};
+use sqlx::{PgPool, postgres::PgListener};
+
+const TTLS: Ttls = Ttls { message_seconds: 3600, event_seconds: 3600, session_seconds: 3600 };
+
+async fn migrated(pool: &PgPool) -> MessageStore {
+    migrate_on(pool.acquire().await.expect("a connection").detach()).await.expect("the migrations apply");
+    MessageStore::new(pool.clone())
+}
+
+/// Every row of `conversation`, by position.
+async fn conversation(store: &MessageStore, conversation: &str) -> Vec<(i64, Value)> {
+    let (mut rows, mut after) = (Vec::new(), 0);
+    loop {
+        let page = store.key_page(conversation, after).await.expect("a page");
+        rows.extend(page.rows.iter().map(|row| (row.position, row.message.clone())));
+        after = page.next;
+        if page.caught_up {
+            return rows;
+        }
+    }
+}
+
+#[ignore = "needs DATABASE_URL: a PostgreSQL whose user may create databases (scripts/test starts one)"]
+#[sqlx::test(migrations = false)]
+async fn concurrent_writers_of_one_conversation_get_every_position_once_in_their_own_order(pool: PgPool) {
+    let store = migrated(&pool).await;
+    let writers: Vec<_> = (0..40)
+        .map(|writer| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let batch = [json!({"writer": writer, "n": 0}), json!({"writer": writer, "n": 1})];
+                store.append("c", "q", &batch, None, TTLS, None).await
+            })
+        })
+        .collect();
+    for writer in writers {
+        assert!(matches!(writer.await.expect("the writer ran"), Ok(KeyState::New)), "every writer's append is stored");
+    }
+    let rows = conversation(&store, "c").await;
+    let positions: Vec<i64> = rows.iter().map(|(position, _)| *position).collect();
+    assert_eq!(positions, (1..=80).collect::<Vec<_>>(), "positions 1..=80, each once, none skipped");
+    // Each writer's two messages are adjacent and in its order: a batch claims its positions at once.
+    let mut by_writer: BTreeMap<i64, Vec<(i64, i64)>> = BTreeMap::new();
+    for (position, message) in &rows {
+        by_writer
+            .entry(message["writer"].as_i64().unwrap())
+            .or_default()
+            .push((*position, message["n"].as_i64().unwrap()));
+    }
+    assert_eq!(by_writer.len(), 40);
+    for (writer, stored) in by_writer {
+        assert_eq!(stored.len(), 2, "writer {writer}'s two messages, once each");
+        assert_eq!((stored[0].1, stored[1].1), (0, 1), "writer {writer}'s messages in its order");
+        assert_eq!(stored[1].0, stored[0].0 + 1, "writer {writer}'s messages adjacent");
+    }
+    assert_eq!(store.last_position("c").await.expect("the position"), 80);
+}
+
+#[ignore = "needs DATABASE_URL: a PostgreSQL whose user may create databases (scripts/test starts one)"]
+#[sqlx::test(migrations = false)]
+async fn a_write_notifies_once_naming_its_transaction_whose_rows_read_back_exactly(pool: PgPool) {
+    let store = migrated(&pool).await;
+    let mut listener = PgListener::connect_with(&pool).await.expect("a LISTEN connection");
+    listener.listen(CHANNEL).await.expect("LISTEN");
+    let batch = [json!({"role": "user", "content": "hi"}), json!({"role": "assistant", "content": "yo"})];
+    store.append("c", "q", &batch, None, TTLS, None).await.expect("stored");
+    let notification = listener.recv().await.expect("a notification");
+    let (feed, tx) = Feed::parse(notification.payload()).expect("a feed's payload");
+    assert_eq!(feed, Feed::Messages);
+    let rows = store.rows_of(&[tx]).await.expect("the transaction's rows");
+    let messages: Vec<&Value> = rows.iter().map(|row| &row.message).collect();
+    assert_eq!(messages, batch.iter().collect::<Vec<_>>(), "exactly the transaction's rows, in order");
+    assert!(rows.iter().all(|row| row.tx == tx && row.conversation_id == "c"));
+    // Nothing else was said: one write, one notification.
+    store.append("other", "q", &[json!({"n": 1})], None, TTLS, None).await.expect("stored");
+    let next = listener.recv().await.expect("the next notification");
+    assert_ne!(Feed::parse(next.payload()).map(|(_, t)| t), Some(tx), "the first write notified once");
+}
+
+#[ignore = "needs DATABASE_URL: a PostgreSQL whose user may create databases (scripts/test starts one)"]
+#[sqlx::test(migrations = false)]
+async fn a_repeated_idempotency_key_appends_nothing_and_says_so(pool: PgPool) {
+    let store = migrated(&pool).await;
+    let key = IdempotencyKey::parse(b"retry-1").expect("a valid key");
+    let batch = [json!({"n": 1})];
+    let first = store.append("c", "q", &batch, None, TTLS, Some((&key, "fingerprint"))).await.expect("stored");
+    assert_eq!(first, KeyState::New);
+    let again = store.append("c", "q", &batch, None, TTLS, Some((&key, "fingerprint"))).await.expect("answered");
+    assert_ne!(again, KeyState::New, "the retry is recognised");
+    assert_eq!(conversation(&store, "c").await.len(), 1, "and appends nothing (its transaction rolled back)");
+}
