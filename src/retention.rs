@@ -5,67 +5,85 @@
 //! whichever replica takes the turn (an advisory try-lock); each statement deletes at most a batch (`skip locked`), so
 //! no pass holds many locks or a long transaction.
 
-use crate::telemetry::chain;
-use std::time::Duration;
+use std::{future::Future, sync::Arc, time::Duration};
 
+use futures::{FutureExt, future::BoxFuture};
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    channels::store::DeliveryStore,
+    config::Config,
     db::{StoreResult, turn},
-    events::store::EventStore,
-    idempotency::{self, store::KeyStore},
-    messages::store::MessageStore,
-    query_status::store::PatchStore,
-    questions::store::QuestionStore,
-    sessions::SessionStore,
-    streams::store::ChunkStore,
-    telemetry::metrics,
-    traces::store::SpanStore,
+    telemetry::{chain, metrics},
 };
 
 /// How long done Query status patches and seen inbound delivery ids are kept (for a look after the fact).
-const DONE_KEEP_SECONDS: i64 = 86_400;
+pub const DONE_KEEP_SECONDS: i64 = 86_400;
 
-/// What the reaper works on.
-#[derive(Debug, Clone)]
-pub struct Reaper {
-    /// For the reaper's turn.
-    pub pool: PgPool,
-    /// Conversation memory.
-    pub messages: MessageStore,
-    /// Questions.
-    pub questions: QuestionStore,
-    /// Idempotency keys (kept [`idempotency::KEEP_SECONDS`]).
-    pub keys: KeyStore,
-    /// Execution events.
-    pub events: EventStore,
+/// What the reaper keeps, and how much one statement deletes.
+#[derive(Debug, Clone, Copy)]
+pub struct Retention {
+    /// How long a completed or aborted stream is kept.
+    pub stream_seconds: i64,
     /// Most events kept (0: no cap).
     pub max_events: i64,
-    /// Sessions (expired ones go with their queries).
-    pub sessions: SessionStore,
-    /// Spans.
-    pub spans: SpanStore,
     /// Most spans kept (0: no cap).
     pub max_spans: i64,
     /// How long watch-log rows are kept (a watch from before that gets 410 and relists).
     pub question_log_seconds: i64,
-    /// Chunk streams.
-    pub chunks: ChunkStore,
-    /// How long a completed or aborted stream is kept.
-    pub stream_retention_seconds: i64,
-    /// The Query status outbox.
-    pub patches: PatchStore,
-    /// The channel outbox and the inbound delivery ids.
-    pub deliveries: DeliveryStore,
     /// Rows handled per statement (`--reap-batch-size`), so one pass never holds many locks or a long
     /// transaction.
     pub batch: i64,
 }
 
-/// What a pass reports on, in its order: the `kind` labels of the reaper's deletions (each exported at zero
-/// from start-up).
+impl Retention {
+    /// The retention `config` asks for.
+    pub fn of(config: &Config) -> Self {
+        Retention {
+            stream_seconds: config.stream_retention_seconds as i64,
+            max_events: config.max_events as i64,
+            max_spans: config.max_spans as i64,
+            question_log_seconds: config.question_log_seconds as i64,
+            batch: config.reap_batch_size as i64,
+        }
+    }
+}
+
+type Reap = Arc<dyn Fn(Retention) -> BoxFuture<'static, StoreResult<usize>> + Send + Sync>;
+
+/// One kind of row the reaper deletes (or expires): registered with the table's store when the replica
+/// starts (`state::registry`), exported at zero from then on.
+#[derive(Clone)]
+pub struct Duty {
+    /// The `kind` label of the reaper's deletions.
+    pub kind: &'static str,
+    /// What a failure log line names.
+    what: &'static str,
+    /// Deletes at most `retention.batch` rows; returns how many.
+    reap: Reap,
+}
+
+impl std::fmt::Debug for Duty {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Duty").field("kind", &self.kind).finish_non_exhaustive()
+    }
+}
+
+impl Duty {
+    /// A duty of `store`'s: `reap(store, retention)` deletes one batch.
+    pub fn new<S, F, Fut>(kind: &'static str, what: &'static str, store: S, reap: F) -> Self
+    where
+        S: Clone + Send + Sync + 'static,
+        F: Fn(S, Retention) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = StoreResult<usize>> + Send + 'static,
+    {
+        metrics::reaped(kind, 0);
+        Duty { kind, what, reap: Arc::new(move |retention| reap(store.clone(), retention).boxed()) }
+    }
+}
+
+/// The `kind` labels of the reaper's deletions, in the order a pass takes them: what the README lists and a
+/// dashboard expects. The registry checks at start-up that exactly these are registered, in this order.
 pub const KINDS: [&str; 10] = [
     "messages",
     "events",
@@ -79,10 +97,29 @@ pub const KINDS: [&str; 10] = [
     "inbound_deliveries",
 ];
 
-/// What one pass did: rows deleted (or questions expired) per kind, in a fixed order ([`KINDS`]).
+/// The duties of every table, in the order a pass takes them.
+pub type Duties = Arc<[Duty]>;
+
+/// What the reaper works on.
+#[derive(Debug, Clone)]
+pub struct Reaper {
+    /// For the reaper's turn.
+    pool: PgPool,
+    /// What is kept.
+    pub retention: Retention,
+    /// Each kind of row it deletes.
+    duties: Duties,
+}
+
+/// What one pass did: rows deleted (or questions expired) per kind, in the duties' order.
 pub type PassReport = Vec<(&'static str, usize)>;
 
 impl Reaper {
+    /// A reaper of `duties`, keeping what `retention` says.
+    pub fn new(pool: PgPool, retention: Retention, duties: Duties) -> Self {
+        Reaper { pool, retention, duties }
+    }
+
     /// Runs a pass every `interval` until `cancel` fires.
     pub async fn run(self, interval: Duration, cancel: CancellationToken) {
         // The first pass after one interval: a replica starting up has other work first.
@@ -115,51 +152,11 @@ impl Reaper {
 
     /// One pass over everything.
     pub async fn pass(&self) -> PassReport {
-        let batch = self.batch;
-        let report = vec![
-            (
-                "messages",
-                drain(batch, "messages", || async { Ok(self.messages.delete_expired(batch).await? as usize) }).await,
-            ),
-            ("events", drain(batch, "events", || self.events.reap(self.max_events, batch)).await),
-            (
-                "sessions",
-                drain(batch, "sessions", || async { Ok(self.sessions.delete_expired(batch).await? as usize) }).await,
-            ),
-            ("spans", drain(batch, "spans", || self.spans.reap(self.max_spans, batch)).await),
-            ("questions_expired", drain(batch, "expiring questions", || self.questions.expire_due(batch)).await),
-            (
-                "idempotency_keys",
-                drain(batch, "idempotency keys", || async {
-                    Ok(self.keys.delete_expired(idempotency::KEEP_SECONDS, batch).await? as usize)
-                })
-                .await,
-            ),
-            (
-                "question_events",
-                drain(batch, "the question watch log", || {
-                    self.questions.prune_events(self.question_log_seconds, batch)
-                })
-                .await,
-            ),
-            (
-                "streams",
-                drain(batch, "finished streams", || self.chunks.reap_finished(self.stream_retention_seconds, batch))
-                    .await,
-            ),
-            (
-                "status_patches",
-                drain(batch, "done or stale status patches", || {
-                    self.patches.delete_done_or_stale(DONE_KEEP_SECONDS, batch)
-                })
-                .await,
-            ),
-            (
-                "inbound_deliveries",
-                drain(batch, "inbound delivery ids", || self.deliveries.forget_inbound(DONE_KEEP_SECONDS, batch)).await,
-            ),
-        ];
-        debug_assert!(report.iter().map(|(kind, _)| *kind).eq(KINDS), "a pass reports on every kind, in order");
+        let mut report = Vec::with_capacity(self.duties.len());
+        for duty in self.duties.iter() {
+            let deleted = drain(self.retention.batch, duty.what, || (duty.reap)(self.retention)).await;
+            report.push((duty.kind, deleted));
+        }
         for (kind, rows) in &report {
             metrics::reaped(kind, *rows);
         }

@@ -170,7 +170,7 @@ pub fn install() -> &'static PrometheusHandle {
 /// [`Outbox`]) and reaper deletions (`reaped`, its kinds). Nothing already counted changes (the recorder is
 /// the process's, and tests start many brokers in one): counters and gauges are moved by 0, histograms only
 /// registered, which the exporter renders as buckets, sum and count of 0.
-pub fn start_at_zero(feeds: &[&'static str], reaped: &[&'static str]) {
+pub fn start_at_zero(feeds: &[&'static str]) {
     install();
     for gauge in [SSE_READERS, MCP_WAITERS] {
         ::metrics::gauge!(gauge).increment(0.0);
@@ -187,9 +187,6 @@ pub fn start_at_zero(feeds: &[&'static str], reaped: &[&'static str]) {
     }
     for outbox in Outbox::ALL {
         ::metrics::counter!(OUTBOX_FAILURES, "outbox" => outbox.name()).increment(0);
-    }
-    for kind in reaped {
-        ::metrics::counter!(REAPED, "kind" => *kind).increment(0);
     }
 }
 

@@ -12,23 +12,15 @@ async fn append(app: &TestApp, conversation: &str, query: &str, messages: Value)
 }
 
 pub fn reaper(app: &TestApp) -> ark_broker::retention::Reaper {
-    ark_broker::retention::Reaper {
-        pool: app.state.pool.clone(),
-        chunks: app.state.chunks.store.clone(),
-        stream_retention_seconds: 3600,
-        patches: ark_broker::query_status::store::PatchStore::new(app.state.pool.clone()),
-        deliveries: app.state.channels.deliveries().clone(),
-        messages: app.state.messages.store.clone(),
-        questions: app.state.questions.clone(),
-        keys: ark_broker::idempotency::store::KeyStore::new(app.state.pool.clone()),
-        events: app.state.events.store.clone(),
+    // An hour's stream retention and watch log, no caps: the tests age rows past these.
+    let retention = ark_broker::retention::Retention {
+        stream_seconds: 3600,
         max_events: 0,
-        sessions: app.state.sessions.store.clone(),
-        spans: app.state.spans.store.clone(),
         max_spans: 0,
         question_log_seconds: 3600,
         batch: 1000,
-    }
+    };
+    ark_broker::retention::Reaper::new(app.state.pool.clone(), retention, app.state.reaping.clone())
 }
 
 #[tokio::test]

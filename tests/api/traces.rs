@@ -239,7 +239,7 @@ async fn the_reaper_deletes_expired_spans_and_the_oldest_beyond_the_cap() {
     assert_eq!(expires, 86_400, "spans are kept 24 h by default");
     sqlx::query("update spans set expires_at = now() where trace_id = 't4'").execute(&app.pool()).await.unwrap();
     let mut reaper = crate::memory::reaper(&app);
-    reaper.max_spans = 2;
+    reaper.retention.max_spans = 2;
     reaper.pass().await;
     let (_, page) = json_of(app.get("/traces").await).await;
     assert_eq!(trace_ids(&page), ["t3", "t2"], "t4 expired; t0 and t1 were the oldest beyond the cap of 2");

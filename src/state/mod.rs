@@ -3,9 +3,13 @@
 //! the domains: each domain's handlers take only their domain's `RouteState`, which the whole hands out
 //! (`FromRef`), so no domain depends on the whole.
 
+pub mod registry;
+
 use std::{sync::Arc, time::Duration};
 
 use axum::extract::FromRef;
+
+use self::registry::Tables;
 use sqlx::PgPool;
 use tokio::{sync::Mutex, task::JoinHandle};
 use tokio_util::sync::CancellationToken;
@@ -18,17 +22,16 @@ use crate::{
         self,
         feed::Feed,
         listener::{self, ListenerStatus},
-        live::{Feeds, LiveFeed},
+        live::LiveFeed,
         wakeup::Wakeups,
     },
     events::store::EventStore,
     http::sse_end::{self, StreamsEnd},
-    idempotency::store::KeyStore,
     messages::store::MessageStore,
     queries::store::QueryStore,
     query_status,
-    questions::{store::QuestionStore, tail as question_tail},
-    retention::{self, Reaper},
+    questions::store::QuestionStore,
+    retention::{Duties, Reaper, Retention},
     sessions::store::SessionStore,
     streams::{
         abort,
@@ -74,6 +77,8 @@ pub struct AppState {
     pub query_state: QueryStore,
     /// This replica's group-commit writer.
     pub writer: ChunkWriter,
+    /// The reaper's duties, as registered (a test's reaper takes them with a retention of its own).
+    pub reaping: Duties,
     /// Cancelled when the replica starts shutting down: readiness fails and SSE responses end.
     pub shutdown: CancellationToken,
     /// When this replica's SSE responses end: at shutdown, or when PostgreSQL is lost for a while.
@@ -125,7 +130,7 @@ pub enum StartError {
 /// replica is ready to serve.
 pub async fn build_state(config: Config, database_url: &str) -> Result<AppState, StartError> {
     // The recorder first, so everything the start-up does is counted.
-    crate::telemetry::metrics::start_at_zero(&Feed::ALL.map(Feed::name), &retention::KINDS);
+    crate::telemetry::metrics::start_at_zero(&Feed::ALL.map(Feed::name));
     let shutdown = CancellationToken::new();
     let drained = CancellationToken::new();
     let (auth, auth_task) = Authenticator::from_config(&config, &shutdown).await?;
@@ -137,22 +142,12 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
     let listen_pools = db::ListenPools::new(&database, &listener::application_name())?;
     let wakeups = Wakeups::default();
     let status = ListenerStatus::default();
-    let chunks = ChunkStore::new(pool.clone(), status.replica_key());
-    let messages = MessageStore::new(pool.clone());
-    let questions = QuestionStore::new(pool.clone());
-    let events = EventStore::new(pool.clone());
-    let sessions = SessionStore::new(pool.clone());
-    let spans = SpanStore::new(pool.clone());
-    let (writer, writer_task) = ChunkWriter::spawn(chunks.clone(), config.flush_max_rows as usize);
-    // Every feed is registered here, once: its tail starts and joins the listener's.
-    let mut feeds = Feeds::default();
-    let chunks = feeds.register(Feed::Chunks, chunks);
-    let messages = feeds.register(Feed::Messages, messages);
-    let events = feeds.register(Feed::Events, events);
-    let sessions = feeds.register(Feed::Sessions, sessions);
-    let spans = feeds.register(Feed::Spans, spans);
-    feeds.add_tail(Feed::Questions, question_tail::spawn(questions.clone(), wakeups.clone()));
-    let (tails, tail_tasks) = feeds.into_parts();
+    let channels = Channels::new(&config, pool.clone());
+    // Every table is registered there, once: a feed's tail starts and joins the listener's.
+    let (tables, registry) = registry::register(&pool, status.replica_key(), &wakeups, channels.deliveries());
+    let Tables { chunks, messages, events, sessions, spans, questions } = tables;
+    let (tails, tail_tasks, reaping) = registry.finish();
+    let (writer, writer_task) = ChunkWriter::spawn(chunks.store.clone(), config.flush_max_rows as usize);
     let open_writers = OpenWriters::default();
     let (completion_requests, requests) = tokio::sync::mpsc::unbounded_channel();
     let completion_task = completion::spawn_requests(chunks.store.clone(), open_writers.clone(), requests);
@@ -174,24 +169,7 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
     let streams_end = StreamsEnd::new(&shutdown);
     let mover =
         sse_end::spawn_mover(status.clone(), streams_end.clone(), sse_end::READERS_MOVE_AFTER, shutdown.clone());
-    let channels = Channels::new(&config, pool.clone());
-    let reaper = Reaper {
-        pool: pool.clone(),
-        chunks: chunks.store.clone(),
-        stream_retention_seconds: config.stream_retention_seconds as i64,
-        patches: query_status::store::PatchStore::new(pool.clone()),
-        deliveries: channels.deliveries().clone(),
-        messages: messages.store.clone(),
-        questions: questions.clone(),
-        keys: KeyStore::new(pool.clone()),
-        events: events.store.clone(),
-        max_events: config.max_events as i64,
-        sessions: sessions.store.clone(),
-        spans: spans.store.clone(),
-        max_spans: config.max_spans as i64,
-        question_log_seconds: config.question_log_seconds as i64,
-        batch: config.reap_batch_size as i64,
-    };
+    let reaper = Reaper::new(pool.clone(), Retention::of(&config), reaping.clone());
     let abort_grace = Duration::from_secs(config.stream_abort_grace_seconds);
     let abort_task = abort::spawn(chunks.store.clone(), open_writers.clone(), abort_grace, drained.clone());
     // The tails end when the listener, which holds their senders, ends.
@@ -223,6 +201,7 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
         listener: status,
         chunks,
         writer,
+        reaping,
         streams_end,
         shutdown,
         drain_deadline: CancellationToken::new(),
