@@ -5,7 +5,7 @@ use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
 use serde::{Deserialize, Serialize, ser::SerializeMap};
 use utoipa::{IntoParams, ToSchema};
 
-use super::rules::{ConversationSummary, Participant, Phase, QueryState, SessionState, Status};
+use super::state::{ConversationSummary, Participant, Phase, QueryState, SessionState, Status};
 use crate::{
     db::{fanout::FeedRow, feed::GlobalCursor},
     http::params::Page,
