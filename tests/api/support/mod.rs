@@ -12,6 +12,7 @@ pub mod kube_apiserver;
 pub mod kube_deployment;
 pub mod mcp;
 pub mod netns;
+pub mod observe;
 pub mod pg_proxy;
 pub mod query_crd;
 pub mod replica;
