@@ -12,7 +12,10 @@ use utoipa::ToSchema;
     "issue": {"number": 42},
     "repository": {"full_name": "acme/app"}
 }))]
-#[allow(dead_code)]
+#[expect(
+    dead_code,
+    reason = "the OpenAPI document's description of a webhook delivery; the route reads the JSON itself"
+)]
 pub struct GitHubEvent {
     /// `created` for a new comment.
     action: Option<String>,
@@ -26,7 +29,7 @@ pub struct GitHubEvent {
 
 /// `comment`.
 #[derive(Debug, ToSchema)]
-#[allow(dead_code)]
+#[expect(dead_code, reason = "for the OpenAPI document only, as `GitHubEvent`")]
 pub struct GitHubComment {
     /// Its text: a first line `/answer [Q-XXXX] <text>` answers.
     body: Option<String>,
@@ -36,7 +39,7 @@ pub struct GitHubComment {
 
 /// `comment.user`.
 #[derive(Debug, ToSchema)]
-#[allow(dead_code)]
+#[expect(dead_code, reason = "for the OpenAPI document only, as `GitHubEvent`")]
 pub struct GitHubUser {
     /// The login (the answer is recorded as `github:<login>`).
     login: Option<String>,
@@ -47,7 +50,7 @@ pub struct GitHubUser {
 
 /// `issue`.
 #[derive(Debug, ToSchema)]
-#[allow(dead_code)]
+#[expect(dead_code, reason = "for the OpenAPI document only, as `GitHubEvent`")]
 pub struct GitHubIssue {
     /// Its number.
     number: Option<u64>,
@@ -55,7 +58,7 @@ pub struct GitHubIssue {
 
 /// `repository`.
 #[derive(Debug, ToSchema)]
-#[allow(dead_code)]
+#[expect(dead_code, reason = "for the OpenAPI document only, as `GitHubEvent`")]
 pub struct GitHubRepository {
     /// `owner/repo`.
     full_name: Option<String>,
@@ -68,7 +71,10 @@ pub struct GitHubRepository {
     "event_id": "Ev0001",
     "event": {"type": "message", "channel": "C0001", "user": "U0001", "text": "Yes, proceed", "ts": "1.000002", "thread_ts": "1.000001"}
 }))]
-#[allow(dead_code)]
+#[expect(
+    dead_code,
+    reason = "the OpenAPI document's description of an Events API callback; the route reads the JSON itself"
+)]
 pub struct SlackEvent {
     /// `url_verification` or `event_callback`.
     #[schema(rename = "type")]
@@ -83,7 +89,7 @@ pub struct SlackEvent {
 
 /// A message event.
 #[derive(Debug, ToSchema)]
-#[allow(dead_code)]
+#[expect(dead_code, reason = "for the OpenAPI document only, as `SlackEvent`")]
 pub struct SlackMessage {
     /// `message`.
     #[schema(rename = "type")]
@@ -110,7 +116,10 @@ pub struct SlackMessage {
 #[schema(example = json!({
     "payload": "{\"type\":\"block_actions\",\"user\":{\"id\":\"U0001\"},\"actions\":[{\"action_id\":\"option:0\",\"value\":\"q-1|0\"}],\"response_url\":\"http://127.0.0.1:9/respond\"}"
 }))]
-#[allow(dead_code)]
+#[expect(
+    dead_code,
+    reason = "the OpenAPI document's description of an interaction's form; the route reads the form itself"
+)]
 pub struct SlackForm {
     /// The interaction, JSON.
     payload: String,

@@ -37,7 +37,10 @@ const STRING_DATA_FIELDS: [&str; 11] = [
 /// everything else passes through untouched, as upstream's `passthrough()`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[schema(as = Event)]
-#[allow(dead_code)]
+#[expect(
+    dead_code,
+    reason = "deserialised only to check a body's shape, and described in the OpenAPI document; its fields are never read"
+)]
 pub struct Shape {
     /// What the event is about; the fields the broker reads are strings.
     data: DataShape,
@@ -55,7 +58,10 @@ pub struct Shape {
 /// The `data` of an event.
 #[derive(Debug, Deserialize, ToSchema)]
 #[schema(as = EventData)]
-#[allow(dead_code)]
+#[expect(
+    dead_code,
+    reason = "deserialised only to check a body's shape, as part of `Shape`; its fields are never read"
+)]
 pub struct DataShape {
     /// The Query's UID.
     #[serde(rename = "queryId")]
@@ -75,7 +81,7 @@ pub struct DataShape {
 /// The body of `POST /events`: an event, and how long to keep it (the OpenAPI document's description of
 /// what [`NewEvent::parse`] reads).
 #[derive(Debug, Deserialize, ToSchema)]
-#[allow(dead_code)]
+#[expect(dead_code, reason = "the OpenAPI document's description of the body; `NewEvent::parse` reads it")]
 pub struct PostEvent {
     /// The event.
     #[serde(flatten)]

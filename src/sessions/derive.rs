@@ -4,7 +4,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::rules::{ConversationSummary, Participant, ParticipantType, Phase, QueryState};
+use super::state::{ConversationSummary, Participant, ParticipantType, Phase, QueryState};
 
 fn participant_type_of(target_type: &str) -> ParticipantType {
     match target_type {

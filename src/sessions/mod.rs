@@ -7,6 +7,7 @@ pub mod event;
 pub mod model;
 mod routes;
 pub mod rules;
+pub mod state;
 pub mod store;
 mod watch;
 

@@ -115,7 +115,6 @@ pub struct Exported {}
 /// error body when the request body cannot be (a broken gzip stream).
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(untagged)]
-#[allow(dead_code)]
 pub enum ExportRefused {
     /// The export cannot be read.
     Legacy(LegacyError),

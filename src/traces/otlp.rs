@@ -148,7 +148,7 @@ pub fn from_json(body: &[u8]) -> Result<Vec<Value>, OtlpError> {
 /// are ignored; a span's other fields are not kept).
 #[derive(Debug, utoipa::ToSchema)]
 #[schema(rename_all = "camelCase")]
-#[allow(dead_code)]
+#[expect(dead_code, reason = "the OpenAPI document's description of an OTLP/JSON export; `from_json` reads the body")]
 pub struct OtlpJson {
     /// One entry per resource.
     resource_spans: Vec<OtlpResourceSpans>,
@@ -157,7 +157,7 @@ pub struct OtlpJson {
 /// `resourceSpans[]`.
 #[derive(Debug, utoipa::ToSchema)]
 #[schema(rename_all = "camelCase")]
-#[allow(dead_code)]
+#[expect(dead_code, reason = "for the OpenAPI document only, as `OtlpJson`")]
 pub struct OtlpResourceSpans {
     /// The resource; its attributes are flattened into each span's `resource`.
     resource: Option<OtlpResource>,
@@ -167,7 +167,7 @@ pub struct OtlpResourceSpans {
 
 /// `resourceSpans[].resource`.
 #[derive(Debug, utoipa::ToSchema)]
-#[allow(dead_code)]
+#[expect(dead_code, reason = "for the OpenAPI document only, as `OtlpJson`")]
 pub struct OtlpResource {
     /// `{key, value}` pairs.
     attributes: Option<Vec<OtlpKeyValue>>,
@@ -175,7 +175,7 @@ pub struct OtlpResource {
 
 /// `resourceSpans[].scopeSpans[]`.
 #[derive(Debug, utoipa::ToSchema)]
-#[allow(dead_code)]
+#[expect(dead_code, reason = "for the OpenAPI document only, as `OtlpJson`")]
 pub struct OtlpScopeSpans {
     /// The spans.
     spans: Option<Vec<OtlpSpan>>,
@@ -184,7 +184,7 @@ pub struct OtlpScopeSpans {
 /// A span; these fields are kept.
 #[derive(Debug, utoipa::ToSchema)]
 #[schema(rename_all = "camelCase")]
-#[allow(dead_code)]
+#[expect(dead_code, reason = "for the OpenAPI document only, as `OtlpJson`")]
 pub struct OtlpSpan {
     /// Required: the trace.
     #[schema(min_length = 1, max_length = 512)]
@@ -209,7 +209,7 @@ pub struct OtlpSpan {
 
 /// An attribute.
 #[derive(Debug, utoipa::ToSchema)]
-#[allow(dead_code)]
+#[expect(dead_code, reason = "for the OpenAPI document only, as `OtlpJson`")]
 pub struct OtlpKeyValue {
     /// Its key.
     key: String,

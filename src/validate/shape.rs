@@ -95,7 +95,7 @@ mod tests {
     use super::*;
 
     #[derive(Debug, Deserialize)]
-    #[allow(dead_code)]
+    #[expect(dead_code, reason = "deserialised only to test the error messages; its fields are never read")]
     struct Body {
         conversation_id: String,
         messages: Vec<Value>,
@@ -104,7 +104,10 @@ mod tests {
     }
 
     #[derive(Debug, Deserialize)]
-    #[allow(dead_code)]
+    #[expect(
+        dead_code,
+        reason = "deserialised only to test the error messages, as part of `Body`; its fields are never read"
+    )]
     struct Inner {
         #[serde(rename = "queryId")]
         query_id: String,

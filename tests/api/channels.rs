@@ -2,8 +2,6 @@
 //! message per channel per question while three replicas race for the deliveries; retries while a channel is
 //! down or rate limited, never a second message; refusals recorded; channel entries checked when asked.
 
-use std::time::Duration;
-
 use serde_json::{Value, json};
 
 use crate::support::{
@@ -11,28 +9,13 @@ use crate::support::{
     fake_channels::{FakeApi, GITHUB_TOKEN, SLACK_TOKEN},
     fresh_database, json_of,
     mcp::Mcp,
-    within,
+    settled,
 };
 
 fn ask(content: &str, channels: &[&str]) -> Value {
     json!({"sender": "ark://agents/reviewer", "recipient": "ark://users/dave", "content": content,
            "channels": channels, "options": ["Yes, proceed", "No, cancel"],
            "query": {"namespace": "team-a", "name": "review-42"}})
-}
-
-/// Waits until every delivery of the question at `url` has left `pending`, and returns them.
-pub async fn settled(client: &reqwest::Client, url: &str) -> Vec<Value> {
-    within("the deliveries to settle", async {
-        loop {
-            let question: Value = client.get(url).send().await.unwrap().json().await.unwrap();
-            let deliveries = question["deliveries"].as_array().cloned().unwrap_or_default();
-            if !deliveries.is_empty() && deliveries.iter().all(|d| d["status"] != "pending") {
-                return deliveries;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    })
-    .await
 }
 
 #[tokio::test]

@@ -20,6 +20,7 @@ mod events;
 mod events_replicas;
 mod exact_ingest;
 mod frozen;
+mod heartbeat;
 mod kube_apiserver;
 mod mcp;
 mod mcp_blocking;

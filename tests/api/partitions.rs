@@ -1,8 +1,8 @@
 //! Network partitions, with real processes in network namespaces ([`crate::support::netns`]): a replica cut off
 //! from PostgreSQL (packets dropped, no reset), PostgreSQL unreachable from every replica for 30 s, and a
-//! writer that vanishes in the middle of a chunk POST; and, through a proxy, a LISTEN connection silently
-//! dropped while its socket stays open. Each checks the timing the README's reliability section
-//! promises, and that no acknowledged line or message is lost or duplicated.
+//! writer that vanishes in the middle of a chunk POST. Each checks the timing the README's reliability section
+//! promises, and that no acknowledged line or message is lost or duplicated. (A LISTEN connection silently
+//! dropped, through a proxy, is `heartbeat.rs`'s.)
 
 use std::{
     sync::{Arc, Mutex},
@@ -13,27 +13,11 @@ use serde_json::{Value, json};
 use tokio::{io::AsyncWriteExt, sync::watch};
 
 use crate::support::{
-    Replica, SseReader, fresh_database,
+    SseReader,
     netns::{Lab, Link},
-    pg_proxy::PgProxy,
+    observe::{LogsOnFailure, readyz, until_logged, until_ready_is},
     within,
 };
-
-/// Prints the end of the replicas' logs when the test fails, before the panic's message ends the output.
-struct LogsOnFailure<'a>(Vec<&'a Replica>);
-
-impl Drop for LogsOnFailure<'_> {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            for replica in &self.0 {
-                let log = replica.log();
-                let tail: Vec<&str> = log.lines().rev().take(40).collect();
-                eprintln!("--- the last lines {} logged:", replica.base);
-                tail.iter().rev().for_each(|line| eprintln!("{line}"));
-            }
-        }
-    }
-}
 
 /// What the writers were told was stored, and what they were refused.
 #[derive(Debug, Default)]
@@ -90,28 +74,6 @@ async fn write_messages(
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-}
-
-/// `/readyz`'s status, or `None` when it does not answer within 3 s.
-async fn readyz(client: &reqwest::Client, replica: &Replica) -> Option<u16> {
-    let probe = client.get(replica.url("/readyz")).timeout(Duration::from_secs(3)).send().await;
-    probe.ok().map(|reply| reply.status().as_u16())
-}
-
-/// How long after `since` `replica`'s `/readyz` answered `status` (asked every 100 ms).
-async fn until_ready_is(client: &reqwest::Client, replica: &Replica, status: u16, since: Instant) -> Duration {
-    while readyz(client, replica).await != Some(status) {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    since.elapsed()
-}
-
-/// How long after `since` the replica logged `text` (its log is read every 100 ms).
-async fn until_logged(replica: &Replica, text: &str, since: Instant) -> Duration {
-    while !replica.log().contains(text) {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    since.elapsed()
 }
 
 /// How a reader's response ended.
@@ -389,39 +351,4 @@ async fn a_writer_that_vanishes_mid_post_gets_its_stream_aborted_and_leaves_noth
     // The replica closed its end of the vanished connection: it holds no socket to the client any more.
     assert_eq!(lab.sockets_to_client(0, replica.pid()), 0, "the replica still holds the vanished writer's socket");
     drop(post);
-}
-
-#[tokio::test]
-async fn a_listen_connection_silently_dropped_is_noticed_by_the_heartbeat_and_replaced() {
-    let url = fresh_database().await;
-    let options: sqlx::postgres::PgConnectOptions = url.parse().unwrap();
-    let proxy = PgProxy::start(format!("{}:{}", options.get_host(), options.get_port())).await;
-    let proxied = url.replacen(&format!("{}:{}", options.get_host(), options.get_port()), &proxy.address, 1);
-    let (a, b) = tokio::join!(Replica::start(&proxied), Replica::start(&url));
-    let _logs = LogsOnFailure(vec![&a, &b]);
-    let client = reqwest::Client::new();
-    let mut reader = SseReader::open(&client, &a.url("/stream/heard")).await;
-    let write = |n: u64| client.post(b.url("/stream/heard")).body(format!("{}\n", json!({"n": n}))).send();
-    assert_eq!(write(0).await.unwrap().status(), 200);
-    assert_eq!(within("the first line on A", reader.take_data(1)).await, ["{\"n\":0}"]);
-
-    let dropped = Instant::now();
-    proxy.drop_listen_connections();
-    let noticed = within("the heartbeat to notice", until_logged(&a, "heartbeat not heard back", dropped)).await;
-    println!("a LISTEN connection silently dropped: noticed after {noticed:?}");
-    assert!(noticed <= Duration::from_secs(10), "noticed after {noticed:?}");
-    // The dropped session still holds the replica's liveness lock on the server: the new connection ends it.
-    within("the stale session to be ended", until_logged(&a, "previous LISTEN session was still open", dropped)).await;
-    within("A to be ready", until_ready_is(&client, &a, 200, dropped)).await;
-    assert_eq!(write(1).await.unwrap().status(), 200);
-    assert_eq!(within("the next line on A", reader.take_data(1)).await, ["{\"n\":1}"]);
-    let holders: (i64,) = sqlx::query_as(
-        "select count(*) from pg_locks l join pg_stat_activity s using (pid)
-         where l.locktype = 'advisory' and l.granted and s.application_name = $1",
-    )
-    .bind(format!("ark-broker-listener {}", a.pid()))
-    .fetch_one(&sqlx::PgPool::connect(&url).await.unwrap())
-    .await
-    .unwrap();
-    assert_eq!(holders.0, 1, "exactly one session of A holds its liveness lock");
 }

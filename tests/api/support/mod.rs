@@ -12,9 +12,11 @@ pub mod kube_apiserver;
 pub mod kube_deployment;
 pub mod mcp;
 pub mod netns;
+pub mod observe;
 pub mod pg_proxy;
 pub mod query_crd;
 pub mod replica;
+pub mod slack;
 pub mod sse;
 pub mod test_app;
 
@@ -48,6 +50,21 @@ pub fn open_body() -> (tokio::sync::mpsc::Sender<Result<bytes::Bytes, std::conve
 pub async fn json_of(response: reqwest::Response) -> (u16, serde_json::Value) {
     let status = response.status().as_u16();
     (status, response.json().await.expect("a JSON body"))
+}
+
+/// Waits until every delivery of the question at `url` has left `pending`, and returns them.
+pub async fn settled(client: &reqwest::Client, url: &str) -> Vec<serde_json::Value> {
+    within("the deliveries to settle", async {
+        loop {
+            let question: serde_json::Value = client.get(url).send().await.unwrap().json().await.unwrap();
+            let deliveries = question["deliveries"].as_array().cloned().unwrap_or_default();
+            if !deliveries.is_empty() && deliveries.iter().all(|d| d["status"] != "pending") {
+                return deliveries;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
 }
 
 /// Upper bound for anything a test awaits; a hang fails the test instead of stalling the suite.

@@ -1,0 +1,133 @@
+//! Slack as the tests play it against broker replicas: requests signed as Slack signs them, the payloads it
+//! posts (interactions, Events API callbacks, button clicks), and waiting for what the broker sent the fake
+//! Slack Web API ([`super::fake_channels`]).
+
+use hmac::{KeyInit, Mac};
+use serde_json::{Value, json};
+
+use super::{
+    Replica,
+    fake_channels::{FakeApi, SLACK_TOKEN},
+    fresh_database, json_of, settled, within,
+};
+
+/// The signing secret the replicas of [`three_replicas`] are started with.
+pub const SECRET: &str = "8f742231b10e8888abcd99yyyzzz85a5";
+
+/// Three replicas delivering to and answering from the fake Slack.
+pub async fn three_replicas(slack: &FakeApi) -> (Replica, Replica, Replica) {
+    let url = fresh_database().await;
+    let args = [
+        "--slack-bot-token",
+        SLACK_TOKEN,
+        "--slack-api-url",
+        &slack.url,
+        "--slack-signing-secret",
+        SECRET,
+        "--mcp-progress-interval-ms",
+        "60000",
+    ];
+    tokio::join!(Replica::start_with(&url, &args), Replica::start_with(&url, &args), Replica::start_with(&url, &args))
+}
+
+/// `X-Slack-Signature` for `body` sent at `timestamp`, with `secret`.
+pub fn sign(secret: &str, timestamp: i64, body: &str) -> String {
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+    mac.update(format!("v0:{timestamp}:{body}").as_bytes());
+    format!("v0={}", hex::encode(mac.finalize().into_bytes()))
+}
+
+/// Sends `body` to `path` on `replica` as Slack would: signed now with [`SECRET`].
+pub async fn from_slack(
+    replica: &Replica,
+    path: &str,
+    content_type: &str,
+    body: String,
+    headers: &[(&str, &str)],
+) -> (u16, Value) {
+    let now = chrono::Utc::now().timestamp();
+    let mut request = reqwest::Client::new()
+        .post(replica.url(path))
+        .header("content-type", content_type)
+        .header("x-slack-request-timestamp", now.to_string())
+        .header("x-slack-signature", sign(SECRET, now, &body));
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = request.body(body).send().await.unwrap();
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap();
+    (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+}
+
+/// An interaction payload, form-encoded as Slack posts it.
+pub async fn interaction(replica: &Replica, payload: &Value) -> (u16, Value) {
+    retried_interaction(replica, payload, &[]).await
+}
+
+/// An interaction payload as Slack posts it, with `headers` (Slack's copy: `X-Slack-Retry-Num`).
+pub async fn retried_interaction(replica: &Replica, payload: &Value, headers: &[(&str, &str)]) -> (u16, Value) {
+    let body = serde_urlencoded::to_string([("payload", payload.to_string())]).unwrap();
+    from_slack(replica, "/channels/slack/interactions", "application/x-www-form-urlencoded", body, headers).await
+}
+
+/// An Events API callback.
+pub async fn event(replica: &Replica, id: &str, event: Value, retry: Option<&str>) -> (u16, Value) {
+    let body = json!({"token": "legacy", "team_id": "T1", "type": "event_callback", "event_id": id,
+                      "event_time": 1_700_000_000, "event": event});
+    let headers: Vec<(&str, &str)> = retry.map(|n| ("x-slack-retry-num", n)).into_iter().collect();
+    from_slack(replica, "/channels/slack/events", "application/json", body.to_string(), &headers).await
+}
+
+/// Asks a question delivered to `slack:#ops` on `replica`; returns its id and the posted message.
+pub async fn ask_on_slack(replica: &Replica, slack: &FakeApi, content: &str) -> (String, Value) {
+    let question = json!({"sender": "ark://agents/deployer", "recipient": "ark://teams/ops", "content": content,
+                          "channels": ["slack:#ops"], "options": ["Yes, proceed", "No, cancel"]});
+    let (status, question) =
+        json_of(reqwest::Client::new().post(replica.url("/questions")).json(&question).send().await.unwrap()).await;
+    assert_eq!(status, 201, "{question}");
+    let id = question["id"].as_str().unwrap().to_owned();
+    let message = within("the question in Slack", async {
+        loop {
+            let posted = slack.messages().into_iter().find(|m| m["blocks"].to_string().contains(&id));
+            if let Some(message) = posted {
+                return message;
+            }
+            slack.wait_for(slack.messages().len() + 1, false).await;
+        }
+    })
+    .await;
+    // Slack's callbacks name the message: it must be recorded as the question's before they come.
+    let deliveries = settled(&reqwest::Client::new(), &replica.url(&format!("/questions/{id}"))).await;
+    assert_eq!(deliveries[0]["status"], "delivered", "{deliveries:?}");
+    (id, message)
+}
+
+/// A click on button `action_id` (value `value`) of `message` by `user`.
+pub fn click(slack: &FakeApi, message: &Value, user: &str, action_id: &str, value: &str) -> Value {
+    json!({"type": "block_actions", "user": {"id": user, "username": user.to_lowercase()}, "team": {"id": "T1"},
+           "trigger_id": slack.trigger(), "response_url": slack.response_url(user),
+           "container": {"type": "message", "message_ts": message["ts"], "channel_id": message["channelId"]},
+           "channel": {"id": message["channelId"]}, "message": {"ts": message["ts"], "text": message["text"]},
+           "actions": [{"type": "button", "action_id": action_id, "block_id": "b", "value": value,
+                        "action_ts": "1700000001.000200"}]})
+}
+
+/// The `chat.update` of `message`, once made.
+pub async fn updated(slack: &FakeApi, message: &Value) -> Value {
+    within("the message updated", async {
+        loop {
+            let calls = slack.calls("chat.update");
+            if let Some(update) = calls.into_iter().find(|u| u["ts"] == message["ts"]) {
+                return update;
+            }
+            slack.wait_for_calls("chat.update", slack.calls("chat.update").len() + 1).await;
+        }
+    })
+    .await
+}
+
+/// The question `id` as `replica` serves it.
+pub async fn question(replica: &Replica, id: &str) -> Value {
+    reqwest::get(replica.url(&format!("/questions/{id}"))).await.unwrap().json().await.unwrap()
+}
