@@ -8,7 +8,7 @@ use serde_json::Value;
 use utoipa::ToSchema;
 
 use crate::{
-    sessions::rules::SessionEvent,
+    sessions::event::SessionEvent,
     validate::{
         self, Checked, Invalid,
         shape::{from_body, json_type},

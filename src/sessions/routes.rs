@@ -11,8 +11,8 @@ use serde_json::Value;
 
 use super::{
     RouteState,
+    event::SessionEvent,
     model::{PostSession, QueryRemoved, SessionEntry, SessionList, SessionPage, SessionParams, WholeStore},
-    rules::SessionEvent,
     watch,
 };
 use crate::{

@@ -1,15 +1,14 @@
 //! Upstream's session rules (`sessions-broker.ts`), as pure functions: how an event or a message changes a
 //! session, its queries' phases, and what is derived from them (status, error count, conversations,
 //! participants). The store loads a session, applies one of these under the session's row lock, and writes
-//! the result back in the same transaction. The state they change is [`super::state`]'s, re-exported here
-//! under the names the store and its SQL use.
+//! the result back in the same transaction. The state they change is [`super::state`]'s.
 
 use chrono::{DateTime, Utc};
 
 use super::derive::{conversations_of, participants_of};
-pub use super::{
+use super::{
     event::SessionEvent,
-    state::{ConversationSummary, Participant, ParticipantType, Phase, QueryState, SessionState, Status},
+    state::{Phase, QueryState, SessionState, Status},
 };
 
 /// What a message did to the session its query is in.

@@ -2,7 +2,10 @@
 
 use chrono::{Duration, TimeZone};
 
-use super::{super::derive::duration, *};
+use super::{
+    super::{derive::duration, state::ParticipantType},
+    *,
+};
 
 fn at(seconds: i64) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 11, 23, 10, 0, 0).unwrap() + Duration::milliseconds(seconds * 1000)

@@ -9,7 +9,7 @@ use sqlx::PgPool;
 
 use super::{
     model::{SessionChange, SessionEntry, SessionFilter, StatusCounts},
-    rules::{ConversationSummary, Participant, QueryState, SessionState, Status},
+    state::{ConversationSummary, Participant, QueryState, SessionState, Status},
 };
 use crate::db::{
     StoreError, StoreResult,

@@ -8,8 +8,10 @@ use sqlx::{PgConnection, types::Json};
 use super::{SessionStore, StoreResult};
 use crate::{
     db::feed::{Feed, FeedTx},
-    sessions::rules::{
-        ConversationSummary, MessageEffect, Participant, QueryState, SessionEvent, SessionState, Status, name_of,
+    sessions::{
+        event::SessionEvent,
+        rules::{MessageEffect, name_of},
+        state::{ConversationSummary, Participant, QueryState, SessionState, Status},
     },
 };
 
@@ -122,7 +124,7 @@ pub async fn apply_message(
 async fn queries_of(conn: &mut PgConnection, session_id: &str) -> StoreResult<Vec<QueryState>> {
     let rows = sqlx::query!(
         r#"select query_name, namespace, conversation_id, agent, team, tool, target_type,
-                  phase as "phase: crate::sessions::rules::Phase", error, created_at, completed_at, last_activity,
+                  phase as "phase: crate::sessions::state::Phase", error, created_at, completed_at, last_activity,
                   last_event_sequence, last_phase_event_sequence
            from session_queries where session_id = $1 order by ordinal"#,
         session_id
