@@ -183,11 +183,8 @@ async fn take_liveness_lock(listener: &mut PgListener, replica_key: i64) -> Resu
         return Ok(());
     }
     let ended = sqlx::query_scalar!(
-        r#"select count(*) filter (where pg_terminate_backend(l.pid)) as "ended!"
-           from pg_locks l
-           where l.locktype = 'advisory' and l.granted and l.objsubid = 1 and l.pid <> pg_backend_pid()
-             and l.database = (select oid from pg_database where datname = current_database())
-             and ((l.classid::bigint << 32) | l.objid::bigint) = $1"#,
+        r#"select count(*) filter (where pg_terminate_backend(pid)) as "ended!"
+           from live_replicas where replica_key = $1 and pid <> pg_backend_pid()"#,
         replica_key
     )
     .fetch_one(&mut *listener)

@@ -215,17 +215,14 @@ async fn lock(tx: &mut FeedTx, stream_id: &str) -> StoreResult<Option<Locked>> {
 }
 
 /// Whether open POSTs of the stream remain on live replicas. A writer row of a replica that died (its
-/// liveness lock is gone from `pg_locks`: PostgreSQL released it with the replica's connection) does not
+/// liveness lock is gone from `live_replicas`: PostgreSQL released it with the replica's connection) does not
 /// count, so a killed writer replica does not hold the stream's end back; the row itself is left alone (the
 /// replica may only be reconnecting) and goes with the stream's end or [`ChunkStore::forget_writers_older_than`].
 async fn has_writers(tx: &mut FeedTx, stream_id: &str) -> StoreResult<bool> {
     Ok(sqlx::query_scalar!(
         r#"select exists (
              select 1 from stream_writers w
-             where w.stream_id = $1 and exists (
-               select 1 from pg_locks l
-               where l.locktype = 'advisory' and l.granted and l.objsubid = 1
-                 and ((l.classid::bigint << 32) | l.objid::bigint) = w.replica_key)
+             where w.stream_id = $1 and exists (select 1 from live_replicas r where r.replica_key = w.replica_key)
            ) as "exists!""#,
         stream_id
     )
