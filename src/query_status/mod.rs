@@ -102,7 +102,7 @@ impl Worker {
         let question = match self.questions.waiting_for(&job.question_id).await {
             Ok(Some(question)) => question,
             Ok(None) => return Outcome::Done("skipped: the question is gone".into()),
-            Err(error) => return Outcome::Retry(error.to_string()),
+            Err(error) => return Outcome::Retry(chain(&error).to_string()),
         };
         if job.action == "wait" {
             if !question.pending {
@@ -112,7 +112,7 @@ impl Worker {
         }
         match self.questions.still_waiting(namespace, name, &job.question_id).await {
             Ok(other) => self.patcher.resume(namespace, name, other.as_ref()).await,
-            Err(error) => Outcome::Retry(error.to_string()),
+            Err(error) => Outcome::Retry(chain(&error).to_string()),
         }
     }
 

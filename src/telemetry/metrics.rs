@@ -166,8 +166,9 @@ pub fn install() -> &'static PrometheusHandle {
 }
 
 /// Registers every series whose labels are known before anything happens, at zero: the open readers and
-/// waiters, ingest, flushes and delivery lag (`feeds`), listener reconnects, outbox failures (every
-/// [`Outbox`]) and reaper deletions (`reaped`, its kinds). Nothing already counted changes (the recorder is
+/// waiters, ingest, flushes and delivery lag (`feeds`), listener reconnects and outbox failures (every
+/// [`Outbox`]); the reaper's kinds are registered at zero as their duties are (`retention::Duty`). Nothing
+/// already counted changes (the recorder is
 /// the process's, and tests start many brokers in one): counters and gauges are moved by 0, histograms only
 /// registered, which the exporter renders as buckets, sum and count of 0.
 pub fn start_at_zero(feeds: &[&'static str]) {

@@ -15,7 +15,7 @@ pub struct TestApp {
     pub base: String,
     /// `http://127.0.0.1:<port>/mcp`.
     pub mcp_url: String,
-    /// Its shared state (for the hub, the pool, the shutdown token).
+    /// Its shared state (for the question wake-ups, the pool, the shutdown token).
     pub state: AppState,
     /// A client for requests.
     pub client: reqwest::Client,
