@@ -6,7 +6,8 @@ use crate::{
     db::StoreResult,
     questions::{
         Change,
-        model::{Answer, Question},
+        answering::{self, Given, Outcome},
+        model::Question,
     },
 };
 
@@ -19,17 +20,19 @@ pub enum Answered {
     Closed(Box<Question>),
     /// There is no such question.
     NotFound,
-    /// The answer is not acceptable (empty, a NUL character); why, to show the person.
+    /// The answer is not acceptable (empty, a NUL character, not fitting the question's form); why, to show
+    /// the person.
     Refused(String),
 }
 
-/// Answers question `id` with `text`, recorded as answered by `by` (`slack:<user>`, `github:<login>`).
+/// Answers question `id` with `text` (for a typed question, a JSON object or `field: value` lines), recorded
+/// as answered by `by` (`slack:<user>`, `github:<login>`).
 pub async fn answer(state: &RouteState, id: &str, text: &str, by: String) -> StoreResult<Answered> {
-    let answer = Answer { response: text.trim().to_owned(), answered_by: Some(by) };
-    if let Err(refused) = answer.validate() {
-        return Ok(Answered::Refused(refused.to_string()));
-    }
-    Ok(match state.questions.answer(id, &answer.response, answer.answered_by.as_deref()).await? {
+    let change = match answering::answer(&state.questions, id, Given::Text(text), Some(&by)).await? {
+        Outcome::Changed(change) => *change,
+        Outcome::Refused(refused) => return Ok(Answered::Refused(refused.to_string())),
+    };
+    Ok(match change {
         Change::Made(_) => Answered::Made,
         Change::Conflict(question) => Answered::Closed(Box::new(question)),
         Change::NotFound => Answered::NotFound,

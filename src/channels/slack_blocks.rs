@@ -54,6 +54,7 @@ pub fn outcome(closed: Closed<'_>) -> String {
             escape(closed.response.unwrap_or_default())
         )),
         "cancelled" => ":no_entry_sign: *Cancelled*: no answer is needed any more.".to_owned(),
+        "declined" => clip(&format!(":raised_hand: *Declined* by {}.", person(closed.answered_by))),
         _ => ":hourglass: *Expired* before anyone answered.".to_owned(),
     }
 }
@@ -83,6 +84,7 @@ pub fn already_plain(closed: Closed<'_>) -> String {
             format!("Already answered by {by}: {response}")
         }
         "cancelled" => "The question was cancelled: no answer is needed any more.".to_owned(),
+        "declined" => format!("The question was declined by {by}."),
         _ => "The question expired before anyone answered.".to_owned(),
     }
 }

@@ -290,7 +290,7 @@ fn already(question: &Question) -> String {
 fn closed(question: &Question) -> Closed<'_> {
     Closed {
         status: question.status.as_str(),
-        response: question.response.as_deref(),
+        response: question.response_text.as_deref(),
         answered_by: question.answered_by.as_deref(),
     }
 }

@@ -170,7 +170,7 @@ async fn update(slack: &Slack, channels: &Channels, job: &UpdateJob) -> Result<(
     let query = query_label(&question);
     let closed = Closed {
         status: question.status.as_str(),
-        response: question.response.as_deref(),
+        response: question.response_text.as_deref(),
         answered_by: question.answered_by.as_deref(),
     };
     slack.update(&job.message_ref, &message_of(&question, query.as_deref()), closed).await
@@ -181,7 +181,7 @@ async fn question_of(channels: &Channels, id: &str) -> Result<Question, SendErro
     match channels.questions.get(id).await {
         Ok(Some(question)) => Ok(question),
         Ok(None) => Err(SendError::Permanent("not sent: the question is gone".into())),
-        Err(error) => Err(SendError::Transient(format!("reading the question: {error}"))),
+        Err(error) => Err(SendError::Transient(format!("reading the question: {}", chain(&error)))),
     }
 }
 

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use axum::{
-    extract::{FromRequest, FromRequestParts, Request, rejection::BytesRejection},
+    extract::{FromRequest, FromRequestParts, OptionalFromRequest, Request, rejection::BytesRejection},
     http::{StatusCode, header::CONTENT_TYPE, request::Parts},
 };
 use bytes::Bytes;
@@ -27,6 +27,22 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
     async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
         let value = json_body(request, state).await?;
         Ok(ApiJson(from_body(&value)?))
+    }
+}
+
+/// An optional JSON body (`Option<ApiJson<T>>`): none when nothing is sent without a `Content-Type`;
+/// anything else is read as [`ApiJson`] reads it.
+impl<S: Send + Sync, T: DeserializeOwned> OptionalFromRequest<S> for ApiJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Option<Self>, Self::Rejection> {
+        if request.headers().contains_key(CONTENT_TYPE) {
+            return <Self as FromRequest<S>>::from_request(request, state).await.map(Some);
+        }
+        if whole_body(request, state).await?.is_empty() {
+            return Ok(None);
+        }
+        Err(ApiError::UnsupportedMediaType("content-type: expected application/json, received none".into()))
     }
 }
 

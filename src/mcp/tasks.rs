@@ -119,7 +119,7 @@ fn task_id(question: &Question) -> String {
 pub fn modern_task(question: &Question, poll_interval_ms: u64) -> Task {
     let status = match question.status {
         QuestionStatus::Pending => TaskStatus::Working,
-        QuestionStatus::Answered | QuestionStatus::Expired => TaskStatus::Completed,
+        QuestionStatus::Answered | QuestionStatus::Expired | QuestionStatus::Declined => TaskStatus::Completed,
         QuestionStatus::Cancelled => TaskStatus::Cancelled,
     };
     let mut task = Task::new(task_id(question), status, question.created_at.clone(), last_updated(question))
@@ -156,6 +156,7 @@ pub fn legacy_status(status: QuestionStatus) -> (&'static str, Option<&'static s
         QuestionStatus::Answered => ("completed", None),
         QuestionStatus::Cancelled => ("cancelled", Some("The question was cancelled.")),
         QuestionStatus::Expired => ("failed", Some("The question expired before anyone answered it.")),
+        QuestionStatus::Declined => ("failed", Some("The person declined to answer the question.")),
     }
 }
 

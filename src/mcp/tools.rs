@@ -126,6 +126,10 @@ pub struct AskArguments {
     pub channels: Option<Vec<String>>,
     /// Short answers offered as buttons, e.g. ["Yes, proceed", "No, cancel"]
     pub options: Option<Vec<String>>,
+    /// A form for a typed answer instead of text: MCP elicitation's restricted JSON Schema, e.g.
+    /// {"type":"object","properties":{"approve":{"type":"boolean"},"replicas":{"type":"integer","minimum":1}},"required":["approve"]}.
+    /// The answer is then an object of these fields (the result's structuredContent.response).
+    pub response_schema: Option<serde_json::Map<String, Value>>,
     /// Who asks (default: the calling agent)
     pub sender: Option<String>,
     /// The asking Query's name, if the headers do not say
@@ -142,7 +146,8 @@ pub struct AskArguments {
 #[schemars(crate = "rmcp::schemars")]
 pub struct Answered {
     pub question_id: String,
-    pub response: String,
+    /// The text, or for a question with a responseSchema the object of its fields.
+    pub response: Value,
     #[schemars(extend("format" = "date-time"))]
     pub answered_at: String,
 }
@@ -190,6 +195,7 @@ pub fn ask_arguments(
         content: arguments.content,
         channels: arguments.channels.unwrap_or_default(),
         options: arguments.options.unwrap_or_default(),
+        response_schema: arguments.response_schema.map(Value::Object),
         query,
         tool_call_id: arguments.tool_call_id,
         ttl_seconds: None,
@@ -217,6 +223,11 @@ pub fn outcome(question: &Question) -> Option<CallToolResult> {
         }
         QuestionStatus::Cancelled => Some(refusal("was cancelled before anyone answered it.")),
         QuestionStatus::Expired => Some(refusal("expired before anyone answered it.")),
+        QuestionStatus::Declined => {
+            let by = question.answered_by.as_deref().map(|by| format!(" by {by}")).unwrap_or_default();
+            let why = question.decline_reason.as_deref().map(|why| format!(": {why}")).unwrap_or_default();
+            Some(refusal(&format!("was declined{by}{why}")))
+        }
     }
 }
 

@@ -28,6 +28,7 @@ pub async fn announce(tx: &mut FeedTx, kind: ChangeKind, question: &Question) ->
         ChangeKind::QuestionAnswered => (EventType::QuestionAnswered, "question_answered"),
         ChangeKind::QuestionCancelled => (EventType::QuestionCancelled, "question_cancelled"),
         ChangeKind::QuestionExpired => (EventType::QuestionExpired, "question_expired"),
+        ChangeKind::QuestionDeclined => (EventType::QuestionDeclined, "question_declined"),
         // A delivery's progress is no event of the Query's.
         ChangeKind::QuestionUpdated => return Ok(true),
     };
@@ -91,6 +92,14 @@ fn event_data(event: EventType, question: &Question) -> Value {
             data.insert("response".into(), json!(question.response));
             if let Some(answered_by) = &question.answered_by {
                 data.insert("answered_by".into(), json!(answered_by));
+            }
+        }
+        EventType::QuestionDeclined => {
+            if let Some(declined_by) = &question.answered_by {
+                data.insert("declined_by".into(), json!(declined_by));
+            }
+            if let Some(reason) = &question.decline_reason {
+                data.insert("reason".into(), json!(reason));
             }
         }
         _ => {}

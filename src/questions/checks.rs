@@ -1,10 +1,8 @@
-//! The rules a new question and an answer keep: addresses, sizes, TTL, no NUL. Each check returns the
+//! The rules a new question keeps: addresses, sizes, TTL, its form, no NUL (an answer's are in
+//! [`super::answering`]). Each check returns the
 //! domain's [`Invalid`], which REST answers with 400 and MCP with invalid params.
 
-use super::{
-    channel::check_entries,
-    model::{Answer, NewQuestion},
-};
+use super::{channel::check_entries, model::NewQuestion, schema::ResponseSchema};
 use crate::{
     config::Config,
     validate::{self, Checked, Invalid},
@@ -52,6 +50,12 @@ impl NewQuestion {
             }
             no_nul("options", option)?;
         }
+        if let Some(schema) = &self.response_schema {
+            if !self.options.is_empty() {
+                return Err(Invalid("options: not with responseSchema (give the choices as an enum field)".into()));
+            }
+            ResponseSchema::parse(schema)?;
+        }
         if let Some(query) = &self.query {
             validate::key("query.name", &query.name)?;
             if let Some(namespace) = &query.namespace {
@@ -67,20 +71,6 @@ impl NewQuestion {
             }
             _ => Ok(()),
         }
-    }
-}
-
-impl Answer {
-    /// Checks that there is an answer.
-    pub fn validate(&self) -> Checked {
-        if self.response.trim().is_empty() {
-            return Err(Invalid("response: must not be empty".into()));
-        }
-        no_nul("response", &self.response)?;
-        if let Some(by) = &self.answered_by {
-            validate::key("answeredBy", by)?;
-        }
-        Ok(())
     }
 }
 

@@ -2,6 +2,7 @@
 //! `resourceVersion`.
 
 mod announce;
+pub mod answering;
 pub mod channel;
 pub mod checks;
 pub mod deliveries;
@@ -9,6 +10,7 @@ pub mod list;
 pub mod model;
 pub mod record;
 mod routes;
+pub mod schema;
 pub mod store;
 pub mod tail;
 pub mod tasks;
@@ -46,5 +48,6 @@ pub fn router() -> OpenApiRouter<RouteState> {
     OpenApiRouter::new()
         .routes(routes!(routes::list, routes::create))
         .routes(routes!(routes::get, routes::answer, routes::cancel))
+        .routes(routes!(routes::decline))
         .routes(routes!(routes::post_answer))
 }

@@ -3,6 +3,7 @@
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
@@ -20,6 +21,8 @@ pub enum QuestionStatus {
     Cancelled,
     /// Not answered before its expiry; final.
     Expired,
+    /// The person refused to answer; final.
+    Declined,
 }
 
 impl QuestionStatus {
@@ -30,6 +33,7 @@ impl QuestionStatus {
             "answered" => Some(QuestionStatus::Answered),
             "cancelled" => Some(QuestionStatus::Cancelled),
             "expired" => Some(QuestionStatus::Expired),
+            "declined" => Some(QuestionStatus::Declined),
             _ => None,
         }
     }
@@ -41,6 +45,7 @@ impl QuestionStatus {
             QuestionStatus::Answered => "answered",
             QuestionStatus::Cancelled => "cancelled",
             QuestionStatus::Expired => "expired",
+            QuestionStatus::Declined => "declined",
         }
     }
 }
@@ -70,6 +75,9 @@ pub struct QuestionRow {
     pub owner: Option<String>,
     pub options: Vec<String>,
     pub deliveries: serde_json::Value,
+    pub response_schema: Option<Value>,
+    pub response_value: Option<Value>,
+    pub decline_reason: Option<String>,
 }
 
 /// The Query that asked, when known.
@@ -133,6 +141,10 @@ pub struct Question {
     /// Short answers offered as buttons.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub options: Vec<String>,
+    /// The form an answer fills (MCP elicitation's restricted JSON Schema); absent: a free-text answer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false, value_type = Object)]
+    pub response_schema: Option<Value>,
     /// Where each channel delivery stands.
     #[serde(skip_serializing_if = "no_deliveries")]
     #[schema(value_type = Vec<Delivery>)]
@@ -141,14 +153,21 @@ pub struct Question {
     pub content: String,
     /// Where it is in its life.
     pub status: QuestionStatus,
-    /// The answer.
+    /// The answer: the form's fields for a typed question, else the text.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(nullable = false)]
-    pub response: Option<String>,
-    /// Who answered.
+    #[schema(nullable = false, value_type = Object)]
+    pub response: Option<Value>,
+    /// The answer as text, for messages and the page (a typed answer's compact JSON).
+    #[serde(skip)]
+    pub response_text: Option<String>,
+    /// Who answered (or declined).
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub answered_by: Option<String>,
+    /// Why the person declined, when they said.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub decline_reason: Option<String>,
     /// When it was asked (ISO 8601).
     pub created_at: String,
     /// When it was answered.
@@ -219,7 +238,11 @@ impl From<QuestionRow> for Question {
             options: row.options,
             deliveries: row.deliveries,
             content: row.content,
-            response: row.response,
+            response_schema: row.response_schema,
+            // Rows answered before answers were kept as JSON have only the text.
+            response: row.response_value.or_else(|| row.response.clone().map(Value::String)),
+            response_text: row.response,
+            decline_reason: row.decline_reason,
             answered_by: row.answered_by,
             tool_call_id: row.tool_call_id,
             task_id: row.task_id,
@@ -250,6 +273,12 @@ pub struct NewQuestion {
     #[serde(default)]
     #[schema(max_items = 10)]
     pub options: Vec<String>,
+    /// The form an answer fills: MCP elicitation's restricted JSON Schema (a flat object of strings,
+    /// numbers, integers, booleans and single- or multi-select enums; `required`, `default`). The answer is
+    /// then an object of these fields. Not with `options`.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub response_schema: Option<Value>,
     /// The asking Query.
     #[serde(default)]
     pub query: Option<QueryRef>,
@@ -288,12 +317,24 @@ pub struct QuestionConflict {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Answer {
-    /// The answer (not only white space).
-    #[schema(pattern = "\\S")]
-    pub response: String,
+    /// The answer: text (not only white space), or for a typed question an object of its form's fields.
+    #[schema(value_type = Object)]
+    pub response: Value,
     /// Who answered (a user, or a channel's identity).
     #[serde(default)]
     pub answered_by: Option<String>,
+}
+
+/// The body of `POST /questions/{id}/decline` (optional).
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Decline {
+    /// Why the person declines (at most 2000 characters).
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// Who declines (a user, or a channel's identity); the authenticated principal when there is one.
+    #[serde(default)]
+    pub declined_by: Option<String>,
 }
 
 fn no_deliveries(deliveries: &serde_json::Value) -> bool {

@@ -12,7 +12,8 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::{
     RouteState,
-    model::{Answer, NewQuestion, Question, QuestionConflict, QuestionStatus},
+    answering::{self, Outcome},
+    model::{Answer, Decline, NewQuestion, Question, QuestionConflict, QuestionStatus},
     store::{Change, QuestionFilter},
     watch,
 };
@@ -176,9 +177,9 @@ pub async fn get(State(state): State<RouteState>, Path(id): Path<String>) -> Res
     request_body = Answer,
     responses(
         (status = 200, description = "Answered", body = Question),
-        (status = 400, description = "`response` is missing or empty, or the body is not JSON", body = ErrorBody),
+        (status = 400, description = "`response` is missing or empty, does not fit the question's `responseSchema` (the message names the field), or the body is not JSON", body = ErrorBody),
         (status = 404, description = "`Question not found`", body = ErrorBody),
-        (status = 409, description = "Answered, cancelled or expired already: the question as it is", body = QuestionConflict),
+        (status = 409, description = "Answered, cancelled, expired or declined already: the question as it is", body = QuestionConflict),
         (status = 415, description = "The body is not declared JSON", body = ErrorBody),
     )
 )]
@@ -189,12 +190,12 @@ pub async fn answer(
     principal: Option<Extension<Principal>>,
     ApiJson(mut answer): ApiJson<Answer>,
 ) -> Result<Json<Question>, ApiError> {
-    answer.validate()?;
     if let Some(Extension(principal)) = principal {
         answer.answered_by = Some(principal.name().to_owned());
     }
-    let change = state.questions.answer(&id, &answer.response, answer.answered_by.as_deref()).await?;
-    into_reply(change)
+    let given = answering::Given::Json(&answer.response);
+    let outcome = answering::answer(&state.questions, &id, given, answer.answered_by.as_deref()).await?;
+    into_reply(outcome)
 }
 
 /// `POST /questions/{id}/answer`: the same as `PATCH /questions/{id}`.
@@ -207,9 +208,9 @@ pub async fn answer(
     request_body = Answer,
     responses(
         (status = 200, description = "Answered", body = Question),
-        (status = 400, description = "`response` is missing or empty, or the body is not JSON", body = ErrorBody),
+        (status = 400, description = "`response` is missing or empty, does not fit the question's `responseSchema` (the message names the field), or the body is not JSON", body = ErrorBody),
         (status = 404, description = "`Question not found`", body = ErrorBody),
-        (status = 409, description = "Answered, cancelled or expired already: the question as it is", body = QuestionConflict),
+        (status = 409, description = "Answered, cancelled, expired or declined already: the question as it is", body = QuestionConflict),
         (status = 415, description = "The body is not declared JSON", body = ErrorBody),
     )
 )]
@@ -222,6 +223,37 @@ pub async fn post_answer(
     answer(state, id, principal, body).await
 }
 
+/// `POST /questions/{id}/decline`: the person refuses to answer (unlike a cancel, which is the asker
+/// withdrawing the question). Who declined is the authenticated principal when there is one.
+#[utoipa::path(
+    post,
+    path = "/questions/{id}/decline",
+    tag = "questions",
+    operation_id = "decline_question",
+    params(("id" = String, Path, description = "The question")),
+    request_body(content = Decline, description = "Optional: why, and who declines"),
+    responses(
+        (status = 200, description = "Declined", body = Question),
+        (status = 400, description = "`reason` too long, or the body is not JSON", body = ErrorBody),
+        (status = 404, description = "`Question not found`", body = ErrorBody),
+        (status = 409, description = "Answered, cancelled, expired or declined already: the question as it is", body = QuestionConflict),
+        (status = 415, description = "The body is not declared JSON", body = ErrorBody),
+    )
+)]
+#[tracing::instrument(level = "debug", skip_all)]
+pub async fn decline(
+    State(state): State<RouteState>,
+    Path(id): Path<String>,
+    principal: Option<Extension<Principal>>,
+    body: Option<ApiJson<Decline>>,
+) -> Result<Json<Question>, ApiError> {
+    let Decline { reason, mut declined_by } = body.map(|ApiJson(body)| body).unwrap_or_default();
+    if let Some(Extension(principal)) = principal {
+        declined_by = Some(principal.name().to_owned());
+    }
+    into_reply(answering::decline(&state.questions, &id, reason.as_deref(), declined_by.as_deref()).await?)
+}
+
 /// `DELETE /questions/{id}`: cancels a pending question (the row stays).
 #[utoipa::path(delete, path = "/questions/{id}", tag = "questions", operation_id = "cancel_question",
     params(("id" = String, Path, description = "The question")),
@@ -232,11 +264,16 @@ pub async fn post_answer(
     ))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn cancel(State(state): State<RouteState>, Path(id): Path<String>) -> Result<Json<Question>, ApiError> {
-    into_reply(state.questions.cancel(&id).await?)
+    into_reply(Outcome::Changed(Box::new(state.questions.cancel(&id).await?)))
 }
 
-/// The reply to a change: the question, 409 with the question as it is, or 404.
-pub fn into_reply(change: Change) -> Result<Json<Question>, ApiError> {
+/// The reply to an answer, a decline or a cancel: the question, 409 with the question as it is, 400 when the
+/// answer does not fit the question, or 404.
+pub fn into_reply(outcome: Outcome) -> Result<Json<Question>, ApiError> {
+    let change = match outcome {
+        Outcome::Changed(change) => *change,
+        Outcome::Refused(invalid) => return Err(invalid.into()),
+    };
     match change {
         Change::Made(question) => Ok(Json(question)),
         Change::Conflict(question) => Err(ApiError::Conflict {
@@ -256,7 +293,7 @@ fn not_found() -> ApiError {
 fn parse_status(raw: &str) -> Result<QuestionStatus, ApiError> {
     QuestionStatus::parse(raw).ok_or_else(|| {
         ApiError::Validation(format!(
-            "status: Invalid enum value. Expected 'pending' | 'answered' | 'cancelled' | 'expired', received '{raw}'"
+            "status: Invalid enum value. Expected 'pending' | 'answered' | 'cancelled' | 'expired' | 'declined', received '{raw}'"
         ))
     })
 }

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use serde_json::Value;
 use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
@@ -98,10 +99,10 @@ impl QuestionStore {
                 QuestionRow,
                 r#"insert into questions (id, sender, recipient, channels, content, query_namespace, query_name,
                                           tool_call_id, task_id, task_ttl_ms, expires_at, resource_version, owner,
-                                          options)
+                                          options, response_schema)
                    values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::bigint,
                            now() + coalesce(make_interval(secs => $11::bigint), $10::bigint * interval '1 millisecond'),
-                           nextval('question_versions'), $12, $13)
+                           nextval('question_versions'), $12, $13, $14)
                    returning *"#,
                 id,
                 new.sender,
@@ -116,6 +117,7 @@ impl QuestionStore {
                 new.ttl_seconds,
                 new.owner,
                 &new.options,
+                new.response_schema,
             )
             .fetch_one(tx.conn())
             .await?;
@@ -129,9 +131,15 @@ impl QuestionStore {
         })
     }
 
-    /// Answers a pending question. The first answer wins; later ones get [`Change::Conflict`].
+    /// Answers a pending question with `response` (checked against its form by the caller: see
+    /// [`super::answering`]); a JSON string is kept as text too, anything else as its compact JSON. The first
+    /// answer wins; later ones get [`Change::Conflict`].
     #[tracing::instrument(level = "debug", skip_all)]
-    pub async fn answer(&self, id: &str, response: &str, answered_by: Option<&str>) -> StoreResult<Change> {
+    pub async fn answer(&self, id: &str, response: &Value, answered_by: Option<&str>) -> StoreResult<Change> {
+        let text = match response {
+            Value::String(text) => text.clone(),
+            other => other.to_string(),
+        };
         change!(&self.pool, |tx| async {
             if !expire_if_due(tx, id).await? {
                 return Ok(None);
@@ -139,13 +147,14 @@ impl QuestionStore {
             let answered = sqlx::query_as!(
                 QuestionRow,
                 r#"update questions
-                   set status = 'answered', response = $2, answered_by = $3, answered_at = now(), closed_at = now(),
-                       resource_version = nextval('question_versions')
+                   set status = 'answered', response = $2, response_value = $4, answered_by = $3, answered_at = now(),
+                       closed_at = now(), resource_version = nextval('question_versions')
                    where id = $1 and status = 'pending'
                    returning *"#,
                 id,
-                response,
+                text,
                 answered_by,
+                response,
             )
             .fetch_optional(tx.conn())
             .await?;
@@ -175,6 +184,33 @@ impl QuestionStore {
             .await?;
             match cancelled {
                 Some(row) => Ok(record(tx, ChangeKind::QuestionCancelled, row).await?.map(Change::Made)),
+                None => unchanged(tx, id).await.map(Some),
+            }
+        })
+    }
+
+    /// Declines a pending question: the person refuses to answer (`reason`, when they said why).
+    #[tracing::instrument(level = "debug", skip_all)]
+    pub async fn decline(&self, id: &str, reason: Option<&str>, declined_by: Option<&str>) -> StoreResult<Change> {
+        change!(&self.pool, |tx| async {
+            if !expire_if_due(tx, id).await? {
+                return Ok(None);
+            }
+            let declined = sqlx::query_as!(
+                QuestionRow,
+                r#"update questions
+                   set status = 'declined', decline_reason = $2, answered_by = $3, closed_at = now(),
+                       resource_version = nextval('question_versions')
+                   where id = $1 and status = 'pending'
+                   returning *"#,
+                id,
+                reason,
+                declined_by,
+            )
+            .fetch_optional(tx.conn())
+            .await?;
+            match declined {
+                Some(row) => Ok(record(tx, ChangeKind::QuestionDeclined, row).await?.map(Change::Made)),
                 None => unchanged(tx, id).await.map(Some),
             }
         })
@@ -226,7 +262,7 @@ impl QuestionStore {
     pub async fn count_by_status(&self) -> StoreResult<Vec<(String, i64)>> {
         let rows = sqlx::query!(
             r#"select s.status as "status!", count(q.id) as "count!"
-               from unnest(array['pending', 'answered', 'cancelled', 'expired']) as s(status)
+               from unnest(array['pending', 'answered', 'cancelled', 'expired', 'declined']) as s(status)
                left join questions q on q.status = s.status
                group by s.status order by s.status"#
         )

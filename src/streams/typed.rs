@@ -14,6 +14,7 @@ pub enum EventType {
     QuestionAnswered,
     QuestionCancelled,
     QuestionExpired,
+    QuestionDeclined,
     PhaseChange,
     CompletedQuery,
     /// The broker's frame for a stream whose writer disconnected: stored as an error chunk OpenAI-format
@@ -22,7 +23,7 @@ pub enum EventType {
 }
 
 impl EventType {
-    const ALL: [EventType; 10] = [
+    const ALL: [EventType; 11] = [
         EventType::TextDelta,
         EventType::ToolCallStart,
         EventType::ToolCallResult,
@@ -30,6 +31,7 @@ impl EventType {
         EventType::QuestionAnswered,
         EventType::QuestionCancelled,
         EventType::QuestionExpired,
+        EventType::QuestionDeclined,
         EventType::PhaseChange,
         EventType::CompletedQuery,
         EventType::StreamAborted,
@@ -45,6 +47,7 @@ impl EventType {
             EventType::QuestionAnswered => "question_answered",
             EventType::QuestionCancelled => "question_cancelled",
             EventType::QuestionExpired => "question_expired",
+            EventType::QuestionDeclined => "question_declined",
             EventType::PhaseChange => "phase_change",
             EventType::CompletedQuery => "completed_query",
             EventType::StreamAborted => "stream_aborted",
@@ -70,6 +73,7 @@ impl EventType {
                 | EventType::QuestionAnswered
                 | EventType::QuestionCancelled
                 | EventType::QuestionExpired
+                | EventType::QuestionDeclined
                 | EventType::StreamAborted
         )
     }

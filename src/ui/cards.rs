@@ -54,7 +54,7 @@ fn outcome(question: &Question) -> Markup {
                     " · " time .age .closed-at datetime=(iso(closed)) title=(iso(closed)) { (ago(closed)) }
                 }
             }
-            @if let Some(response) = &question.response { p .response { (response) } }
+            @if let Some(response) = &question.response_text { p .response { (response) } }
         }
     }
 }

@@ -80,7 +80,7 @@ pub fn timeline(events: &[UnifiedEvent]) -> Vec<Item> {
                 content: text("content"),
                 outcome: None,
             }),
-            "question_answered" | "question_cancelled" | "question_expired" => {
+            "question_answered" | "question_cancelled" | "question_expired" | "question_declined" => {
                 let id = text("question_id");
                 let question = items.iter_mut().find(|item| matches!(item, Item::Question { id: i, .. } if *i == id));
                 if let Some(Item::Question { outcome, .. }) = question {

@@ -23,8 +23,9 @@ use crate::{
     queries::resume,
     questions::{
         Change,
+        answering::{self, Given, Outcome},
         list::Counted,
-        model::{Answer, QuestionStatus},
+        model::QuestionStatus,
         store::QuestionFilter,
     },
     state::AppState,
@@ -171,26 +172,23 @@ pub async fn answer(
         None => Some(form.answered_by.trim()).filter(|by| !by.is_empty()).map(str::to_owned),
     };
     let back = form.back.filter(|back| is_query_page(back));
-    let answer = Answer { response: form.response, answered_by };
-    let outcome = if answer.validate().is_err() {
-        "invalid"
-    } else {
-        let stored = match reachable(&state) {
-            Ok(()) => state
-                .questions
-                .answer(&id, &answer.response, answer.answered_by.as_deref())
-                .await
-                .map_err(ApiError::from),
-            Err(error) => Err(error),
-        };
-        match stored {
-            Ok(Change::Made(_)) => "answered",
-            Ok(Change::Conflict(_)) => "conflict",
-            Ok(Change::NotFound) => "missing",
-            Err(error) => {
-                let unsent = Unsent { id, response: answer.response, answered_by: form.answered_by, back, person };
-                return (Extension(unsent), error).into_response();
-            }
+    let stored = match reachable(&state) {
+        Ok(()) => answering::answer(&state.questions, &id, Given::Text(&form.response), answered_by.as_deref())
+            .await
+            .map_err(ApiError::from),
+        Err(error) => Err(error),
+    };
+    let outcome = match stored.map(|outcome| match outcome {
+        Outcome::Changed(change) => Ok(*change),
+        Outcome::Refused(refused) => Err(refused),
+    }) {
+        Ok(Ok(Change::Made(_))) => "answered",
+        Ok(Ok(Change::Conflict(_))) => "conflict",
+        Ok(Ok(Change::NotFound)) => "missing",
+        Ok(Err(_)) => "invalid",
+        Err(error) => {
+            let unsent = Unsent { id, response: form.response, answered_by: form.answered_by, back, person };
+            return (Extension(unsent), error).into_response();
         }
     };
     let id: String = url_safe(&id);

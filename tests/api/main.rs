@@ -46,5 +46,6 @@ mod sessions_lifecycle;
 mod slack;
 mod streams;
 mod traces;
+mod typed_questions;
 mod ui;
 mod unified;
