@@ -264,6 +264,11 @@ pub struct Config {
           value_parser = clap::value_parser!(u64).range(1..=31_536_000))]
     pub question_log_seconds: u64,
 
+    /// Seconds each step of a question's decision (`GET /questions/{id}/history`) is kept.
+    #[arg(long, env = "ARK_BROKER_QUESTION_HISTORY_SECONDS", default_value_t = 7_776_000,
+          value_parser = clap::value_parser!(u64).range(1..=3_153_600_000))]
+    pub question_history_seconds: u64,
+
     /// Seconds a completed or aborted stream and its chunks are kept (upstream's Redis keeps chunks an hour).
     #[arg(long, env = "ARK_BROKER_STREAM_RETENTION_SECONDS", default_value_t = 86_400,
           value_parser = clap::value_parser!(u64).range(60..=31_536_000))]

@@ -31,6 +31,8 @@ pub struct Retention {
     pub max_spans: i64,
     /// How long watch-log rows are kept (a watch from before that gets 410 and relists).
     pub question_log_seconds: i64,
+    /// How long each step of a question's decision is kept.
+    pub question_history_seconds: i64,
     /// Rows handled per statement (`--reap-batch-size`), so one pass never holds many locks or a long
     /// transaction.
     pub batch: i64,
@@ -44,6 +46,7 @@ impl Retention {
             max_events: config.max_events as i64,
             max_spans: config.max_spans as i64,
             question_log_seconds: config.question_log_seconds as i64,
+            question_history_seconds: config.question_history_seconds as i64,
             batch: config.reap_batch_size as i64,
         }
     }
@@ -84,7 +87,7 @@ impl Duty {
 
 /// The `kind` labels of the reaper's deletions, in the order a pass takes them: what the README lists and a
 /// dashboard expects. The registry checks at start-up that exactly these are registered, in this order.
-pub const KINDS: [&str; 10] = [
+pub const KINDS: [&str; 11] = [
     "messages",
     "events",
     "sessions",
@@ -92,6 +95,7 @@ pub const KINDS: [&str; 10] = [
     "questions_expired",
     "idempotency_keys",
     "question_events",
+    "question_history",
     "streams",
     "status_patches",
     "inbound_deliveries",

@@ -28,7 +28,9 @@ pub enum Answered {
 /// Answers question `id` with `text` (for a typed question, a JSON object or `field: value` lines), recorded
 /// as answered by `by` (`slack:<user>`, `github:<login>`).
 pub async fn answer(state: &RouteState, id: &str, text: &str, by: String) -> StoreResult<Answered> {
-    let change = match answering::answer(&state.questions, id, Given::Text(text), Some(&by)).await? {
+    // `slack:U…` answered via Slack, `github:login` via GitHub.
+    let via = by.split_once(':').map_or("channel", |(kind, _)| kind);
+    let change = match answering::answer(&state.questions, id, Given::Text(text), Some(&by), via).await? {
         Outcome::Changed(change) => *change,
         Outcome::Refused(refused) => return Ok(Answered::Refused(refused.to_string())),
     };

@@ -13,9 +13,15 @@ use crate::{
     },
     questions::{
         deliveries::refresh,
+        history,
         record::{ChangeKind, log_change},
     },
 };
+
+/// The history step of a settled delivery.
+fn settled(job: &DeliveryJob, step: history::Step, detail: Option<serde_json::Value>) -> history::Entry<'_> {
+    history::Entry { question_id: &job.question_id, step, actor: None, channel: Some(&job.channel), detail }
+}
 
 /// A delivery claimed: to send to `channel` (what the message says is the question's).
 #[derive(Debug, Clone)]
@@ -45,12 +51,21 @@ pub struct DeliveryStore {
 }
 
 /// Commits a delivery's change together with its question's refreshed deliveries, logged for watchers and
-/// waiters (a blocking `ask_question` reports the delivery). A change that matched nothing — the claim was
-/// lost: its lease ran out and another replica claimed the delivery since — is rolled back; `false` then.
-async fn commit_refreshed(mut tx: FeedTx, question_id: &str, changed: u64) -> StoreResult<bool> {
+/// waiters (a blocking `ask_question` reports the delivery) and, when it settled the delivery, in the
+/// question's history. A change that matched nothing — the claim was lost: its lease ran out and another
+/// replica claimed the delivery since — is rolled back; `false` then.
+async fn commit_refreshed(
+    mut tx: FeedTx,
+    question_id: &str,
+    changed: u64,
+    settled: Option<history::Entry<'_>>,
+) -> StoreResult<bool> {
     if changed == 0 {
         tx.rollback().await?;
         return Ok(false);
+    }
+    if let Some(entry) = settled {
+        history::log(tx.conn(), &entry).await?;
     }
     let row = refresh(tx.conn(), question_id).await?;
     log_change(&mut tx, ChangeKind::QuestionUpdated, row).await?;
@@ -109,7 +124,8 @@ impl DeliveryStore {
         .execute(tx.conn())
         .await?
         .rows_affected();
-        commit_refreshed(tx, &job.question_id, changed).await
+        let detail = url.map(|url| serde_json::json!({"url": url}));
+        commit_refreshed(tx, &job.question_id, changed, Some(settled(job, history::Step::Delivered, detail))).await
     }
 
     /// Tries again after `delay_ms`, recording why this attempt failed. `false` if the claim was lost.
@@ -128,7 +144,7 @@ impl DeliveryStore {
         .execute(tx.conn())
         .await?
         .rows_affected();
-        commit_refreshed(tx, &job.question_id, changed).await
+        commit_refreshed(tx, &job.question_id, changed, None).await
     }
 
     /// Acts on inbound delivery `delivery_id` of `source` (a Slack event, a GitHub webhook) unless it was acted
@@ -223,7 +239,8 @@ impl DeliveryStore {
         .execute(tx.conn())
         .await?
         .rows_affected();
-        commit_refreshed(tx, &job.question_id, changed).await
+        let detail = Some(serde_json::json!({"error": error}));
+        commit_refreshed(tx, &job.question_id, changed, Some(settled(job, history::Step::DeliveryFailed, detail))).await
     }
 
     /// The questions whose delivered Slack messages wait to be updated once they close, and are due.

@@ -40,6 +40,7 @@ pub async fn answer(
     id: &str,
     response: Given<'_>,
     answered_by: Option<&str>,
+    via: &str,
 ) -> StoreResult<Outcome> {
     if let Some(by) = answered_by
         && let Err(invalid) = validate::key("answeredBy", by)
@@ -63,7 +64,7 @@ pub async fn answer(
     if question.status != QuestionStatus::Pending {
         return Ok(Outcome::Changed(Box::new(Change::Conflict(question))));
     }
-    Ok(Outcome::Changed(Box::new(store.answer(id, &response, answered_by).await?)))
+    Ok(Outcome::Changed(Box::new(store.answer(id, &response, answered_by, Some(via)).await?)))
 }
 
 /// `response` as the question takes it: an object of its form's fields for a typed question, otherwise
@@ -115,6 +116,7 @@ pub async fn decline(
     id: &str,
     reason: Option<&str>,
     declined_by: Option<&str>,
+    via: &str,
 ) -> StoreResult<Outcome> {
     if let Some(reason) = reason
         && (reason.contains('\0') || reason.chars().count() > MAX_REASON_CHARS)
@@ -126,7 +128,7 @@ pub async fn decline(
     {
         return Ok(Outcome::Refused(invalid));
     }
-    Ok(Outcome::Changed(Box::new(store.decline(id, reason, declined_by).await?)))
+    Ok(Outcome::Changed(Box::new(store.decline(id, reason, declined_by, Some(via)).await?)))
 }
 
 /// Longest decline reason.

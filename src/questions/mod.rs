@@ -6,6 +6,7 @@ pub mod answering;
 pub mod channel;
 pub mod checks;
 pub mod deliveries;
+pub mod history;
 pub mod list;
 pub mod model;
 pub mod record;
@@ -49,5 +50,6 @@ pub fn router() -> OpenApiRouter<RouteState> {
         .routes(routes!(routes::list, routes::create))
         .routes(routes!(routes::get, routes::answer, routes::cancel))
         .routes(routes!(routes::decline))
+        .routes(routes!(routes::history))
         .routes(routes!(routes::post_answer))
 }

@@ -9,8 +9,11 @@ use sqlx::{
     postgres::{PgArgumentBuffer, PgTypeInfo, PgValueRef},
 };
 
+use serde_json::json;
+
 use super::{
     announce,
+    history::{self, Entry, Step},
     model::{Question, QuestionRow},
 };
 use crate::db::{StoreResult, feed::FeedTx};
@@ -98,8 +101,16 @@ impl sqlx::Decode<'_, Postgres> for ChangeKind {
 
 /// Logs the change for watchers, writes it into its Query's stream and queues the NOTIFY; returns the
 /// question as it now is, or `None` when the stream could not be written right now (try again).
-pub(super) async fn record(tx: &mut FeedTx, kind: ChangeKind, row: QuestionRow) -> StoreResult<Option<Question>> {
+pub(super) async fn record(
+    tx: &mut FeedTx,
+    kind: ChangeKind,
+    row: QuestionRow,
+    via: Option<&str>,
+) -> StoreResult<Option<Question>> {
     let question = log_change(tx, kind, row).await?;
+    if let Some(entry) = history_entry(kind, &question, via) {
+        history::log(tx.conn(), &entry).await?;
+    }
     if let Some(query) = &question.query
         && let Some(namespace) = &query.namespace
         && let Some(action) = kind.status_action()
@@ -111,6 +122,29 @@ pub(super) async fn record(tx: &mut FeedTx, kind: ChangeKind, row: QuestionRow) 
         return Ok(None);
     }
     Ok(Some(question))
+}
+
+/// The history step a change records: who, via what, and what (the question's own fields say it).
+fn history_entry<'a>(kind: ChangeKind, question: &'a Question, via: Option<&'a str>) -> Option<Entry<'a>> {
+    let entry =
+        |step, actor: Option<&'a str>, detail| Entry { question_id: &question.id, step, actor, channel: via, detail };
+    Some(match kind {
+        ChangeKind::QuestionCreated => {
+            let detail = json!({"sender": question.sender, "recipient": question.recipient, "channels": question.channels,
+                                "query": question.query, "responseSchema": question.response_schema});
+            entry(Step::Created, Some(question.owner.as_deref().unwrap_or(&question.sender)), Some(detail))
+        }
+        ChangeKind::QuestionAnswered => {
+            entry(Step::Answered, question.answered_by.as_deref(), Some(json!({"response": question.response})))
+        }
+        ChangeKind::QuestionDeclined => {
+            let detail = question.decline_reason.as_ref().map(|reason| json!({"reason": reason}));
+            entry(Step::Declined, question.answered_by.as_deref(), detail)
+        }
+        ChangeKind::QuestionExpired => entry(Step::Expired, Some("system:expiry"), None),
+        ChangeKind::QuestionCancelled => entry(Step::Cancelled, question.owner.as_deref(), None),
+        ChangeKind::QuestionUpdated => return None,
+    })
 }
 
 /// Logs a change for watchers and waiters; alone (no stream event, no status patch) for

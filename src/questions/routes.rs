@@ -13,6 +13,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::{
     RouteState,
     answering::{self, Outcome},
+    history::HistoryItem,
     model::{Answer, Decline, NewQuestion, Question, QuestionConflict, QuestionStatus},
     store::{Change, QuestionFilter},
     watch,
@@ -194,7 +195,7 @@ pub async fn answer(
         answer.answered_by = Some(principal.name().to_owned());
     }
     let given = answering::Given::Json(&answer.response);
-    let outcome = answering::answer(&state.questions, &id, given, answer.answered_by.as_deref()).await?;
+    let outcome = answering::answer(&state.questions, &id, given, answer.answered_by.as_deref(), "api").await?;
     into_reply(outcome)
 }
 
@@ -251,7 +252,33 @@ pub async fn decline(
     if let Some(Extension(principal)) = principal {
         declined_by = Some(principal.name().to_owned());
     }
-    into_reply(answering::decline(&state.questions, &id, reason.as_deref(), declined_by.as_deref()).await?)
+    into_reply(answering::decline(&state.questions, &id, reason.as_deref(), declined_by.as_deref(), "api").await?)
+}
+
+/// `GET /questions/{id}/history`: every recorded step of the question's decision, in order.
+#[utoipa::path(get, path = "/questions/{id}/history", tag = "questions", operation_id = "question_history",
+    params(("id" = String, Path, description = "The question")),
+    responses(
+        (status = 200, description = "The steps, oldest first (kept `--question-history-seconds`)", body = History),
+        (status = 404, description = "`Question not found` (and no step of it kept)", body = ErrorBody),
+    ))]
+#[tracing::instrument(level = "debug", skip_all)]
+pub async fn history(State(state): State<RouteState>, Path(id): Path<String>) -> Result<Json<History>, ApiError> {
+    let items = state.questions.history(&id).await?;
+    if items.is_empty() && state.questions.get(&id).await?.is_none() {
+        return Err(not_found());
+    }
+    Ok(Json(History { question_id: id, items }))
+}
+
+/// `{"questionId", "items": [step…]}`.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct History {
+    /// The question.
+    question_id: String,
+    /// Its steps, oldest first.
+    items: Vec<HistoryItem>,
 }
 
 /// `DELETE /questions/{id}`: cancels a pending question (the row stays).

@@ -127,7 +127,7 @@ impl QuestionStore {
             } else {
                 super::deliveries::queue(tx.conn(), &row.id, &new.channels).await?
             };
-            record(tx, ChangeKind::QuestionCreated, row).await
+            record(tx, ChangeKind::QuestionCreated, row, None).await
         })
     }
 
@@ -135,7 +135,13 @@ impl QuestionStore {
     /// [`super::answering`]); a JSON string is kept as text too, anything else as its compact JSON. The first
     /// answer wins; later ones get [`Change::Conflict`].
     #[tracing::instrument(level = "debug", skip_all)]
-    pub async fn answer(&self, id: &str, response: &Value, answered_by: Option<&str>) -> StoreResult<Change> {
+    pub async fn answer(
+        &self,
+        id: &str,
+        response: &Value,
+        answered_by: Option<&str>,
+        via: Option<&str>,
+    ) -> StoreResult<Change> {
         let text = match response {
             Value::String(text) => text.clone(),
             other => other.to_string(),
@@ -159,7 +165,7 @@ impl QuestionStore {
             .fetch_optional(tx.conn())
             .await?;
             match answered {
-                Some(row) => Ok(record(tx, ChangeKind::QuestionAnswered, row).await?.map(Change::Made)),
+                Some(row) => Ok(record(tx, ChangeKind::QuestionAnswered, row, via).await?.map(Change::Made)),
                 None => unchanged(tx, id).await.map(Some),
             }
         })
@@ -183,7 +189,7 @@ impl QuestionStore {
             .fetch_optional(tx.conn())
             .await?;
             match cancelled {
-                Some(row) => Ok(record(tx, ChangeKind::QuestionCancelled, row).await?.map(Change::Made)),
+                Some(row) => Ok(record(tx, ChangeKind::QuestionCancelled, row, None).await?.map(Change::Made)),
                 None => unchanged(tx, id).await.map(Some),
             }
         })
@@ -191,7 +197,13 @@ impl QuestionStore {
 
     /// Declines a pending question: the person refuses to answer (`reason`, when they said why).
     #[tracing::instrument(level = "debug", skip_all)]
-    pub async fn decline(&self, id: &str, reason: Option<&str>, declined_by: Option<&str>) -> StoreResult<Change> {
+    pub async fn decline(
+        &self,
+        id: &str,
+        reason: Option<&str>,
+        declined_by: Option<&str>,
+        via: Option<&str>,
+    ) -> StoreResult<Change> {
         change!(&self.pool, |tx| async {
             if !expire_if_due(tx, id).await? {
                 return Ok(None);
@@ -210,7 +222,7 @@ impl QuestionStore {
             .fetch_optional(tx.conn())
             .await?;
             match declined {
-                Some(row) => Ok(record(tx, ChangeKind::QuestionDeclined, row).await?.map(Change::Made)),
+                Some(row) => Ok(record(tx, ChangeKind::QuestionDeclined, row, via).await?.map(Change::Made)),
                 None => unchanged(tx, id).await.map(Some),
             }
         })
@@ -240,7 +252,7 @@ impl QuestionStore {
             .await?;
             let count = rows.len();
             for row in rows {
-                if record(tx, ChangeKind::QuestionExpired, row).await?.is_none() {
+                if record(tx, ChangeKind::QuestionExpired, row, None).await?.is_none() {
                     return Ok(None);
                 }
             }
@@ -300,7 +312,7 @@ async fn expire_if_due(tx: &mut FeedTx, id: &str) -> StoreResult<bool> {
     .fetch_optional(tx.conn())
     .await?;
     match expired {
-        Some(row) => Ok(record(tx, ChangeKind::QuestionExpired, row).await?.is_some()),
+        Some(row) => Ok(record(tx, ChangeKind::QuestionExpired, row, None).await?.is_some()),
         None => Ok(true),
     }
 }

@@ -121,6 +121,9 @@ pub fn register(pool: &PgPool, replica_key: i64, wakeups: &Wakeups, deliveries: 
         Duty::new("question_events", "the question watch log", questions.clone(), |s, keep| async move {
             s.prune_events(keep.question_log_seconds, keep.batch).await
         }),
+        Duty::new("question_history", "the questions' history", questions.clone(), |s, keep| async move {
+            s.prune_history(keep.question_history_seconds, keep.batch).await
+        }),
     ]);
     let chunks = registry.feed(Feed::Chunks, ChunkStore::new(pool.clone(), replica_key), |store| {
         vec![Duty::new("streams", "finished streams", store.clone(), |s, keep| async move {

@@ -173,7 +173,7 @@ pub async fn answer(
     };
     let back = form.back.filter(|back| is_query_page(back));
     let stored = match reachable(&state) {
-        Ok(()) => answering::answer(&state.questions, &id, Given::Text(&form.response), answered_by.as_deref())
+        Ok(()) => answering::answer(&state.questions, &id, Given::Text(&form.response), answered_by.as_deref(), "page")
             .await
             .map_err(ApiError::from),
         Err(error) => Err(error),

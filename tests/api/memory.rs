@@ -18,6 +18,7 @@ pub fn reaper(app: &TestApp) -> ark_broker::retention::Reaper {
         max_events: 0,
         max_spans: 0,
         question_log_seconds: 3600,
+        question_history_seconds: 3600,
         batch: 1000,
     };
     ark_broker::retention::Reaper::new(app.state.pool.clone(), retention, app.state.reaping.clone())

@@ -58,6 +58,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("delete", "/questions/{id}"),
     ("post", "/questions/{id}/answer"),
     ("post", "/questions/{id}/decline"),
+    ("get", "/questions/{id}/history"),
     ("get", "/queries/{query_id}/{name}/state"),
     ("put", "/queries/{query_id}/{name}/tool-calls/{tool_call_id}"),
     ("post", "/channels/github/webhook"),
@@ -110,7 +111,7 @@ async fn the_document_is_openapi_3_1_with_every_rest_route_and_the_error_body() 
     let served: BTreeSet<(&str, &str)> = operations(&document).map(|(method, path, _)| (method, path)).collect();
     let expected: BTreeSet<(&str, &str)> = ROUTES.iter().copied().collect();
     assert_eq!(served, expected, "the document's operations are the router's REST routes");
-    assert_eq!(document["paths"].as_object().unwrap().len(), 30);
+    assert_eq!(document["paths"].as_object().unwrap().len(), 31);
     let ids: Vec<&str> = operations(&document).map(|(_, _, op)| op["operationId"].as_str().unwrap()).collect();
     assert_eq!(ids.iter().collect::<HashSet<_>>().len(), ids.len(), "operation ids are unique: {ids:?}");
 

@@ -9,7 +9,7 @@ use sqlx::{AssertSqlSafe, PgPool};
 use crate::support::TestApp;
 
 /// The `-- report: <name>` SQL blocks of the reporting guide, by name.
-fn documented_reports() -> HashMap<String, String> {
+pub fn documented_reports() -> HashMap<String, String> {
     let guide = include_str!("../../docs/reporting.md");
     let mut reports = HashMap::new();
     for block in guide.split("```sql\n").skip(1) {
@@ -56,7 +56,7 @@ async fn seed(pool: &PgPool) {
 }
 
 /// Runs `sql` as the reporting role and returns its rows as JSON objects.
-async fn run_as_reporting_role(pool: &PgPool, sql: &str) -> Vec<Value> {
+pub async fn run_as_reporting_role(pool: &PgPool, sql: &str) -> Vec<Value> {
     let mut tx = pool.begin().await.unwrap();
     sqlx::query("set local role ark_broker_reporting").execute(&mut *tx).await.unwrap();
     let rows: Vec<Value> = sqlx::query_scalar(AssertSqlSafe(format!("select to_jsonb(r) from ({sql}) r")))
@@ -73,7 +73,7 @@ async fn every_documented_report_runs_as_the_reporting_role_and_returns_what_was
     let pool = app.pool();
     seed(&pool).await;
     let reports = documented_reports();
-    assert_eq!(reports.len(), 9, "the guide documents nine reports: {:?}", reports.keys());
+    assert_eq!(reports.len(), 10, "the guide documents ten reports: {:?}", reports.keys());
 
     let pending = run_as_reporting_role(&pool, &reports["pending_by_recipient"]).await;
     assert_eq!(pending.len(), 2);
