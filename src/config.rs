@@ -98,6 +98,12 @@ pub struct Config {
     #[arg(long, env = "ARK_BROKER_SLACK_SIGNING_SECRET", hide_env_values = true)]
     pub slack_signing_secret: Option<Secret>,
 
+    /// Slack app-level token (`xapp-…`, scope `connections:write`): each replica takes Slack's interactions and
+    /// events over one Socket Mode connection, so Slack needs no public address of the broker. Needs
+    /// `--slack-bot-token`.
+    #[arg(long, env = "ARK_BROKER_SLACK_APP_TOKEN", hide_env_values = true)]
+    pub slack_app_token: Option<Secret>,
+
     /// Slack Web API base URL (tests point it at a fake).
     #[arg(long, env = "ARK_BROKER_SLACK_API_URL", default_value = "https://slack.com/api")]
     pub slack_api_url: String,

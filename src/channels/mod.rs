@@ -2,7 +2,8 @@
 //! question's channel entries are checked when it is asked, and the asking transaction queues one delivery
 //! per channel (both in [`crate::questions`]); every replica runs the [`worker`] that claims due deliveries
 //! (one replica each), sends them ([`slack`], [`github`]) and retries with backoff, honouring rate limits.
-//! [`outbound::Channels`], what the shared state holds, stands below the inbound routes here.
+//! [`outbound::Channels`], what the shared state holds, stands below the inbound routes here. With
+//! `--slack-app-token`, every replica also takes Slack's side over a Socket Mode connection ([`slack_socket`]).
 
 mod answer;
 mod github;
@@ -14,7 +15,9 @@ mod send;
 pub mod signature;
 mod slack;
 mod slack_blocks;
+mod slack_envelope;
 mod slack_inbound;
+pub mod slack_socket;
 pub mod store;
 pub mod worker;
 

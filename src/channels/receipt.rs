@@ -1,9 +1,51 @@
 //! What the inbound channel routes answer Slack and GitHub (which mostly only read the status): the typed
 //! bodies, so the OpenAPI document describes exactly what is sent.
 
+use axum::{
+    Json,
+    http::header,
+    response::{IntoResponse, Response},
+};
 use serde::Serialize;
 use serde_json::Value;
 use utoipa::ToSchema;
+
+/// What the broker answers one thing Slack sent, whichever way it came: the body of the HTTP reply, or what
+/// a Socket Mode acknowledgement carries.
+#[derive(Debug)]
+pub enum Reply {
+    /// What was done (Slack reads only the status).
+    Receipt(Receipt),
+    /// A modal's submission was not taken: the reason on its field.
+    ModalErrors(ModalErrors),
+    /// The URL verification, answered.
+    Challenge(Challenge),
+    /// Nothing to say: for a modal's submission, this closes the modal.
+    Empty,
+}
+
+impl Reply {
+    /// What a Socket Mode acknowledgement carries as its `payload`: only a modal's field errors mean anything
+    /// to Slack there.
+    pub fn socket_payload(self) -> Option<Value> {
+        match self {
+            Reply::ModalErrors(errors) => serde_json::to_value(errors).ok(),
+            Reply::Receipt(_) | Reply::Challenge(_) | Reply::Empty => None,
+        }
+    }
+}
+
+impl IntoResponse for Reply {
+    fn into_response(self) -> Response {
+        match self {
+            Reply::Receipt(receipt) => Json(receipt).into_response(),
+            Reply::ModalErrors(errors) => Json(errors).into_response(),
+            Reply::Challenge(challenge) => Json(challenge).into_response(),
+            // An empty 200, declared as text so the body's type is stated.
+            Reply::Empty => ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], "").into_response(),
+        }
+    }
+}
 
 /// `{"ok":true,"outcome":…}`, or `{"ok":true,"duplicate":true}` for a delivery acted on before.
 #[derive(Debug, Serialize, ToSchema)]

@@ -1,7 +1,7 @@
 //! Slack Web API, outbound: a question posted with `chat.postMessage` (its link from `chat.getPermalink`) and
 //! updated with `chat.update` once it closed, the answer modal opened with `views.open`, and the ephemeral
 //! notes a person gets when someone else answered first (`chat.postEphemeral`, or an interaction's
-//! `response_url`).
+//! `response_url`); with the app-level token, a Socket Mode connection's URL (`apps.connections.open`).
 
 use std::{
     sync::{Arc, Mutex, PoisonError},
@@ -16,7 +16,7 @@ use super::{
 };
 use crate::config::Secret;
 
-/// The Slack Web API with the bot token.
+/// The Slack Web API with the bot token (or, for Socket Mode, the app-level token).
 #[derive(Debug, Clone)]
 pub struct Slack {
     http: reqwest::Client,
@@ -89,6 +89,15 @@ impl Slack {
         match response.status() {
             status if status.is_success() => Ok(()),
             status => Err(SendError::Transient(format!("response_url: HTTP {status}"))),
+        }
+    }
+
+    /// A Socket Mode connection's `wss://` URL, to connect to at once (a client of the app-level token).
+    pub async fn open_connection(&self) -> Result<String, SendError> {
+        let reply = self.call("apps.connections.open", &json!({})).await?;
+        match reply["url"].as_str() {
+            Some(url) => Ok(url.to_owned()),
+            None => Err(SendError::Permanent(format!("apps.connections.open answered without a url: {reply}"))),
         }
     }
 

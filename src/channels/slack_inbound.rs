@@ -8,21 +8,17 @@
 //!   thread, which answers it. Retried events (`event_id`) are acted on once; bots are ignored.
 //!
 //! The answering person is recorded as `slack:<user id>`. Showing the outcome on the message is the outbox's
-//! part (`chat.update`, whichever path answered).
+//! part (`chat.update`, whichever path answered). Socket Mode ([`super::slack_socket`]) hands what it receives
+//! to [`interaction`] and [`event`], as these routes do once the signature is checked.
 
-use axum::{
-    Json,
-    extract::State,
-    http::{HeaderMap, header},
-    response::{IntoResponse, Response},
-};
+use axum::{extract::State, http::HeaderMap};
 use serde_json::{Value, json};
 
 use super::{
     RouteState,
     answer::{Answered, answer},
     inbound_schema::{SlackEvent, SlackForm},
-    receipt::{Challenge, EventReply, InteractionReply, ModalErrors, Receipt},
+    receipt::{Challenge, EventReply, InteractionReply, ModalErrors, Receipt, Reply},
     signature,
     slack::Slack,
     slack_blocks::{self, ANSWER_ACTION, ANSWER_BLOCK, ANSWER_BUTTON, Closed, MODAL_CALLBACK},
@@ -57,7 +53,7 @@ pub async fn interactions(
     State(state): State<RouteState>,
     headers: HeaderMap,
     WholeBody(body): WholeBody,
-) -> Result<Response, ApiError> {
+) -> Result<Reply, ApiError> {
     let slack = verified(&state, &headers, &body)?;
     let form: Vec<(String, String)> =
         serde_urlencoded::from_bytes(&body).map_err(|e| ApiError::BadRequest(format!("invalid form body: {e}")))?;
@@ -66,32 +62,48 @@ pub async fn interactions(
         .as_deref()
         .and_then(|payload| serde_json::from_str(payload).ok())
         .ok_or_else(|| ApiError::BadRequest("an interaction needs a JSON `payload` field".into()))?;
+    interaction(&state, slack, &payload, retry_num(&headers)).await
+}
+
+/// Acts on an interaction `payload` (a click, a modal's submission) taken from Slack; `retry` is Slack's
+/// count of its copies, for the log.
+pub(super) async fn interaction(
+    state: &RouteState,
+    slack: Slack,
+    payload: &Value,
+    retry: &str,
+) -> Result<Reply, ApiError> {
     let user = text_field(&payload["user"]["id"], "user.id")?;
     let act = async {
         match payload["type"].as_str() {
-            Some("block_actions") => block_action(&state, slack, &payload, user).await,
+            Some("block_actions") => block_action(state, slack, payload, user).await,
             Some("view_submission") if payload["view"]["callback_id"] == MODAL_CALLBACK => {
-                submission(&state, &payload["view"], user).await
+                submission(state, &payload["view"], user).await
             }
             // Another app's modal, or a kind of interaction the broker does not offer: acknowledged, nothing more.
-            _ => Ok(acknowledged()),
+            _ => Ok(Reply::Empty),
         }
     };
-    // Slack sends a copy again (`X-Slack-Retry-Num`) when the first reply was late or lost. Acting on it again
-    // would call Slack a second time (the loser's note, another modal) for one click, so a copy, on any
-    // replica, is acknowledged only; what the first copy did stands.
-    match state.channels.deliveries().once("slack", &interaction_id(&payload), act).await? {
+    // Slack sends a copy again (`X-Slack-Retry-Num`) when the first reply was late or lost, and Socket Mode
+    // may hand one envelope to two replicas' connections. Acting on it again would call Slack a second time
+    // (the loser's note, another modal) for one click, so a copy, on any replica, is acknowledged only; what
+    // the first copy did stands.
+    match state.channels.deliveries().once("slack", &interaction_id(payload), act).await? {
         Some(reply) => Ok(reply),
         None => {
-            let retry = headers.get("x-slack-retry-num").and_then(|v| v.to_str().ok()).unwrap_or("?");
             tracing::debug!(retry, "a Slack interaction seen before, acted on already");
             // A modal's copy gets the empty reply that closes it; a button's, a receipt saying so.
             Ok(match payload["type"].as_str() {
-                Some("view_submission") => acknowledged(),
-                _ => Json(Receipt::outcome("duplicate")).into_response(),
+                Some("view_submission") => Reply::Empty,
+                _ => Reply::Receipt(Receipt::outcome("duplicate")),
             })
         }
     }
+}
+
+/// Slack's `X-Slack-Retry-Num` (its copies of a request), for the log.
+fn retry_num(headers: &HeaderMap) -> &str {
+    headers.get("x-slack-retry-num").and_then(|v| v.to_str().ok()).unwrap_or("?")
 }
 
 /// What tells one interaction from another, the same in Slack's copies of it: its `trigger_id` (Slack issues
@@ -129,22 +141,24 @@ pub async fn events(
     State(state): State<RouteState>,
     headers: HeaderMap,
     WholeBody(body): WholeBody,
-) -> Result<Response, ApiError> {
+) -> Result<Reply, ApiError> {
     let slack = verified(&state, &headers, &body)?;
     let event: Value =
         serde_json::from_slice(&body).map_err(|e| ApiError::BadRequest(format!("invalid JSON body: {e}")))?;
+    self::event(&state, slack, &event, retry_num(&headers)).await
+}
+
+/// Acts on an Events API `event` (the callback, or the URL verification) taken from Slack; `retry` is
+/// Slack's count of its copies, for the log.
+pub(super) async fn event(state: &RouteState, slack: Slack, event: &Value, retry: &str) -> Result<Reply, ApiError> {
     let outcome = match event["type"].as_str() {
-        Some("url_verification") => {
-            let challenge = Challenge { challenge: event["challenge"].clone() };
-            return Ok(Json(challenge).into_response());
-        }
+        Some("url_verification") => return Ok(Reply::Challenge(Challenge { challenge: event["challenge"].clone() })),
         Some("event_callback") => {
             let event_id = text_field(&event["event_id"], "event_id")?;
-            let reply = thread_reply(&state, slack, &event["event"]);
+            let reply = thread_reply(state, slack, &event["event"]);
             match state.channels.deliveries().once("slack", event_id, reply).await? {
                 Some(outcome) => outcome,
                 None => {
-                    let retry = headers.get("x-slack-retry-num").and_then(|v| v.to_str().ok()).unwrap_or("?");
                     tracing::debug!(event_id, retry, "a retried Slack event, acted on already");
                     "duplicate"
                 }
@@ -152,7 +166,7 @@ pub async fn events(
         }
         _ => "ignored",
     };
-    Ok(Json(Receipt::outcome(outcome)).into_response())
+    Ok(Reply::Receipt(Receipt::outcome(outcome)))
 }
 
 /// Checks the signature; returns the Slack client to answer through.
@@ -171,7 +185,7 @@ fn verified(state: &RouteState, headers: &HeaderMap, body: &[u8]) -> Result<Slac
 
 /// A button on a question's message.
 #[tracing::instrument(level = "debug", skip_all)]
-async fn block_action(state: &RouteState, slack: Slack, payload: &Value, user: &str) -> Result<Response, ApiError> {
+async fn block_action(state: &RouteState, slack: Slack, payload: &Value, user: &str) -> Result<Reply, ApiError> {
     let action = &payload["actions"][0];
     let (action_id, value) = (action["action_id"].as_str().unwrap_or_default(), action["value"].as_str());
     let response_url = payload["response_url"].as_str().map(str::to_owned);
@@ -184,11 +198,11 @@ async fn block_action(state: &RouteState, slack: Slack, payload: &Value, user: &
             Some((question_id, index)) => (question_id, index.parse::<usize>().ok()),
             None => return Err(ApiError::BadRequest(format!("an option button's value '{value}' names no question"))),
         },
-        _ => return Ok(Json(Receipt::outcome("ignored")).into_response()),
+        _ => return Ok(Reply::Receipt(Receipt::outcome("ignored"))),
     };
     let Some(question) = state.questions.get(question_id).await? else {
         tell(slack, response_url, "This question no longer exists.".into());
-        return Ok(Json(Receipt::outcome("not found")).into_response());
+        return Ok(Reply::Receipt(Receipt::outcome("not found")));
     };
     if action_id == ANSWER_BUTTON {
         if question.status != QuestionStatus::Pending {
@@ -201,7 +215,7 @@ async fn block_action(state: &RouteState, slack: Slack, payload: &Value, user: &
                 }
             });
         }
-        return Ok(Json(Receipt::outcome("modal")).into_response());
+        return Ok(Reply::Receipt(Receipt::outcome("modal")));
     }
     let Some(text) = option.and_then(|index| question.options.get(index)) else {
         return Err(ApiError::BadRequest(format!("question {question_id} offers no such option")));
@@ -218,31 +232,25 @@ async fn block_action(state: &RouteState, slack: Slack, payload: &Value, user: &
             "refused"
         }
     };
-    Ok(Json(Receipt::outcome(outcome)).into_response())
+    Ok(Reply::Receipt(Receipt::outcome(outcome)))
 }
 
 /// The modal, submitted: answers with its text; a lost race or an unacceptable answer is shown on the field.
 #[tracing::instrument(level = "debug", skip_all)]
-async fn submission(state: &RouteState, view: &Value, user: &str) -> Result<Response, ApiError> {
+async fn submission(state: &RouteState, view: &Value, user: &str) -> Result<Reply, ApiError> {
     let question_id = view["private_metadata"].as_str().unwrap_or_default();
     let text = view["state"]["values"][ANSWER_BLOCK][ANSWER_ACTION]["value"].as_str().unwrap_or_default();
     text_field(&json!(question_id), "view.private_metadata")?;
     let problem = match answer(state, question_id, text, format!("slack:{user}")).await? {
         // An empty reply closes the modal.
-        Answered::Made => return Ok(acknowledged()),
+        Answered::Made => return Ok(Reply::Empty),
         // A modal's field error is plain text: no mentions or markup.
         Answered::Closed(question) => slack_blocks::already_plain(closed(&question)),
         Answered::NotFound => "This question no longer exists.".to_owned(),
         Answered::Refused(why) => why,
     };
     let errors = [(ANSWER_BLOCK.to_owned(), problem)].into_iter().collect();
-    Ok(Json(ModalErrors { response_action: "errors", errors }).into_response())
-}
-
-/// An empty 200 (Slack's acknowledgement; for a modal's submission it closes the modal), declared as text so
-/// the body's type is stated.
-fn acknowledged() -> Response {
-    ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], "").into_response()
+    Ok(Reply::ModalErrors(ModalErrors { response_action: "errors", errors }))
 }
 
 /// A message event: a person's reply in a question's thread answers it.

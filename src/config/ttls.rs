@@ -1,5 +1,6 @@
 //! How long rows are kept: the default TTLs of messages and events and the sessions' TTL together, and the
-//! check that ties them (upstream refuses to start on the same condition, in its config schema).
+//! check that ties them (upstream refuses to start on the same condition, in its config schema); the same
+//! start-up check refuses a Slack app token Socket Mode cannot use.
 
 use super::Config;
 
@@ -22,6 +23,14 @@ impl Config {
                 event: self.event_ttl_seconds,
             });
         }
+        if let Some(token) = &self.slack_app_token {
+            if !token.expose().starts_with("xapp-") {
+                return Err(ConfigError::SlackAppToken("is not an app-level token (xapp-…)"));
+            }
+            if self.slack_bot_token.is_none() {
+                return Err(ConfigError::SlackAppToken("needs --slack-bot-token, to answer and update messages"));
+            }
+        }
         Ok(())
     }
 }
@@ -43,6 +52,9 @@ pub enum ConfigError {
         /// The events' default TTL.
         event: u64,
     },
+    /// Socket Mode cannot work with this `--slack-app-token`: why.
+    #[error("--slack-app-token (ARK_BROKER_SLACK_APP_TOKEN) {0}")]
+    SlackAppToken(&'static str),
 }
 
 /// How long rows are kept, in seconds.
@@ -77,5 +89,19 @@ mod tests {
         assert!(config.check().is_err(), "the event TTL counts too");
         config.session_ttl_seconds = config.event_ttl_seconds;
         assert_eq!(config.check(), Ok(()), "equal is enough");
+    }
+
+    #[test]
+    fn a_slack_app_token_must_be_an_xapp_token_and_come_with_the_bot_token() {
+        let mut config = Config::parse_from(["ark-broker"]);
+        config.slack_app_token = Some("xoxb-not-an-app-token".parse().unwrap());
+        config.slack_bot_token = Some("xoxb-bot".parse().unwrap());
+        let error = config.check().unwrap_err().to_string();
+        assert!(error.contains("not an app-level token"), "{error}");
+        config.slack_app_token = Some("xapp-1-A1-1-abc".parse().unwrap());
+        assert_eq!(config.check(), Ok(()));
+        config.slack_bot_token = None;
+        let error = config.check().unwrap_err().to_string();
+        assert!(error.contains("needs --slack-bot-token"), "{error}");
     }
 }

@@ -1,5 +1,5 @@
 //! The state every replica shares among its handlers ([`AppState`]), and [`build_state`]: connect, migrate,
-//! and start the background tasks (listener, chunk writer, reaper, Query status worker). It stands above
+//! and start the background tasks (listener, chunk writer, reaper, Query status worker, Slack's Socket Mode). It stands above
 //! the domains: each domain's handlers take only their domain's `RouteState`, which the whole hands out
 //! (`FromRef`), so no domain depends on the whole.
 
@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     auth::{AuthSetupError, Authenticator},
-    channels::{outbound::Channels, worker as channel_worker},
+    channels::{self, outbound::Channels, slack_socket, worker as channel_worker},
     config::Config,
     db::{
         self,
@@ -186,8 +186,13 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
         outbound.push(query_status::spawn(client, &config, pool.clone(), wakeups.clone(), shutdown.clone()));
     }
     let ndjson_budget = NdjsonBudget::new(usize::try_from(config.ndjson_buffer_budget_bytes).unwrap_or(usize::MAX));
+    let config = Arc::new(config);
+    // Socket Mode ends with shutdown: an envelope not yet acknowledged, Slack sends again (to another replica).
+    let inbound =
+        channels::RouteState { config: config.clone(), channels: channels.clone(), questions: questions.clone() };
+    background.extend(slack_socket::spawn(inbound, shutdown.clone()));
     Ok(AppState {
-        config: Arc::new(config),
+        config,
         messages,
         query_state: QueryStore::new(pool.clone()),
         questions,

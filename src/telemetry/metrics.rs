@@ -33,6 +33,10 @@ pub const FLUSH_DURATION: &str = "ark_broker_flush_duration_seconds";
 pub const DELIVERY_LAG: &str = "ark_broker_notify_delivery_lag_seconds";
 /// Times the LISTEN connection was lost and made again.
 pub const LISTENER_RECONNECTS: &str = "ark_broker_listener_reconnects_total";
+/// Whether this replica's Slack Socket Mode connection is up (1) or not (0).
+pub const SLACK_SOCKET_CONNECTED: &str = "ark_broker_slack_socket_connected";
+/// Times the Slack Socket Mode connection was made again (Slack asked, or it was lost).
+pub const SLACK_SOCKET_RECONNECTS: &str = "ark_broker_slack_socket_reconnects_total";
 /// Attempts of outbox work that failed (`outbox`: `status_patches` or `channel_deliveries`).
 pub const OUTBOX_FAILURES: &str = "ark_broker_outbox_failures_total";
 /// Outbox work not yet done, by `outbox` (read at scrape).
@@ -64,6 +68,12 @@ const HELP: &[(&str, Kind, &str)] = &[
         "From a feed's commit notification reaching this replica to its rows being handed to the readers, by feed",
     ),
     (LISTENER_RECONNECTS, Kind::Counter, "Times this replica's LISTEN connection was lost and made again"),
+    (SLACK_SOCKET_CONNECTED, Kind::Gauge, "Whether this replica's Slack Socket Mode connection is up (1) or not (0)"),
+    (
+        SLACK_SOCKET_RECONNECTS,
+        Kind::Counter,
+        "Times this replica's Slack Socket Mode connection was made again (Slack asked, or it was lost)",
+    ),
     (OUTBOX_FAILURES, Kind::Counter, "Failed attempts of outbox work on this replica, by outbox"),
     (OUTBOX_BACKLOG, Kind::Gauge, "Outbox work not yet done, by outbox (rows in PostgreSQL, read at scrape)"),
     (REAPED, Kind::Counter, "Rows the reaper deleted (or questions it expired) on this replica, by kind"),
@@ -166,17 +176,17 @@ pub fn install() -> &'static PrometheusHandle {
 }
 
 /// Registers every series whose labels are known before anything happens, at zero: the open readers and
-/// waiters, ingest, flushes and delivery lag (`feeds`), listener reconnects and outbox failures (every
-/// [`Outbox`]); the reaper's kinds are registered at zero as their duties are (`retention::Duty`). Nothing
-/// already counted changes (the recorder is
-/// the process's, and tests start many brokers in one): counters and gauges are moved by 0, histograms only
-/// registered, which the exporter renders as buckets, sum and count of 0.
+/// waiters, ingest, flushes and delivery lag (`feeds`), listener and Slack Socket Mode reconnects (and the
+/// latter's connection, down) and outbox failures (every [`Outbox`]); the reaper's kinds are registered at zero
+/// as their duties are (`retention::Duty`). Nothing already counted changes (the recorder is the process's, and
+/// tests start many brokers in one): counters and gauges are moved by 0, histograms only registered, which the
+/// exporter renders as buckets, sum and count of 0.
 pub fn start_at_zero(feeds: &[&'static str]) {
     install();
-    for gauge in [SSE_READERS, MCP_WAITERS] {
+    for gauge in [SSE_READERS, MCP_WAITERS, SLACK_SOCKET_CONNECTED] {
         ::metrics::gauge!(gauge).increment(0.0);
     }
-    for counter in [INGEST_LINES, LISTENER_RECONNECTS] {
+    for counter in [INGEST_LINES, LISTENER_RECONNECTS, SLACK_SOCKET_RECONNECTS] {
         ::metrics::counter!(counter).increment(0);
     }
     // A histogram's handle is only taken, to register the series: nothing is recorded.
@@ -241,6 +251,16 @@ pub fn delivered(feed: &'static str, elapsed: Duration) {
 /// Counts a lost and remade LISTEN connection.
 pub fn listener_reconnected() {
     ::metrics::counter!(LISTENER_RECONNECTS).increment(1);
+}
+
+/// Counts a Slack Socket Mode connection made again.
+pub fn slack_socket_reconnected() {
+    ::metrics::counter!(SLACK_SOCKET_RECONNECTS).increment(1);
+}
+
+/// Records whether the Slack Socket Mode connection is up.
+pub fn slack_socket_connected(up: bool) {
+    ::metrics::gauge!(SLACK_SOCKET_CONNECTED).set(if up { 1.0 } else { 0.0 });
 }
 
 /// Counts a failed attempt of `outbox` work.

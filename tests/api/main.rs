@@ -45,6 +45,7 @@ mod rolling_restart;
 mod sessions;
 mod sessions_lifecycle;
 mod slack;
+mod slack_socket;
 mod streams;
 mod traces;
 mod typed_questions;

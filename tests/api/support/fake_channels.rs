@@ -54,6 +54,12 @@ pub struct FakeApi {
 impl FakeApi {
     /// Starts the fake Slack Web API.
     pub async fn slack() -> Self {
+        Self::slack_with(Router::new()).await
+    }
+
+    /// Starts the fake Slack Web API with `more` of Slack's routes served next to it (Socket Mode's
+    /// `apps.connections.open` and WebSocket, [`super::fake_socket`]).
+    pub async fn slack_with(more: Router) -> Self {
         Self::start(|fake| {
             Router::new()
                 .route("/chat.postMessage", post(post_message))
@@ -64,6 +70,7 @@ impl FakeApi {
                 .route("/chat.postEphemeral", post(post_ephemeral))
                 .route("/actions/{id}", post(response_url))
                 .with_state(fake)
+                .merge(more)
         })
         .await
     }

@@ -6,6 +6,7 @@ pub mod browser;
 pub mod cluster;
 pub mod fake_channels;
 pub mod fake_kube;
+pub mod fake_socket;
 pub mod fake_token_review;
 pub mod hold;
 pub mod kube_apiserver;

@@ -71,10 +71,15 @@ pub async fn retried_interaction(replica: &Replica, payload: &Value, headers: &[
     from_slack(replica, "/channels/slack/interactions", "application/x-www-form-urlencoded", body, headers).await
 }
 
+/// The Events API callback of `event`, with id `id`.
+pub fn event_callback(id: &str, event: Value) -> Value {
+    json!({"token": "legacy", "team_id": "T1", "type": "event_callback", "event_id": id,
+           "event_time": 1_700_000_000, "event": event})
+}
+
 /// An Events API callback.
 pub async fn event(replica: &Replica, id: &str, event: Value, retry: Option<&str>) -> (u16, Value) {
-    let body = json!({"token": "legacy", "team_id": "T1", "type": "event_callback", "event_id": id,
-                      "event_time": 1_700_000_000, "event": event});
+    let body = event_callback(id, event);
     let headers: Vec<(&str, &str)> = retry.map(|n| ("x-slack-retry-num", n)).into_iter().collect();
     from_slack(replica, "/channels/slack/events", "application/json", body.to_string(), &headers).await
 }
