@@ -278,6 +278,9 @@ variants = {
     "Slack and GitHub channels": merged(
         SECRET_DB, {"channels": {"slack": {"secretName": "ark-broker-slack"},
                                  "github": {"secretName": "ark-broker-github", "apiUrl": "https://ghe.example/api/v3"}}}),
+    "Slack over Socket Mode only": merged(
+        SECRET_DB, {"channels": {"slack": {"secretName": "ark-broker-slack", "signingSecretKey": "",
+                                           "appTokenKey": "app-token"}}}),
     "all options on": ALL_ON,
     "strings that read as other YAML": merged(SECRET_DB, {
         "priorityClassName": "true", "probes": {"liveness": {"path": "/health: x"}},
@@ -585,8 +588,13 @@ def _():
     for name, (secret, key) in expected.items():
         assert env[name] == {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}, env[name]
     assert env["ARK_BROKER_GITHUB_API_URL"]["value"] == "https://ghe.example/api/v3"
+    assert "ARK_BROKER_SLACK_APP_TOKEN" not in env, "Socket Mode only when its key is named"
     (default,) = find(rendered["defaults with a database Secret"], "Deployment")["spec"]["template"]["spec"]["containers"]
     assert not any(e["name"].startswith(("ARK_BROKER_SLACK", "ARK_BROKER_GITHUB")) for e in default["env"])
+    (socket,) = find(rendered["Slack over Socket Mode only"], "Deployment")["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e for e in socket["env"]}
+    assert env["ARK_BROKER_SLACK_APP_TOKEN"]["valueFrom"]["secretKeyRef"] == {"name": "ark-broker-slack", "key": "app-token"}
+    assert "ARK_BROKER_SLACK_SIGNING_SECRET" not in env, "no signing secret: no HTTP routes for Slack"
 
 
 @check("defaults: auth is off and no Authorization header is configured")
