@@ -15,7 +15,10 @@ use serde_json::Value;
 use crate::{
     auth::Principal,
     config::Config,
-    questions::model::{NewQuestion, QueryRef, Question, QuestionStatus},
+    questions::{
+        deadline::{EscalateTo, OnTimeout},
+        model::{NewQuestion, QueryRef, Question, QuestionStatus},
+    },
     state::AppState,
     validate::shape::from_value,
 };
@@ -138,6 +141,13 @@ pub struct AskArguments {
     pub query_namespace: Option<String>,
     /// The LLM tool call this answers
     pub tool_call_id: Option<String>,
+    /// Seconds until the question's timeout passes
+    pub timeout_seconds: Option<i64>,
+    /// What the timeout does: expire (default), default (answered with the responseSchema's defaults) or
+    /// escalate (to escalateTo, with a second timeout as long)
+    pub on_timeout: Option<OnTimeout>,
+    /// Who else hears of it when its timeout escalates it: {"recipients": [...], "channels": [...]}
+    pub escalate_to: Option<EscalateTo>,
 }
 
 /// What an answered `ask_question` returns (its output schema is derived from this type).
@@ -199,6 +209,10 @@ pub fn ask_arguments(
         query,
         tool_call_id: arguments.tool_call_id,
         ttl_seconds: None,
+        timeout_seconds: arguments.timeout_seconds,
+        expires_at: None,
+        on_timeout: arguments.on_timeout,
+        escalate_to: arguments.escalate_to,
         task_id: None,
         task_ttl_ms: None,
         owner: caller.owner.clone(),

@@ -2,7 +2,7 @@
 //! [`super::answering`]). Each check returns the
 //! domain's [`Invalid`], which REST answers with 400 and MCP with invalid params.
 
-use super::{channel::check_entries, model::NewQuestion, schema::ResponseSchema};
+use super::{channel::check_entries, deadline::OnTimeout, model::NewQuestion, schema::ResponseSchema};
 use crate::{
     config::Config,
     validate::{self, Checked, Invalid},
@@ -22,7 +22,11 @@ impl NewQuestion {
     /// replica has credentials for, written one way each (REST and both MCP eras ask through this).
     pub fn admit(&mut self, config: &Config) -> Checked {
         self.validate()?;
-        check_entries(config, &mut self.channels)
+        check_entries(config, &mut self.channels)?;
+        match &mut self.escalate_to {
+            Some(to) => check_entries(config, &mut to.channels),
+            None => Ok(()),
+        }
     }
 
     /// Checks the addresses, content, channels and TTL.
@@ -65,11 +69,59 @@ impl NewQuestion {
         if let Some(tool_call_id) = &self.tool_call_id {
             validate::key("toolCallId", tool_call_id)?;
         }
-        match self.ttl_seconds {
-            Some(ttl) if ttl <= 0 || ttl > MAX_TTL_SECONDS => {
-                Err(Invalid(format!("ttlSeconds: must be between 1 and {MAX_TTL_SECONDS}")))
+        for (field, seconds) in [("ttlSeconds", self.ttl_seconds), ("timeoutSeconds", self.timeout_seconds)] {
+            if seconds.is_some_and(|s| s <= 0 || s > MAX_TTL_SECONDS) {
+                return Err(Invalid(format!("{field}: must be between 1 and {MAX_TTL_SECONDS}")));
             }
-            _ => Ok(()),
+        }
+        self.validate_deadline()
+    }
+
+    /// A deadline is given once, and what its timeout does can be done.
+    fn validate_deadline(&self) -> Checked {
+        let given = [self.ttl_seconds.is_some(), self.timeout_seconds.is_some(), self.expires_at.is_some()];
+        if given.iter().filter(|given| **given).count() > 1 {
+            return Err(Invalid("timeoutSeconds: give one of ttlSeconds, timeoutSeconds and expiresAt".into()));
+        }
+        if let Some(at) = self.expires_at {
+            let now = chrono::Utc::now();
+            if at <= now || at > now + chrono::Duration::seconds(MAX_TTL_SECONDS) {
+                return Err(Invalid("expiresAt: must be in the future, within a year".into()));
+            }
+        }
+        let on_timeout = self.on_timeout.unwrap_or_default();
+        if on_timeout != OnTimeout::Expire && !given.contains(&true) {
+            return Err(Invalid(format!("onTimeout: {} needs timeoutSeconds or expiresAt", on_timeout.as_str())));
+        }
+        if on_timeout == OnTimeout::Default {
+            let defaults = self.response_schema.as_ref().and_then(|s| ResponseSchema::parse(s).ok()?.defaults());
+            if defaults.is_none() {
+                return Err(Invalid(
+                    "onTimeout: default needs a responseSchema whose defaults answer every required field".into(),
+                ));
+            }
+        }
+        match (&self.escalate_to, on_timeout) {
+            (Some(_), mode) if mode != OnTimeout::Escalate => {
+                Err(Invalid("escalateTo: only with onTimeout: escalate".into()))
+            }
+            (None, OnTimeout::Escalate) => Err(Invalid("escalateTo: required with onTimeout: escalate".into())),
+            (Some(to), _) => {
+                if to.recipients.is_empty() && to.channels.is_empty() {
+                    return Err(Invalid("escalateTo: name at least one recipient or channel".into()));
+                }
+                if to.recipients.len() > MAX_CHANNELS || to.channels.len() > MAX_CHANNELS {
+                    return Err(Invalid(format!("escalateTo: at most {MAX_CHANNELS} recipients and channels each")));
+                }
+                for recipient in &to.recipients {
+                    ark_url("escalateTo.recipients", recipient)?;
+                }
+                for channel in &to.channels {
+                    validate::key("escalateTo.channels", channel)?;
+                }
+                Ok(())
+            }
+            (None, _) => Ok(()),
         }
     }
 }

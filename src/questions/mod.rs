@@ -5,6 +5,7 @@ mod announce;
 pub mod answering;
 pub mod channel;
 pub mod checks;
+pub mod deadline;
 pub mod deliveries;
 pub mod history;
 pub mod list;

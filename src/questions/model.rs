@@ -7,6 +7,7 @@ use serde_json::Value;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use super::deadline::{EscalateTo, OnTimeout};
 use crate::{error::ErrorObject, timestamp::iso_timestamp};
 
 /// Where a question is in its life.
@@ -78,6 +79,9 @@ pub struct QuestionRow {
     pub response_schema: Option<Value>,
     pub response_value: Option<Value>,
     pub decline_reason: Option<String>,
+    pub on_timeout: String,
+    pub escalate_to: Option<Value>,
+    pub escalated_at: Option<DateTime<Utc>>,
 }
 
 /// The Query that asked, when known.
@@ -178,10 +182,21 @@ pub struct Question {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub closed_at: Option<String>,
-    /// When it expires unless answered.
+    /// When its timeout passes unless answered.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub expires_at: Option<String>,
+    /// What its timeout does (absent: it expires).
+    #[serde(skip_serializing_if = "OnTimeout::is_expire")]
+    pub on_timeout: OnTimeout,
+    /// Who else hears of it when its timeout escalates it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub escalate_to: Option<EscalateTo>,
+    /// When it escalated (its timeout started again then).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub escalated_at: Option<String>,
     /// The asking Query.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
@@ -239,6 +254,9 @@ impl From<QuestionRow> for Question {
             deliveries: row.deliveries,
             content: row.content,
             response_schema: row.response_schema,
+            on_timeout: OnTimeout::parse(&row.on_timeout),
+            escalate_to: row.escalate_to.and_then(|to| serde_json::from_value(to).ok()),
+            escalated_at: row.escalated_at.map(iso_timestamp),
             // Rows answered before answers were kept as JSON have only the text.
             response: row.response_value.or_else(|| row.response.clone().map(Value::String)),
             response_text: row.response,
@@ -289,6 +307,21 @@ pub struct NewQuestion {
     #[serde(default)]
     #[schema(minimum = 1, maximum = 31_536_000)]
     pub ttl_seconds: Option<i64>,
+    /// Seconds until its timeout passes (the same as `ttlSeconds`; give one).
+    #[serde(default)]
+    #[schema(minimum = 1, maximum = 31_536_000)]
+    pub timeout_seconds: Option<i64>,
+    /// When its timeout passes (RFC 3339, within a year); instead of `timeoutSeconds`.
+    #[serde(default)]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub expires_at: Option<DateTime<Utc>>,
+    /// What its timeout does: `expire` (the default), `default` (answered with the `responseSchema`'s
+    /// defaults, by `system:timeout`) or `escalate` (to `escalateTo`, with a second timeout as long).
+    #[serde(default)]
+    pub on_timeout: Option<OnTimeout>,
+    /// Who else hears of it when its timeout escalates it (`onTimeout: escalate`).
+    #[serde(default)]
+    pub escalate_to: Option<EscalateTo>,
     /// The MCP task waiting for it (set by the MCP server, not by REST clients).
     #[serde(skip)]
     pub task_id: Option<Uuid>,

@@ -10,6 +10,7 @@ use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
 use super::{
+    deadline,
     model::{NewQuestion, Question, QuestionRow, QuestionStatus},
     record::{ChangeKind, record},
 };
@@ -99,10 +100,11 @@ impl QuestionStore {
                 QuestionRow,
                 r#"insert into questions (id, sender, recipient, channels, content, query_namespace, query_name,
                                           tool_call_id, task_id, task_ttl_ms, expires_at, resource_version, owner,
-                                          options, response_schema)
+                                          options, response_schema, on_timeout, escalate_to)
                    values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::bigint,
-                           now() + coalesce(make_interval(secs => $11::bigint), $10::bigint * interval '1 millisecond'),
-                           nextval('question_versions'), $12, $13, $14)
+                           coalesce($17::timestamptz, now() + coalesce(make_interval(secs => $11::bigint),
+                                                                       $10::bigint * interval '1 millisecond')),
+                           nextval('question_versions'), $12, $13, $14, $15, $16)
                    returning *"#,
                 id,
                 new.sender,
@@ -114,10 +116,13 @@ impl QuestionStore {
                 new.tool_call_id,
                 new.task_id,
                 new.task_ttl_ms,
-                new.ttl_seconds,
+                new.ttl_seconds.or(new.timeout_seconds),
                 new.owner,
                 &new.options,
                 new.response_schema,
+                new.on_timeout.unwrap_or_default().as_str(),
+                new.escalate_to.as_ref().map(|to| serde_json::to_value(to).expect("serialises")),
+                new.expires_at,
             )
             .fetch_one(tx.conn())
             .await?;
@@ -234,25 +239,40 @@ impl QuestionStore {
         change!(&self.pool, |tx| async { Ok(expire_if_due(tx, id).await?.then_some(())) })
     }
 
-    /// Expires up to `limit` pending questions whose expiry has passed; returns how many.
+    /// Acts on the deadlines of up to `limit` pending questions whose timeout has passed (expires them, answers
+    /// them with their defaults, or escalates them: [`deadline::act`]); returns how many.
     #[tracing::instrument(level = "debug", skip_all)]
     pub async fn expire_due(&self, limit: i64) -> StoreResult<usize> {
         change!(&self.pool, |tx| async {
-            let rows = sqlx::query_as!(
+            let due = sqlx::query_as!(
                 QuestionRow,
-                r#"update questions
-                   set status = 'expired', closed_at = now(), resource_version = nextval('question_versions')
-                   where id in (select id from questions
-                                where status = 'pending' and expires_at <= now()
-                                order by expires_at limit $1 for update skip locked)
-                   returning *"#,
+                r#"select * from questions where status = 'pending' and expires_at <= now()
+                   order by expires_at limit $1 for update skip locked"#,
                 limit,
             )
             .fetch_all(tx.conn())
             .await?;
-            let count = rows.len();
-            for row in rows {
+            let count = due.len();
+            // Those that only expire are expired together first, so a Query whose questions all expire at once
+            // sees each expiry with every one of them closed (its phase moves back once, after the first).
+            let (expiring, acting): (Vec<_>, Vec<_>) = due.into_iter().partition(deadline::only_expires);
+            let ids: Vec<String> = expiring.into_iter().map(|row| row.id).collect();
+            let expired = sqlx::query_as!(
+                QuestionRow,
+                r#"update questions
+                   set status = 'expired', closed_at = now(), resource_version = nextval('question_versions')
+                   where id = any($1) returning *"#,
+                &ids,
+            )
+            .fetch_all(tx.conn())
+            .await?;
+            for row in expired {
                 if record(tx, ChangeKind::QuestionExpired, row, None).await?.is_none() {
+                    return Ok(None);
+                }
+            }
+            for row in acting {
+                if deadline::act(tx, row).await?.is_none() {
                     return Ok(None);
                 }
             }
@@ -298,21 +318,19 @@ pub(super) async fn current_version(connection: &mut PgConnection) -> StoreResul
         .await?)
 }
 
-/// Expires `id` first if it is pending past its expiry, so a late answer or cancel sees it expired. False
-/// when its Query's stream could not be written right now (the change must be tried again).
+/// Acts on `id`'s deadline first if it is pending past it, so a late answer or cancel sees what the timeout
+/// did (expired, answered with its defaults, or escalated and still pending). False when its Query's stream
+/// could not be written right now (the change must be tried again).
 async fn expire_if_due(tx: &mut FeedTx, id: &str) -> StoreResult<bool> {
-    let expired = sqlx::query_as!(
+    let due = sqlx::query_as!(
         QuestionRow,
-        r#"update questions
-           set status = 'expired', closed_at = now(), resource_version = nextval('question_versions')
-           where id = $1 and status = 'pending' and expires_at <= now()
-           returning *"#,
+        "select * from questions where id = $1 and status = 'pending' and expires_at <= now() for update",
         id,
     )
     .fetch_optional(tx.conn())
     .await?;
-    match expired {
-        Some(row) => Ok(record(tx, ChangeKind::QuestionExpired, row, None).await?.is_some()),
+    match due {
+        Some(row) => Ok(deadline::act(tx, row).await?.is_some()),
         None => Ok(true),
     }
 }

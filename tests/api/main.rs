@@ -34,6 +34,7 @@ mod outage;
 mod partitions;
 mod query_page;
 mod query_status;
+mod question_deadlines;
 mod question_history;
 mod questions;
 mod replicas;

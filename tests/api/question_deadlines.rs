@@ -1,0 +1,140 @@
+//! Deadlines: what a question's timeout does (`onTimeout`: expire, answer with the form's defaults, or
+//! escalate once with a second timeout), acted on exactly once however many passes race, and recorded.
+
+use serde_json::{Value, json};
+
+use crate::support::{TestApp, json_of};
+
+async fn ask(app: &TestApp, extra: Value) -> (u16, Value) {
+    let mut body = json!({"sender": "ark://agents/deployer", "recipient": "ark://users/dave", "content": "Deploy?"});
+    body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+    json_of(app.post_json("/questions", &body).await).await
+}
+
+/// Moves `id` back in time until its deadline has just passed, instead of waiting for it (its timeout's
+/// length stays as it was).
+async fn pass_deadline(app: &TestApp, id: &str) {
+    sqlx::query(
+        "update questions set created_at = created_at - (expires_at - now() + interval '1 second'),
+                              expires_at = now() - interval '1 second'
+         where id = $1",
+    )
+    .bind(id)
+    .execute(&app.pool())
+    .await
+    .unwrap();
+}
+
+async fn question(app: &TestApp, id: &str) -> Value {
+    json_of(app.get(&format!("/questions/{id}")).await).await.1
+}
+
+async fn steps(app: &TestApp, id: &str) -> Vec<Value> {
+    json_of(app.get(&format!("/questions/{id}/history")).await).await.1["items"].as_array().unwrap().clone()
+}
+
+#[tokio::test]
+async fn on_timeout_default_answers_with_the_forms_defaults_once_as_system_timeout() {
+    let app = TestApp::spawn().await;
+    let form = json!({"type": "object", "properties": {
+        "approve": {"type": "boolean", "default": false}, "note": {"type": "string"}}, "required": ["approve"]});
+    let (status, asked) =
+        ask(&app, json!({"responseSchema": form, "timeoutSeconds": 600, "onTimeout": "default"})).await;
+    assert_eq!(status, 201, "{asked}");
+    assert_eq!(asked["onTimeout"], "default");
+    let id = asked["id"].as_str().unwrap().to_owned();
+    pass_deadline(&app, &id).await;
+    let reaper = crate::memory::reaper(&app);
+    tokio::join!(reaper.pass(), reaper.pass());
+    let answered = question(&app, &id).await;
+    assert_eq!(answered["status"], "answered", "{answered}");
+    assert_eq!(answered["response"], json!({"approve": false}));
+    assert_eq!(answered["answeredBy"], "system:timeout");
+    let history = steps(&app, &id).await;
+    let recorded: Vec<&str> = history.iter().map(|s| s["step"].as_str().unwrap()).collect();
+    assert_eq!(recorded, ["created", "answered"], "exactly once, however many passes raced");
+    assert_eq!(
+        (history[1]["actor"].as_str(), history[1]["channel"].as_str()),
+        (Some("system:timeout"), Some("timeout"))
+    );
+    let late = app.post_json(&format!("/questions/{id}/answer"), &json!({"response": {"approve": true}})).await;
+    assert_eq!(late.status(), 409, "the timeout's answer was the first");
+}
+
+#[tokio::test]
+async fn a_late_answer_finds_the_deadline_acted_on_even_before_the_reaper_gets_there() {
+    let app = TestApp::spawn().await;
+    let form = json!({"type": "object", "properties": {"approve": {"type": "boolean", "default": true}}});
+    let (_, asked) = ask(&app, json!({"responseSchema": form, "timeoutSeconds": 600, "onTimeout": "default"})).await;
+    let id = asked["id"].as_str().unwrap().to_owned();
+    pass_deadline(&app, &id).await;
+    let (status, conflict) =
+        json_of(app.post_json(&format!("/questions/{id}/answer"), &json!({"response": {"approve": false}})).await)
+            .await;
+    assert_eq!(status, 409, "{conflict}");
+    assert_eq!(conflict["question"]["response"], json!({"approve": true}));
+}
+
+#[tokio::test]
+async fn on_timeout_escalate_notifies_once_restarts_the_timeout_and_then_expires() {
+    let app = TestApp::spawn().await;
+    let to = json!({"recipients": ["ark://users/boss"]});
+    let (status, asked) = ask(&app, json!({"timeoutSeconds": 600, "onTimeout": "escalate", "escalateTo": to})).await;
+    assert_eq!(status, 201, "{asked}");
+    let id = asked["id"].as_str().unwrap().to_owned();
+    pass_deadline(&app, &id).await;
+    let reaper = crate::memory::reaper(&app);
+    tokio::join!(reaper.pass(), reaper.pass());
+    let escalated = question(&app, &id).await;
+    assert_eq!(escalated["status"], "pending", "an escalated question can still be answered");
+    assert!(escalated["escalatedAt"].is_string(), "{escalated}");
+    assert_eq!(escalated["escalateTo"], json!({"recipients": ["ark://users/boss"], "channels": []}));
+    let expires = chrono::DateTime::parse_from_rfc3339(escalated["expiresAt"].as_str().unwrap()).unwrap();
+    let left = expires.signed_duration_since(chrono::Utc::now()).num_seconds();
+    assert!((590..=601).contains(&left), "a second timeout as long as the first: {left} s left");
+    let history = steps(&app, &id).await;
+    let recorded: Vec<&str> = history.iter().map(|s| s["step"].as_str().unwrap()).collect();
+    assert_eq!(recorded, ["created", "escalated"], "escalated exactly once");
+    assert_eq!(history[1]["detail"]["recipients"], json!(["ark://users/boss"]));
+
+    // The second timeout expires it; it does not escalate again.
+    pass_deadline(&app, &id).await;
+    reaper.pass().await;
+    assert_eq!(question(&app, &id).await["status"], "expired");
+    let recorded: Vec<String> = steps(&app, &id).await.iter().map(|s| s["step"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(recorded, ["created", "escalated", "expired"]);
+}
+
+#[tokio::test]
+async fn a_deadline_that_cannot_be_kept_is_refused_when_asked() {
+    let app = TestApp::spawn().await;
+    let no_default = json!({"type": "object", "properties": {"approve": {"type": "boolean"}}, "required": ["approve"]});
+    let past = (chrono::Utc::now() - chrono::Duration::seconds(5)).to_rfc3339();
+    for (extra, message) in [
+        (json!({"onTimeout": "default", "timeoutSeconds": 60}), "onTimeout: default needs a responseSchema"),
+        (
+            json!({"onTimeout": "default", "timeoutSeconds": 60, "responseSchema": no_default}),
+            "onTimeout: default needs",
+        ),
+        (json!({"onTimeout": "escalate", "timeoutSeconds": 60}), "escalateTo: required"),
+        (json!({"onTimeout": "escalate"}), "onTimeout: escalate needs timeoutSeconds"),
+        (json!({"escalateTo": {"recipients": ["ark://users/boss"]}}), "escalateTo: only with onTimeout: escalate"),
+        (json!({"onTimeout": "escalate", "timeoutSeconds": 60, "escalateTo": {}}), "escalateTo: name at least one"),
+        (
+            json!({"onTimeout": "escalate", "timeoutSeconds": 60, "escalateTo": {"recipients": ["boss"]}}),
+            "escalateTo.recipients",
+        ),
+        (json!({"ttlSeconds": 60, "timeoutSeconds": 60}), "timeoutSeconds: give one of"),
+        (json!({"expiresAt": past}), "expiresAt: must be in the future"),
+        (json!({"onTimeout": "later", "timeoutSeconds": 60}), "onTimeout"),
+    ] {
+        let (status, reply) = ask(&app, extra.clone()).await;
+        assert_eq!(status, 400, "{extra}: {reply}");
+        let said = reply["error"]["message"].as_str().unwrap();
+        assert!(said.starts_with(message), "{extra}: {said}");
+    }
+    let future = (chrono::Utc::now() + chrono::Duration::seconds(3600)).to_rfc3339();
+    let (status, asked) = ask(&app, json!({"expiresAt": future})).await;
+    assert_eq!(status, 201, "{asked}");
+    assert!(asked.get("onTimeout").is_none(), "expire, the default, is not spelled out");
+}
