@@ -1,17 +1,18 @@
 //! Command-line flags with environment fallbacks: the one place the broker's settings are defined.
 
+mod durations;
 mod load;
 mod ttls;
 pub mod upstream;
 mod values;
 
-use std::{net::IpAddr, path::PathBuf, time::Duration};
+use std::{net::IpAddr, path::PathBuf};
 
 use clap::Parser;
 
 pub use ttls::{ConfigError, Ttls};
 use values::header_name;
-pub use values::{AuthMode, DatabaseUrl, LogFormat, Secret, StatusPatching};
+pub use values::{AnswerPolicy, AuthMode, DatabaseUrl, LogFormat, Secret, StatusPatching};
 
 /// Ark Broker: Postgres-backed memory, chunk streams and questions for Ark, served by identical replicas.
 ///
@@ -88,6 +89,19 @@ pub struct Config {
     /// header on every request that can reach the broker.
     #[arg(long, env = "ARK_BROKER_TRUSTED_USER_HEADER", value_parser = header_name)]
     pub trusted_user_header: Option<String>,
+
+    /// Who may answer (or decline) a question, with authentication on: `any` principal, or its `recipient`.
+    /// In every policy the principal that asked may not answer its own question.
+    #[arg(long, env = "ARK_BROKER_ANSWER_POLICY", value_enum, default_value = "any")]
+    pub answer_policy: AnswerPolicy,
+
+    /// `recipient` policy: a file of `<team> <principal> <principal>…` lines, re-read when it changes.
+    #[arg(long, env = "ARK_BROKER_TEAMS_FILE")]
+    pub teams_file: Option<PathBuf>,
+
+    /// Channel identities as principals: `<identity> <principal>` lines (`slack:U0123 alice`), re-read on change.
+    #[arg(long, env = "ARK_BROKER_IDENTITIES_FILE")]
+    pub identities_file: Option<PathBuf>,
 
     /// Slack bot token (`xoxb-…`, scope `chat:write`): questions naming `slack:<channel>` are posted there.
     /// Without it, `slack:` channels are refused.
@@ -355,44 +369,6 @@ pub struct Config {
     pub ndjson_buffer_budget_bytes: u64,
 }
 
-impl Config {
-    /// The fallback poll period.
-    pub fn poll_interval(&self) -> Duration {
-        Duration::from_millis(self.poll_interval_ms)
-    }
-
-    /// The heartbeat period of `watch` streams.
-    pub fn sse_heartbeat(&self) -> Duration {
-        Duration::from_secs(self.sse_heartbeat_seconds)
-    }
-
-    /// Time between progress notifications of a blocking `ask_question`.
-    pub fn mcp_progress_interval(&self) -> Duration {
-        Duration::from_millis(self.mcp_progress_interval_ms)
-    }
-
-    /// How long shutdown waits for open requests.
-    pub fn shutdown_timeout(&self) -> Duration {
-        Duration::from_secs(self.shutdown_timeout_seconds)
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_readme_documents_every_flag_with_its_environment_variable() {
-        use clap::CommandFactory;
-        let readme = include_str!("../README.md");
-        for arg in Config::command().get_arguments() {
-            let (Some(long), Some(env)) = (arg.get_long(), arg.get_env()) else { continue };
-            let row = format!("| `--{long}` | `{}` |", env.to_string_lossy());
-            assert!(readme.contains(&row), "the README's configuration table lacks `{row}`");
-        }
-        for alias in upstream::ALIASES {
-            let row = format!("| `{}` | `--{}` |", alias.upstream, alias.flag.replace('_', "-"));
-            assert!(readme.contains(&row), "the README's table of upstream's names lacks `{row}`");
-        }
-    }
-}
+#[path = "config/readme_tests.rs"]
+mod readme_tests;

@@ -2,6 +2,7 @@
 //! person named by a trusted proxy's header, and the layer that answers 401 without a valid credential. The
 //! [`Principal`] it finds travels in the request's extensions; tasks and questions are bound to it.
 
+pub mod directory;
 mod layer;
 mod token_review;
 mod tokens;

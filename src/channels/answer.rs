@@ -8,6 +8,7 @@ use crate::{
         Change,
         answering::{self, Given, Outcome},
         model::Question,
+        policy::Answerer,
     },
 };
 
@@ -30,9 +31,11 @@ pub enum Answered {
 pub async fn answer(state: &RouteState, id: &str, text: &str, by: String) -> StoreResult<Answered> {
     // `slack:U…` answered via Slack, `github:login` via GitHub.
     let via = by.split_once(':').map_or("channel", |(kind, _)| kind);
-    let change = match answering::answer(&state.questions, id, Given::Text(text), Some(&by), via).await? {
+    let answerer = Answerer::Channel(&by);
+    let change = match answering::answer(&state.questions, &state.policy, id, Given::Text(text), answerer, via).await? {
         Outcome::Changed(change) => *change,
         Outcome::Refused(refused) => return Ok(Answered::Refused(refused.to_string())),
+        Outcome::Forbidden(why) => return Ok(Answered::Refused(format!("You may not answer this question: {why}."))),
     };
     Ok(match change {
         Change::Made(_) => Answered::Made,

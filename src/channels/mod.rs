@@ -26,7 +26,10 @@ use std::sync::Arc;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use self::outbound::Channels;
-use crate::{config::Config, questions::store::QuestionStore};
+use crate::{
+    config::Config,
+    questions::{policy::AnswerPolicy, store::QuestionStore},
+};
 
 pub use github::short_id;
 
@@ -40,6 +43,8 @@ pub struct RouteState {
     pub channels: Channels,
     /// Questions.
     pub questions: QuestionStore,
+    /// Who may answer them.
+    pub policy: AnswerPolicy,
 }
 
 /// The inbound routes (Slack and GitHub call them; their signatures are the credential).

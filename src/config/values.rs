@@ -16,6 +16,16 @@ pub enum AuthMode {
     Kubernetes,
 }
 
+/// Who may answer a question, with authentication on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AnswerPolicy {
+    /// Any principal (but not the one that asked).
+    Any,
+    /// The principal it is addressed to: `ark://users/<principal>`, a member of `ark://teams/<team>` (the
+    /// teams file), and once it escalated, those it escalated to.
+    Recipient,
+}
+
 /// Whether the broker patches Query status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum StatusPatching {

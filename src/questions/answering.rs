@@ -6,6 +6,7 @@ use serde_json::Value;
 
 use super::{
     model::{Question, QuestionStatus},
+    policy::{AnswerPolicy, Answerer},
     schema::ResponseSchema,
     store::{Change, QuestionStore},
 };
@@ -21,6 +22,8 @@ pub enum Outcome {
     Changed(Box<Change>),
     /// The answer does not fit the question's form; nothing changed.
     Refused(Invalid),
+    /// The answer policy does not let this person answer it (why); nothing changed but the record.
+    Forbidden(String),
 }
 
 /// An answer as it arrived.
@@ -37,17 +40,24 @@ pub enum Given<'a> {
 /// the fields it left out).
 pub async fn answer(
     store: &QuestionStore,
+    policy: &AnswerPolicy,
     id: &str,
     response: Given<'_>,
-    answered_by: Option<&str>,
+    answerer: Answerer<'_>,
     via: &str,
 ) -> StoreResult<Outcome> {
+    let answered_by = answerer.recorded();
     if let Some(by) = answered_by
         && let Err(invalid) = validate::key("answeredBy", by)
     {
         return Ok(Outcome::Refused(invalid));
     }
     let Some(question) = store.get(id).await? else { return Ok(Outcome::Changed(Box::new(Change::NotFound))) };
+    // Before anything else: a 409 would show someone who may not answer what the answer was.
+    if let Err(why) = policy.check(&question, answerer) {
+        store.record_refusal(id, answered_by, via, &why).await?;
+        return Ok(Outcome::Forbidden(why));
+    }
     let response = match (response, &question.response_schema) {
         (Given::Json(value), _) => value.clone(),
         (Given::Text(text), None) => Value::String(text.trim().to_owned()),
@@ -110,14 +120,17 @@ pub fn typed_from_text(text: &str) -> Result<Value, Invalid> {
     Ok(Value::Object(fields))
 }
 
-/// Declines question `id` on behalf of `declined_by` (the person refuses to answer).
+/// Declines question `id` on behalf of `answerer` (the person refuses to answer), if the policy lets them
+/// answer it.
 pub async fn decline(
     store: &QuestionStore,
+    policy: &AnswerPolicy,
     id: &str,
     reason: Option<&str>,
-    declined_by: Option<&str>,
+    answerer: Answerer<'_>,
     via: &str,
 ) -> StoreResult<Outcome> {
+    let declined_by = answerer.recorded();
     if let Some(reason) = reason
         && (reason.contains('\0') || reason.chars().count() > MAX_REASON_CHARS)
     {
@@ -127,6 +140,11 @@ pub async fn decline(
         && let Err(invalid) = validate::key("declinedBy", by)
     {
         return Ok(Outcome::Refused(invalid));
+    }
+    let Some(question) = store.get(id).await? else { return Ok(Outcome::Changed(Box::new(Change::NotFound))) };
+    if let Err(why) = policy.check(&question, answerer) {
+        store.record_refusal(id, declined_by, via, &why).await?;
+        return Ok(Outcome::Forbidden(why));
     }
     Ok(Outcome::Changed(Box::new(store.decline(id, reason, declined_by, Some(via)).await?)))
 }

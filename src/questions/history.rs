@@ -129,6 +129,20 @@ impl QuestionStore {
             .collect())
     }
 
+    /// Records that `actor` was refused an answer to question `id` via `channel`, and why (on its own: nothing
+    /// else changed).
+    #[tracing::instrument(level = "debug", skip_all)]
+    pub async fn record_refusal(&self, id: &str, actor: Option<&str>, channel: &str, why: &str) -> StoreResult<()> {
+        let entry = Entry {
+            question_id: id,
+            step: Step::Refused,
+            actor,
+            channel: Some(channel),
+            detail: Some(serde_json::json!({"reason": why})),
+        };
+        log(&mut *self.pool().acquire().await?, &entry).await
+    }
+
     /// Deletes up to `limit` steps recorded before `keep_seconds` ago; returns how many.
     #[tracing::instrument(level = "debug", skip_all)]
     pub async fn prune_history(&self, keep_seconds: i64, limit: i64) -> StoreResult<usize> {

@@ -10,6 +10,7 @@ pub mod deliveries;
 pub mod history;
 pub mod list;
 pub mod model;
+pub mod policy;
 pub mod record;
 mod routes;
 pub mod schema;
@@ -27,6 +28,7 @@ use std::sync::Arc;
 
 use utoipa_axum::{router::OpenApiRouter, routes};
 
+use self::policy::AnswerPolicy;
 use crate::{auth::Authenticator, config::Config, db::wakeup::Wakeups, http::sse_end::StreamsEnd};
 
 /// The part of the shared state the questions handlers reach. The whole state hands it out (`FromRef`), so this domain
@@ -41,6 +43,8 @@ pub struct RouteState {
     pub wakeups: Wakeups,
     /// Questions.
     pub questions: QuestionStore,
+    /// Who may answer them.
+    pub policy: AnswerPolicy,
     /// When this replica's event streams end (shutdown, or PostgreSQL lost).
     pub streams_end: StreamsEnd,
 }

@@ -15,6 +15,7 @@ use super::{
     answering::{self, Outcome},
     history::HistoryItem,
     model::{Answer, Decline, NewQuestion, Question, QuestionConflict, QuestionStatus},
+    policy::Answerer,
     store::{Change, QuestionFilter},
     watch,
 };
@@ -179,6 +180,7 @@ pub async fn get(State(state): State<RouteState>, Path(id): Path<String>) -> Res
     responses(
         (status = 200, description = "Answered", body = Question),
         (status = 400, description = "`response` is missing or empty, does not fit the question's `responseSchema` (the message names the field), or the body is not JSON", body = ErrorBody),
+        (status = 403, description = "The answer policy does not let this principal answer it (the message says why)", body = ErrorBody),
         (status = 404, description = "`Question not found`", body = ErrorBody),
         (status = 409, description = "Answered, cancelled, expired or declined already: the question as it is", body = QuestionConflict),
         (status = 415, description = "The body is not declared JSON", body = ErrorBody),
@@ -189,14 +191,14 @@ pub async fn answer(
     State(state): State<RouteState>,
     Path(id): Path<String>,
     principal: Option<Extension<Principal>>,
-    ApiJson(mut answer): ApiJson<Answer>,
+    ApiJson(answer): ApiJson<Answer>,
 ) -> Result<Json<Question>, ApiError> {
-    if let Some(Extension(principal)) = principal {
-        answer.answered_by = Some(principal.name().to_owned());
-    }
+    let answerer = match &principal {
+        Some(Extension(principal)) => Answerer::Principal(principal.name()),
+        None => Answerer::Named(answer.answered_by.as_deref()),
+    };
     let given = answering::Given::Json(&answer.response);
-    let outcome = answering::answer(&state.questions, &id, given, answer.answered_by.as_deref(), "api").await?;
-    into_reply(outcome)
+    into_reply(answering::answer(&state.questions, &state.policy, &id, given, answerer, "api").await?)
 }
 
 /// `POST /questions/{id}/answer`: the same as `PATCH /questions/{id}`.
@@ -210,6 +212,7 @@ pub async fn answer(
     responses(
         (status = 200, description = "Answered", body = Question),
         (status = 400, description = "`response` is missing or empty, does not fit the question's `responseSchema` (the message names the field), or the body is not JSON", body = ErrorBody),
+        (status = 403, description = "The answer policy does not let this principal answer it (the message says why)", body = ErrorBody),
         (status = 404, description = "`Question not found`", body = ErrorBody),
         (status = 409, description = "Answered, cancelled, expired or declined already: the question as it is", body = QuestionConflict),
         (status = 415, description = "The body is not declared JSON", body = ErrorBody),
@@ -236,6 +239,7 @@ pub async fn post_answer(
     responses(
         (status = 200, description = "Declined", body = Question),
         (status = 400, description = "`reason` too long, or the body is not JSON", body = ErrorBody),
+        (status = 403, description = "The answer policy does not let this principal answer it (the message says why)", body = ErrorBody),
         (status = 404, description = "`Question not found`", body = ErrorBody),
         (status = 409, description = "Answered, cancelled, expired or declined already: the question as it is", body = QuestionConflict),
         (status = 415, description = "The body is not declared JSON", body = ErrorBody),
@@ -248,11 +252,12 @@ pub async fn decline(
     principal: Option<Extension<Principal>>,
     body: Option<ApiJson<Decline>>,
 ) -> Result<Json<Question>, ApiError> {
-    let Decline { reason, mut declined_by } = body.map(|ApiJson(body)| body).unwrap_or_default();
-    if let Some(Extension(principal)) = principal {
-        declined_by = Some(principal.name().to_owned());
-    }
-    into_reply(answering::decline(&state.questions, &id, reason.as_deref(), declined_by.as_deref(), "api").await?)
+    let Decline { reason, declined_by } = body.map(|ApiJson(body)| body).unwrap_or_default();
+    let answerer = match &principal {
+        Some(Extension(principal)) => Answerer::Principal(principal.name()),
+        None => Answerer::Named(declined_by.as_deref()),
+    };
+    into_reply(answering::decline(&state.questions, &state.policy, &id, reason.as_deref(), answerer, "api").await?)
 }
 
 /// `GET /questions/{id}/history`: every recorded step of the question's decision, in order.
@@ -300,6 +305,7 @@ pub fn into_reply(outcome: Outcome) -> Result<Json<Question>, ApiError> {
     let change = match outcome {
         Outcome::Changed(change) => *change,
         Outcome::Refused(invalid) => return Err(invalid.into()),
+        Outcome::Forbidden(why) => return Err(ApiError::Forbidden(why)),
     };
     match change {
         Change::Made(question) => Ok(Json(question)),

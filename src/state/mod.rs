@@ -30,7 +30,10 @@ use crate::{
     messages::store::MessageStore,
     queries::store::QueryStore,
     query_status,
-    questions::store::QuestionStore,
+    questions::{
+        policy::{AnswerPolicy, PolicySetupError},
+        store::QuestionStore,
+    },
     retention::{Duties, Reaper, Retention},
     sessions::store::SessionStore,
     streams::{
@@ -79,6 +82,8 @@ pub struct AppState {
     pub writer: ChunkWriter,
     /// The reaper's duties, as registered (a test's reaper takes them with a retention of its own).
     pub reaping: Duties,
+    /// Who may answer questions.
+    pub answer_policy: AnswerPolicy,
     /// Cancelled when the replica starts shutting down: readiness fails and SSE responses end.
     pub shutdown: CancellationToken,
     /// When this replica's SSE responses end: at shutdown, or when PostgreSQL is lost for a while.
@@ -121,6 +126,9 @@ pub enum StartError {
     /// Authentication could not be set up.
     #[error("authentication: {0}")]
     Auth(#[from] AuthSetupError),
+    /// The answer policy could not be set up.
+    #[error("the answer policy: {0}")]
+    Policy(#[from] PolicySetupError),
     /// The LISTEN connection did not come up in time.
     #[error("the LISTEN connection did not come up within {0:?}")]
     Listener(Duration),
@@ -134,6 +142,7 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
     let shutdown = CancellationToken::new();
     let drained = CancellationToken::new();
     let (auth, auth_task) = Authenticator::from_config(&config, &shutdown).await?;
+    let (answer_policy, policy_tasks) = AnswerPolicy::from_config(&config, auth.is_on(), &shutdown)?;
     let database = db::Database::of(&config, database_url);
     database.check()?;
     // Connecting first, on its own, so an unreachable server or a refused certificate is said as such.
@@ -176,6 +185,7 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
     let mut background = vec![listener_task, writer_task, abort_task, completion_task, mover];
     background.extend(tail_tasks);
     background.extend(auth_task);
+    background.extend(policy_tasks);
     // Interval 0 (upstream's `ROW_REAP_INTERVAL_SECONDS=0`): this replica never reaps.
     if config.reap_interval_seconds > 0 {
         background.push(tokio::spawn(reaper.run(Duration::from_secs(config.reap_interval_seconds), shutdown.clone())));
@@ -188,8 +198,12 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
     let ndjson_budget = NdjsonBudget::new(usize::try_from(config.ndjson_buffer_budget_bytes).unwrap_or(usize::MAX));
     let config = Arc::new(config);
     // Socket Mode ends with shutdown: an envelope not yet acknowledged, Slack sends again (to another replica).
-    let inbound =
-        channels::RouteState { config: config.clone(), channels: channels.clone(), questions: questions.clone() };
+    let inbound = channels::RouteState {
+        config: config.clone(),
+        channels: channels.clone(),
+        questions: questions.clone(),
+        policy: answer_policy.clone(),
+    };
     background.extend(slack_socket::spawn(inbound, shutdown.clone()));
     Ok(AppState {
         config,
@@ -207,6 +221,7 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
         chunks,
         writer,
         reaping,
+        answer_policy,
         streams_end,
         shutdown,
         drain_deadline: CancellationToken::new(),
@@ -244,7 +259,7 @@ route_states! {
     sessions { config, sessions, streams_end }
     traces { config, pool, spans, streams_end }
     streams { config, pool, chunks, writer, ndjson_budget, streams_end, drain_deadline, open_writers }
-    questions { config, auth, wakeups, questions, streams_end }
+    questions { config, auth, wakeups, questions, policy = answer_policy, streams_end }
     queries { query_state, chunks = chunks.store, questions }
-    channels { config, channels, questions }
+    channels { config, channels, questions, policy = answer_policy }
 }

@@ -26,6 +26,7 @@ use crate::{
         answering::{self, Given, Outcome},
         list::Counted,
         model::QuestionStatus,
+        policy::Answerer,
         store::QuestionFilter,
     },
     state::AppState,
@@ -167,25 +168,28 @@ pub async fn answer(
     ApiForm(form): ApiForm<AnswerForm>,
 ) -> Response {
     let person = principal.map(|Extension(principal)| principal.name().to_owned());
-    let answered_by = match &person {
-        Some(person) => Some(person.clone()),
-        None => Some(form.answered_by.trim()).filter(|by| !by.is_empty()).map(str::to_owned),
+    let named = Some(form.answered_by.trim()).filter(|by| !by.is_empty());
+    let answerer = match &person {
+        Some(person) => Answerer::Principal(person),
+        None => Answerer::Named(named),
     };
     let back = form.back.filter(|back| is_query_page(back));
+    let given = Given::Text(&form.response);
     let stored = match reachable(&state) {
-        Ok(()) => answering::answer(&state.questions, &id, Given::Text(&form.response), answered_by.as_deref(), "page")
+        Ok(()) => answering::answer(&state.questions, &state.answer_policy, &id, given, answerer, "page")
             .await
             .map_err(ApiError::from),
         Err(error) => Err(error),
     };
     let outcome = match stored.map(|outcome| match outcome {
         Outcome::Changed(change) => Ok(*change),
-        Outcome::Refused(refused) => Err(refused),
+        Outcome::Refused(_) => Err("invalid"),
+        Outcome::Forbidden(_) => Err("forbidden"),
     }) {
         Ok(Ok(Change::Made(_))) => "answered",
         Ok(Ok(Change::Conflict(_))) => "conflict",
         Ok(Ok(Change::NotFound)) => "missing",
-        Ok(Err(_)) => "invalid",
+        Ok(Err(refused)) => refused,
         Err(error) => {
             let unsent = Unsent { id, response: form.response, answered_by: form.answered_by, back, person };
             return (Extension(unsent), error).into_response();

@@ -4,6 +4,7 @@
 mod support;
 
 mod aborted;
+mod answer_policy;
 mod ark_sdk;
 mod auth;
 mod bench_smoke;
