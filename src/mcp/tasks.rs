@@ -44,9 +44,28 @@ impl Tasks {
     /// Asks `question` as a task with (at most) `requested_ttl_ms`; committed when this returns.
     pub async fn create(&self, mut question: NewQuestion, requested_ttl_ms: Option<u64>) -> Result<Question, McpError> {
         let config = &self.state.config;
+        let max_ttl = config.mcp_task_max_ttl_seconds.saturating_mul(1000);
+        // A task is its question: it must live until the question's own timeout has acted, so a timeout
+        // longer than the requested ttl lengthens the ttl granted (within the longest this broker grants).
+        let timeout_ms = question
+            .timeout_seconds
+            .or(question.ttl_seconds)
+            .map(|seconds| seconds.max(0) as u64 * 1000)
+            .or_else(|| question.expires_at.map(|at| (at - chrono::Utc::now()).num_milliseconds().max(0) as u64));
+        if let Some(timeout) = timeout_ms.filter(|timeout| *timeout > max_ttl) {
+            return Err(McpError::invalid_params(
+                format!(
+                    "timeoutSeconds: {} s is longer than the longest task this broker keeps ({} s)",
+                    timeout / 1000,
+                    max_ttl / 1000
+                ),
+                None,
+            ));
+        }
         let ttl = requested_ttl_ms
             .unwrap_or(config.mcp_task_ttl_seconds.saturating_mul(1000))
-            .clamp(MIN_TTL_MS, config.mcp_task_max_ttl_seconds.saturating_mul(1000));
+            .max(timeout_ms.map_or(0, |timeout| timeout.saturating_add(MIN_TTL_MS)))
+            .clamp(MIN_TTL_MS, max_ttl);
         question.task_id = Some(Uuid::new_v4());
         question.task_ttl_ms = Some(ttl as i64);
         self.state.questions.create(&question).await.map_err(internal)

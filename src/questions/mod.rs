@@ -14,6 +14,7 @@ pub mod policy;
 pub mod record;
 mod routes;
 pub mod schema;
+mod schema_keywords;
 pub mod store;
 pub mod tail;
 pub mod tasks;

@@ -30,6 +30,7 @@ impl ResponseSchema {
         if raw.to_string().len() > MAX_SCHEMA_BYTES {
             return Err(invalid(format!("at most {MAX_SCHEMA_BYTES} bytes of JSON")));
         }
+        super::schema_keywords::check(raw)?;
         let schema: ElicitationSchema = serde_json::from_value(raw.clone()).map_err(|_| {
             invalid(
                 "must be an object schema whose properties are strings, numbers, integers, booleans or enums \
@@ -198,7 +199,9 @@ fn check_field(name: &str, property: &PrimitiveSchemaDefinition, value: &Value) 
             in_bounds(name, number, s.minimum, s.maximum)
         }
         PrimitiveSchemaDefinition::Integer(s) => {
-            let Some(number) = value.as_i64() else { return invalid("expected an integer".into()) };
+            // `2.0` is an integer too, as JSON Schema counts them.
+            let whole = value.as_f64().filter(|n| n.fract() == 0.0 && n.abs() < 9.0e15).map(|n| n as i64);
+            let Some(number) = value.as_i64().or(whole) else { return invalid("expected an integer".into()) };
             in_bounds(name, number as f64, s.minimum.map(|m| m as f64), s.maximum.map(|m| m as f64))
         }
         PrimitiveSchemaDefinition::Boolean(_) => {
@@ -221,9 +224,12 @@ fn check_field(name: &str, property: &PrimitiveSchemaDefinition, value: &Value) 
                         MultiSelectEnumSchema::Titled(s) => (s.min_items, s.max_items),
                         _ => (None, None),
                     };
-                    for choice in picked {
+                    for (at, choice) in picked.iter().enumerate() {
                         if !choice.as_str().is_some_and(allowed) {
                             return invalid(format!("each choice must be one of '{}', got {choice}", list()));
+                        }
+                        if picked[..at].contains(choice) {
+                            return invalid(format!("{choice} is chosen twice"));
                         }
                     }
                     let count = picked.len() as u64;

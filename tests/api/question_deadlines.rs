@@ -138,3 +138,19 @@ async fn a_deadline_that_cannot_be_kept_is_refused_when_asked() {
     assert_eq!(status, 201, "{asked}");
     assert!(asked.get("onTimeout").is_none(), "expire, the default, is not spelled out");
 }
+
+#[tokio::test]
+async fn an_mcp_task_lives_at_least_as_long_as_its_questions_timeout() {
+    let app = TestApp::spawn().await;
+    let mcp = crate::support::mcp::Mcp::new(&app.mcp_url);
+    let arguments = json!({"recipient": "ark://users/dave", "content": "Wait for me?", "timeoutSeconds": 600,
+                           "onTimeout": "expire"});
+    let created =
+        mcp.legacy("tools/call", json!({"name": "ask_question", "arguments": arguments, "task": {"ttl": 2000}})).await;
+    let ttl = created.result()["task"]["ttl"].as_u64().expect("a granted ttl");
+    assert!(ttl > 600_000, "the task outlives the question's timeout: {ttl} ms granted");
+    let (_, list) = json_of(app.get("/questions?status=pending").await).await;
+    let expires = list["items"][0]["expiresAt"].as_str().unwrap();
+    let left = chrono::DateTime::parse_from_rfc3339(expires).unwrap().signed_duration_since(chrono::Utc::now());
+    assert!(left.num_seconds() > 590, "the question's own timeout stands: {left}");
+}

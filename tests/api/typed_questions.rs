@@ -92,7 +92,7 @@ async fn a_form_outside_the_elicitation_subset_or_beside_options_is_refused() {
     for (body, starts) in [
         (
             with(json!({"responseSchema": {"type": "object", "properties": {"a": {"type": "object"}}}})),
-            "responseSchema: must be an object schema",
+            "responseSchema: a: type `object` is not supported",
         ),
         (
             with(
