@@ -254,10 +254,12 @@ async fn kubernetes_auth_accepts_service_account_tokens_for_its_audience_via_tok
     for refused in ["other-audience", "api-server-token", "forged"] {
         assert_unauthorized(get(refused).await.unwrap(), true).await;
     }
-    // The principal is the ServiceAccount's user name: it answers as that.
+    // The principal is the ServiceAccount's user name: it answers as that (a question another one asked: no
+    // principal answers its own).
+    api.issue("agent-token", "system:serviceaccount:ark:agent", &["ark-broker"]);
     let asked = http
         .post(replica.url("/questions"))
-        .bearer_auth("executor-token")
+        .bearer_auth("agent-token")
         .json(&json!({"sender": "ark://agents/a", "recipient": "ark://users/b", "content": "ok?"}))
         .send()
         .await

@@ -183,7 +183,10 @@ async fn auth_kubernetes_accepts_a_real_serviceaccount_token_and_refuses_other_a
 
     let token = server.token(ns, "executor", &["ark-broker"], 3600).await;
     assert_eq!(status(token.clone()).await, 200, "a token for the broker's audience");
-    let asked = cluster.http.post(cluster.url("/questions")).bearer_auth(&token);
+    // Another ServiceAccount asks: no principal answers its own question.
+    server.service_account(ns, "agent").await;
+    let asker = server.token(ns, "agent", &["ark-broker"], 3600).await;
+    let asked = cluster.http.post(cluster.url("/questions")).bearer_auth(&asker);
     let body = json!({"sender": "ark://agents/reviewer", "recipient": "ark://users/dave", "content": "Merge?"});
     let question: Value = asked.json(&body).send().await.unwrap().json().await.unwrap();
     let answer = cluster.http.post(cluster.url(&format!("/questions/{}/answer", question["id"].as_str().unwrap())));
