@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-use crate::{config::Config, db::live::LiveFeed, http::sse_end::StreamsEnd};
+use crate::{config::Config, db::live::LiveFeed, http::sse_end::StreamsEnd, questions::QuestionStore};
 
 /// The part of the shared state the `/sessions` handlers reach. The whole state hands it out (`FromRef`), so this
 /// domain never depends on the whole.
@@ -27,6 +27,8 @@ pub struct RouteState {
     pub config: Arc<Config>,
     /// Sessions.
     pub sessions: LiveFeed<SessionStore>,
+    /// Questions (a deleted Query's open ones are cancelled).
+    pub questions: QuestionStore,
     /// When this replica's event streams end (shutdown, or PostgreSQL lost).
     pub streams_end: StreamsEnd,
 }

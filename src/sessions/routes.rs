@@ -118,7 +118,7 @@ pub async fn purge(State(state): State<RouteState>) -> Result<Json<StatusMessage
 #[utoipa::path(delete, path = "/sessions/queries/{queryName}", tag = "sessions", operation_id = "delete_session_query",
     params(("queryName" = String, Path, description = "The Query's name", min_length = 1, max_length = 512)),
     responses(
-        (status = 200, description = "Removed from every session that had it; a session left empty is deleted", body = QueryRemoved),
+        (status = 200, description = "Removed from every session that had it; a session left empty is deleted; its open questions are cancelled", body = QueryRemoved),
         (status = 400, description = "A name longer than 512 bytes", body = ErrorBody),
     ))]
 #[tracing::instrument(level = "debug", skip_all)]
@@ -128,6 +128,11 @@ pub async fn delete_query(
 ) -> Result<Json<QueryRemoved>, ApiError> {
     validate::key("queryName", &query_name)?;
     let removed = state.sessions.remove_query(&query_name).await?;
+    // The Query is gone: nobody waits for the answers to what it asked.
+    let cancelled = state.questions.cancel_for_query(&query_name).await?;
+    if cancelled > 0 {
+        tracing::info!(query = %query_name, cancelled, "cancelled the open questions of a deleted Query");
+    }
     let reply = StatusMessage::success(format!("Query {query_name} removed from {removed} session(s)"));
     Ok(Json(QueryRemoved { reply, removed }))
 }

@@ -256,7 +256,7 @@ macro_rules! route_states {
 route_states! {
     messages { config, pool, messages, streams_end }
     events { config, pool, events, streams_end }
-    sessions { config, sessions, streams_end }
+    sessions { config, sessions, questions, streams_end }
     traces { config, pool, spans, streams_end }
     streams { config, pool, chunks, writer, ndjson_budget, streams_end, drain_deadline, open_writers }
     questions { config, auth, wakeups, questions, policy = answer_policy, streams_end }

@@ -121,3 +121,23 @@ async fn a_slack_delivery_and_a_slack_answer_are_steps_of_the_record() {
     assert_eq!((items[2]["actor"].as_str(), items[2]["channel"].as_str()), (Some("slack:U9"), Some("slack")));
     assert_eq!(items[2]["detail"]["response"], "Yes, proceed");
 }
+
+#[tokio::test]
+async fn a_deleted_query_cancels_its_open_questions_and_no_one_elses() {
+    let app = TestApp::spawn().await;
+    let mine = ask(&app, "Ship release 7?").await;
+    let other = {
+        let body = json!({"sender": "ark://agents/a", "recipient": "ark://users/dave", "content": "Other?",
+                          "query": {"namespace": "team", "name": "release-8"}});
+        json_of(app.post_json("/questions", &body).await).await.1["id"].as_str().unwrap().to_owned()
+    };
+    let reply = app.client.delete(app.url("/sessions/queries/release-7")).send().await.unwrap();
+    assert_eq!(reply.status(), 200, "the controller's finalizer");
+    let (_, cancelled) = json_of(app.get(&format!("/questions/{mine}")).await).await;
+    assert_eq!(cancelled["status"], "cancelled", "{cancelled}");
+    let items = history(&app, &mine).await;
+    assert_eq!(steps(&items), ["created", "cancelled"]);
+    assert_eq!(items[1]["channel"], "query-deleted");
+    let (_, untouched) = json_of(app.get(&format!("/questions/{other}")).await).await;
+    assert_eq!(untouched["status"], "pending", "another Query's question stays open");
+}
