@@ -7,16 +7,13 @@ use std::{
     collections::HashMap,
     path::{Path, PathBuf},
     sync::{Arc, RwLock},
-    time::Duration,
 };
 
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use super::file_watch;
 use crate::telemetry::chain;
-
-/// How often a file is read again to see whether it changed.
-const RELOAD_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Why a directory file cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -78,28 +75,13 @@ impl DirectoryFile {
     /// Reads the file again every second until `shutdown`.
     pub fn spawn_reload(&self, shutdown: CancellationToken) -> JoinHandle<()> {
         let file = self.clone();
-        tokio::spawn(async move {
-            let mut last = std::fs::read(&file.path).ok();
-            let mut tick = tokio::time::interval(RELOAD_INTERVAL);
-            loop {
-                tokio::select! {
-                    _ = tick.tick() => {}
-                    () = shutdown.cancelled() => return,
-                }
-                let now = std::fs::read(&file.path).ok();
-                if now.is_none() || now == last {
-                    continue;
-                }
-                last = now;
-                match read(&file.path, file.shape) {
-                    Ok(entries) => {
-                        tracing::info!(path = %file.path.display(), entries = entries.len(), "directory file reloaded");
-                        *file.entries.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = Arc::new(entries);
-                    }
-                    Err(error) => {
-                        tracing::warn!(error = %chain(&error), "a changed directory file is not valid; keeping the old one")
-                    }
-                }
+        file_watch::on_change(self.path.clone(), shutdown, move |path| match read(path, file.shape) {
+            Ok(entries) => {
+                tracing::info!(path = %path.display(), entries = entries.len(), "directory file reloaded");
+                *file.entries.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = Arc::new(entries);
+            }
+            Err(error) => {
+                tracing::warn!(error = %chain(&error), "a changed directory file is not valid; keeping the old one")
             }
         })
     }

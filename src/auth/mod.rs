@@ -3,6 +3,7 @@
 //! [`Principal`] it finds travels in the request's extensions; tasks and questions are bound to it.
 
 pub mod directory;
+mod file_watch;
 mod layer;
 mod token_review;
 mod tokens;

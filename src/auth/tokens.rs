@@ -6,7 +6,6 @@ use crate::telemetry::chain;
 use std::{
     path::{Path, PathBuf},
     sync::{Arc, RwLock},
-    time::Duration,
 };
 
 use sha2::{Digest, Sha256};
@@ -14,10 +13,7 @@ use subtle::ConstantTimeEq;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::Principal;
-
-/// How often the file is read again to see whether it changed.
-const RELOAD_INTERVAL: Duration = Duration::from_secs(1);
+use super::{Principal, file_watch};
 
 type Sha256Digest = [u8; 32];
 
@@ -95,32 +91,17 @@ impl TokenFile {
     /// that does not is logged and the old tokens stay.
     pub fn spawn_reload(&self, shutdown: CancellationToken) -> JoinHandle<()> {
         let file = self.clone();
-        tokio::spawn(async move {
-            let mut last = std::fs::read(&file.path).ok();
-            let mut tick = tokio::time::interval(RELOAD_INTERVAL);
-            loop {
-                tokio::select! {
-                    _ = tick.tick() => {}
-                    () = shutdown.cancelled() => return,
+        file_watch::on_change(self.path.clone(), shutdown, move |path| match read(path) {
+            Ok(table) => {
+                if table.entries.is_empty() {
+                    tracing::warn!(path = %path.display(), "the tokens file now holds no token: every request will get 401");
+                } else {
+                    tracing::info!(path = %path.display(), tokens = table.entries.len(), "tokens file reloaded");
                 }
-                let now = std::fs::read(&file.path).ok();
-                if now.is_none() || now == last {
-                    continue;
-                }
-                last = now;
-                match read(&file.path) {
-                    Ok(table) => {
-                        if table.entries.is_empty() {
-                            tracing::warn!(path = %file.path.display(), "the tokens file now holds no token: every request will get 401");
-                        } else {
-                            tracing::info!(path = %file.path.display(), tokens = table.entries.len(), "tokens file reloaded");
-                        }
-                        *file.table.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = Arc::new(table);
-                    }
-                    Err(error) => {
-                        tracing::warn!(error = %chain(&error), "the changed tokens file is not valid; keeping the old tokens")
-                    }
-                }
+                *file.table.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = Arc::new(table);
+            }
+            Err(error) => {
+                tracing::warn!(error = %chain(&error), "the changed tokens file is not valid; keeping the old tokens")
             }
         })
     }
