@@ -16,8 +16,8 @@ use crate::{
     auth::Principal,
     config::Config,
     questions::{
-        deadline::{EscalateTo, OnTimeout},
         model::{NewQuestion, QueryRef, Question, QuestionStatus},
+        timeout::{EscalateTo, OnTimeout},
     },
     state::AppState,
     validate::shape::from_value,

@@ -18,6 +18,7 @@ mod schema_keywords;
 pub mod store;
 pub mod tail;
 pub mod tasks;
+pub mod timeout;
 pub mod tool_calls;
 pub mod waiting;
 mod watch;

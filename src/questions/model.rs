@@ -7,7 +7,7 @@ use serde_json::Value;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use super::deadline::{EscalateTo, OnTimeout};
+use super::timeout::{EscalateTo, OnTimeout};
 use crate::{error::ErrorObject, timestamp::iso_timestamp};
 
 /// Where a question is in its life.
