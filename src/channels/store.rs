@@ -11,11 +11,7 @@ use crate::{
         StoreError, StoreResult,
         feed::{Feed, FeedTx},
     },
-    questions::{
-        deliveries::refresh,
-        history,
-        record::{ChangeKind, log_change},
-    },
+    questions::{change_kind::ChangeKind, deliveries::refresh, history, record::log_change},
 };
 
 /// The history step of a settled delivery.

@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{model::Question, record::ChangeKind};
+use super::{change_kind::ChangeKind, model::Question};
 use crate::{
     db::{StoreResult, feed::FeedTx},
     streams::{broker_writes, typed::EventType},

@@ -6,10 +6,11 @@
 use serde_json::{Value, json};
 
 use super::{
+    change_kind::ChangeKind,
     deliveries,
     history::{self, Entry, Step},
     model::{Question, QuestionRow},
-    record::{ChangeKind, log_change, record},
+    record::{log_change, record},
     schema::ResponseSchema,
     timeout::{EscalateTo, OnTimeout},
 };

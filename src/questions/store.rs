@@ -10,9 +10,10 @@ use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
 use super::{
+    change_kind::ChangeKind,
     deadline,
     model::{NewQuestion, Question, QuestionRow, QuestionStatus},
-    record::{ChangeKind, record},
+    record::record,
 };
 use crate::db::{
     StoreResult,

@@ -1,7 +1,7 @@
 //! The questions watch log (`question_events`): which questions a committed transaction changed (for the
 //! tail that wakes their waiters), the changes after a resourceVersion (for watches), and its pruning.
 
-use super::{QuestionStore, record::ChangeKind};
+use super::{QuestionStore, change_kind::ChangeKind};
 use crate::db::StoreResult;
 
 /// A logged change, for watchers.
