@@ -21,6 +21,8 @@ pub enum Flash {
     Missing(String),
     /// The answer was empty.
     Invalid(String),
+    /// The answer policy does not let this person answer it.
+    Forbidden(String),
 }
 
 /// What one rendering of the page shows.
@@ -130,6 +132,7 @@ pub fn flash_message(flash: &Flash) -> Markup {
         }
         Flash::Missing(id) => ("warn", format!("There is no question {id}.")),
         Flash::Invalid(id) => ("warn", format!("The answer to {id} was empty; nothing was stored.")),
+        Flash::Forbidden(id) => ("warn", format!("You may not answer {id}; nothing was stored.")),
     };
     html! { p .flash .(class) role="status" { (text) } }
 }

@@ -48,6 +48,7 @@ pub struct PageParams {
     conflict: Option<String>,
     missing: Option<String>,
     invalid: Option<String>,
+    forbidden: Option<String>,
 }
 
 impl PageParams {
@@ -58,6 +59,7 @@ impl PageParams {
             .or_else(|| flash(Flash::Conflict, &self.conflict))
             .or_else(|| flash(Flash::Missing, &self.missing))
             .or_else(|| flash(Flash::Invalid, &self.invalid))
+            .or_else(|| flash(Flash::Forbidden, &self.forbidden))
     }
 }
 
@@ -181,15 +183,14 @@ pub async fn answer(
             .map_err(ApiError::from),
         Err(error) => Err(error),
     };
-    let outcome = match stored.map(|outcome| match outcome {
-        Outcome::Changed(change) => Ok(*change),
-        Outcome::Refused(_) => Err("invalid"),
-        Outcome::Forbidden(_) => Err("forbidden"),
-    }) {
-        Ok(Ok(Change::Made(_))) => "answered",
-        Ok(Ok(Change::Conflict(_))) => "conflict",
-        Ok(Ok(Change::NotFound)) => "missing",
-        Ok(Err(refused)) => refused,
+    let outcome = match stored {
+        Ok(Outcome::Changed(change)) => match *change {
+            Change::Made(_) => "answered",
+            Change::Conflict(_) => "conflict",
+            Change::NotFound => "missing",
+        },
+        Ok(Outcome::Refused(_)) => "invalid",
+        Ok(Outcome::Forbidden(_)) => "forbidden",
         Err(error) => {
             let unsent = Unsent { id, response: form.response, answered_by: form.answered_by, back, person };
             return (Extension(unsent), error).into_response();
