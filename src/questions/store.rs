@@ -101,11 +101,12 @@ impl QuestionStore {
                 QuestionRow,
                 r#"insert into questions (id, sender, recipient, channels, content, query_namespace, query_name,
                                           tool_call_id, task_id, task_ttl_ms, expires_at, resource_version, owner,
-                                          options, response_schema, on_timeout, escalate_to)
+                                          options, response_schema, on_timeout, escalate_to,
+                                          remind_every_seconds)
                    values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::bigint,
                            coalesce($17::timestamptz, now() + coalesce(make_interval(secs => $11::bigint),
                                                                        $10::bigint * interval '1 millisecond')),
-                           nextval('question_versions'), $12, $13, $14, $15, $16)
+                           nextval('question_versions'), $12, $13, $14, $15, $16, $18::bigint::integer)
                    returning *"#,
                 id,
                 new.sender,
@@ -124,6 +125,7 @@ impl QuestionStore {
                 new.on_timeout.unwrap_or_default().as_str(),
                 new.escalate_to.as_ref().map(|to| serde_json::to_value(to).expect("serialises")),
                 new.expires_at,
+                new.remind_every_seconds,
             )
             .fetch_one(tx.conn())
             .await?;

@@ -37,6 +37,7 @@ mod query_page;
 mod query_status;
 mod question_deadlines;
 mod question_history;
+mod question_reminders;
 mod questions;
 mod replicas;
 mod reports;
