@@ -203,32 +203,6 @@ impl QuestionStore {
         })
     }
 
-    /// Cancels every pending question Query `name` asked: the controller deleted it (its finalizer calls
-    /// `DELETE /sessions/queries/{name}`), so nobody waits for the answers. Returns how many.
-    #[tracing::instrument(level = "debug", skip_all)]
-    pub async fn cancel_for_query(&self, name: &str) -> StoreResult<usize> {
-        change!(&self.pool, |tx| async {
-            let rows = sqlx::query_as!(
-                QuestionRow,
-                r#"update questions
-                   set status = 'cancelled', closed_at = now(), resource_version = nextval('question_versions')
-                   where id in (select id from questions where status = 'pending' and query_name = $1
-                                order by id for update)
-                   returning *"#,
-                name,
-            )
-            .fetch_all(tx.conn())
-            .await?;
-            let count = rows.len();
-            for row in rows {
-                if record(tx, ChangeKind::QuestionCancelled, row, Some("query-deleted")).await?.is_none() {
-                    return Ok(None);
-                }
-            }
-            Ok(Some(count))
-        })
-    }
-
     /// Declines a pending question: the person refuses to answer (`reason`, when they said why).
     #[tracing::instrument(level = "debug", skip_all)]
     pub async fn decline(
@@ -373,3 +347,6 @@ async fn unchanged(tx: &mut FeedTx, id: &str) -> StoreResult<Change> {
         None => Change::NotFound,
     })
 }
+
+// Declared after `change!`, which it uses.
+mod query_end;

@@ -33,6 +33,7 @@ mod openapi;
 mod operations;
 mod outage;
 mod partitions;
+mod query_end;
 mod query_page;
 mod query_status;
 mod question_deadlines;
