@@ -90,8 +90,9 @@ pub struct Config {
     #[arg(long, env = "ARK_BROKER_TRUSTED_USER_HEADER", value_parser = header_name)]
     pub trusted_user_header: Option<String>,
 
-    /// Who may answer (or decline) a question, with authentication on: `any` principal, or its `recipient`.
-    /// In every policy the principal that asked may not answer its own question.
+    /// Who may answer (or decline) a question, with authentication on: `any` principal, its `recipient`, or
+    /// whoever `kubernetes` RBAC lets update Queries in its namespace (a SubjectAccessReview). In every policy
+    /// the principal that asked may not answer its own question.
     #[arg(long, env = "ARK_BROKER_ANSWER_POLICY", value_enum, default_value = "any")]
     pub answer_policy: AnswerPolicy,
 

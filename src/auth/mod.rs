@@ -2,6 +2,7 @@
 //! person named by a trusted proxy's header, and the layer that answers 401 without a valid credential. The
 //! [`Principal`] it finds travels in the request's extensions; tasks and questions are bound to it.
 
+pub mod access_review;
 pub mod directory;
 mod file_watch;
 mod layer;
@@ -27,23 +28,37 @@ const MAX_PERSON_NAME: usize = 256;
 /// An authenticated caller: a tokens file's principal, a ServiceAccount's user name, or the person a trusted
 /// proxy names.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Principal(Arc<str>);
+pub struct Principal {
+    name: Arc<str>,
+    /// Its Kubernetes groups (from its TokenReview); none for the other kinds.
+    groups: Arc<[String]>,
+}
 
 impl Principal {
     /// The principal called `name`.
     pub fn new(name: &str) -> Self {
-        Principal(Arc::from(name))
+        Principal { name: Arc::from(name), groups: Arc::new([]) }
+    }
+
+    /// The principal called `name`, a member of `groups`.
+    pub fn with_groups(name: &str, groups: Vec<String>) -> Self {
+        Principal { name: Arc::from(name), groups: groups.into() }
     }
 
     /// Its name, as `answeredBy` and the tasks' owner record it.
     pub fn name(&self) -> &str {
-        &self.0
+        &self.name
+    }
+
+    /// The groups the Kubernetes API says it is in (`ark://teams/<group>` names them as teams).
+    pub fn groups(&self) -> &[String] {
+        &self.groups
     }
 }
 
 impl fmt::Display for Principal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.name)
     }
 }
 

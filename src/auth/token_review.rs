@@ -113,6 +113,8 @@ impl TokenReviewer {
                 return Ok(None);
             }
         }
-        Ok(status.user.and_then(|user| user.username).filter(|name| !name.is_empty()).map(|name| Principal::new(&name)))
+        let Some(user) = status.user else { return Ok(None) };
+        let groups = user.groups.unwrap_or_default();
+        Ok(user.username.filter(|name| !name.is_empty()).map(|name| Principal::with_groups(&name, groups)))
     }
 }

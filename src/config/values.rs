@@ -22,8 +22,10 @@ pub enum AnswerPolicy {
     /// Any principal (but not the one that asked).
     Any,
     /// The principal it is addressed to: `ark://users/<principal>`, a member of `ark://teams/<team>` (the
-    /// teams file), and once it escalated, those it escalated to.
+    /// teams file, or a Kubernetes group of its), and once it escalated, those it escalated to.
     Recipient,
+    /// Whoever Kubernetes RBAC lets `update` `queries` in the question's namespace (a SubjectAccessReview).
+    Kubernetes,
 }
 
 /// Whether the broker patches Query status.

@@ -54,7 +54,7 @@ pub async fn answer(
     }
     let Some(question) = store.get(id).await? else { return Ok(Outcome::Changed(Box::new(Change::NotFound))) };
     // Before anything else: a 409 would show someone who may not answer what the answer was.
-    if let Err(why) = policy.check(&question, answerer) {
+    if let Err(why) = policy.check(&question, answerer).await {
         store.record_refusal(id, answered_by, via, &why).await?;
         return Ok(Outcome::Forbidden(why));
     }
@@ -142,7 +142,7 @@ pub async fn decline(
         return Ok(Outcome::Refused(invalid));
     }
     let Some(question) = store.get(id).await? else { return Ok(Outcome::Changed(Box::new(Change::NotFound))) };
-    if let Err(why) = policy.check(&question, answerer) {
+    if let Err(why) = policy.check(&question, answerer).await {
         store.record_refusal(id, declined_by, via, &why).await?;
         return Ok(Outcome::Forbidden(why));
     }

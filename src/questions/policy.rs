@@ -1,14 +1,20 @@
-//! Who may answer (or decline) a question, with authentication on (`--answer-policy`): any principal, or only
-//! its recipient — the user it is addressed to, a member of the team it is addressed to (the teams file), and
-//! once it escalated, those it escalated to. In every policy the principal that asked may not answer its own
-//! question. A channel identity (`slack:U0123`) answers as the principal the identities file maps it to.
+//! Who may answer (or decline) a question, with authentication on (`--answer-policy`): any principal; only
+//! its recipient — the user it is addressed to, a member of the team it is addressed to (the teams file, or
+//! the principal's Kubernetes groups), and once it escalated, those it escalated to; or whoever Kubernetes
+//! RBAC lets update Queries in its namespace (a SubjectAccessReview). In every policy the principal that
+//! asked may not answer its own question. A channel identity (`slack:U0123`) answers as the principal the
+//! identities file maps it to.
 
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::model::Question;
 use crate::{
-    auth::directory::{DirectoryFile, DirectoryFileError, Shape},
+    auth::{
+        Principal,
+        access_review::AccessReviewer,
+        directory::{DirectoryFile, DirectoryFileError, Shape},
+    },
     config::{AnswerPolicy as Mode, Config},
 };
 
@@ -16,7 +22,7 @@ use crate::{
 #[derive(Debug, Clone, Copy)]
 pub enum Answerer<'a> {
     /// An authenticated principal (or the person a trusted proxy names).
-    Principal(&'a str),
+    Principal(&'a Principal),
     /// A channel's identity: `slack:<user>`, `github:<login>`.
     Channel(&'a str),
     /// Whoever the client says (`answeredBy`), with authentication off; maybe nobody.
@@ -27,7 +33,8 @@ impl<'a> Answerer<'a> {
     /// Who the question records as its answerer.
     pub fn recorded(self) -> Option<&'a str> {
         match self {
-            Answerer::Principal(name) | Answerer::Channel(name) => Some(name),
+            Answerer::Principal(principal) => Some(principal.name()),
+            Answerer::Channel(name) => Some(name),
             Answerer::Named(name) => name,
         }
     }
@@ -36,9 +43,12 @@ impl<'a> Answerer<'a> {
 /// Why the policy cannot be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum PolicySetupError {
-    /// `recipient` without authentication: nobody's principal is known.
-    #[error("--answer-policy recipient needs authentication (--auth token or kubernetes)")]
+    /// `recipient` or `kubernetes` without authentication: nobody's principal is known.
+    #[error("--answer-policy recipient and kubernetes need authentication (--auth token or kubernetes)")]
     NeedsAuth,
+    /// `kubernetes` without a reachable Kubernetes API configuration.
+    #[error("--answer-policy kubernetes needs the Kubernetes API (in-cluster, a kubeconfig, or --kube-api-url): {0}")]
+    NoKubernetes(String),
     /// A directory file cannot be used.
     #[error(transparent)]
     File(#[from] DirectoryFileError),
@@ -52,42 +62,54 @@ pub struct AnswerPolicy {
     mode: Mode,
     teams: Option<DirectoryFile>,
     identities: Option<DirectoryFile>,
+    /// With `kubernetes`: who asks RBAC.
+    access: Option<AccessReviewer>,
 }
 
 impl AnswerPolicy {
     /// Everyone may answer.
     pub fn off() -> Self {
-        AnswerPolicy { on: false, mode: Mode::Any, teams: None, identities: None }
+        AnswerPolicy { on: false, mode: Mode::Any, teams: None, identities: None, access: None }
     }
 
     /// The policy `config` asks for, with its files loaded (and re-read until `shutdown`).
-    pub fn from_config(
+    pub async fn from_config(
         config: &Config,
         auth_on: bool,
         shutdown: &CancellationToken,
     ) -> Result<(Self, Vec<JoinHandle<()>>), PolicySetupError> {
-        if config.answer_policy == Mode::Recipient && !auth_on {
+        if config.answer_policy != Mode::Any && !auth_on {
             return Err(PolicySetupError::NeedsAuth);
         }
+        let access = match config.answer_policy {
+            Mode::Kubernetes => Some(AccessReviewer::new(
+                crate::kubernetes::client(config.kube_api_url.as_deref())
+                    .await
+                    .map_err(|error| PolicySetupError::NoKubernetes(error.to_string()))?,
+            )),
+            _ => None,
+        };
         let load = |path: Option<&std::path::PathBuf>, shape| path.map(|p| DirectoryFile::load(p, shape)).transpose();
         let teams = load(config.teams_file.as_ref(), Shape::Team)?;
         let identities = load(config.identities_file.as_ref(), Shape::Identity)?;
         let reloads = teams.iter().chain(identities.iter()).map(|file| file.spawn_reload(shutdown.clone())).collect();
-        Ok((AnswerPolicy { on: auth_on, mode: config.answer_policy, teams, identities }, reloads))
+        Ok((AnswerPolicy { on: auth_on, mode: config.answer_policy, teams, identities, access }, reloads))
     }
 
     /// Whether `answerer` may answer (or decline) `question`; why not, in words for the person.
-    pub fn check(&self, question: &Question, answerer: Answerer<'_>) -> Result<(), String> {
+    pub async fn check(&self, question: &Question, answerer: Answerer<'_>) -> Result<(), String> {
         if !self.on {
             return Ok(());
         }
         let principal = match answerer {
-            Answerer::Principal(name) => Some(name.to_owned()),
-            Answerer::Channel(identity) => self.identities.as_ref().and_then(|ids| ids.values_of(identity).pop()),
+            Answerer::Principal(principal) => Some(principal.clone()),
+            Answerer::Channel(identity) => {
+                self.identities.as_ref().and_then(|ids| ids.values_of(identity).pop()).map(|name| Principal::new(&name))
+            }
             Answerer::Named(_) => None,
         };
         if let (Some(principal), Some(owner)) = (&principal, &question.owner)
-            && principal == owner
+            && principal.name() == owner
         {
             return Err(format!("{principal} asked this question and may not answer it"));
         }
@@ -97,11 +119,14 @@ impl AnswerPolicy {
         let Some(principal) = principal else {
             return Err(match answerer {
                 Answerer::Channel(identity) => {
-                    format!("{identity} is not mapped to a principal, so it cannot be told to be a recipient")
+                    format!("{identity} is not mapped to a principal, so who may answer cannot be checked")
                 }
                 _ => "who is answering is not known".to_owned(),
             });
         };
+        if let Some(access) = &self.access {
+            return Self::check_rbac(access, question, &principal).await;
+        }
         let mut recipients = vec![question.recipient.as_str()];
         if question.escalated_at.is_some()
             && let Some(to) = &question.escalate_to
@@ -114,14 +139,26 @@ impl AnswerPolicy {
         Err(format!("{principal} is not a recipient of this question ({})", recipients.join(", ")))
     }
 
-    /// Whether `recipient` (an `ark://` address) names `principal`: as the user, or a team it is in.
-    fn covers(&self, recipient: &str, principal: &str) -> bool {
+    /// `kubernetes`: RBAC decides, in the namespace of the question's Query.
+    async fn check_rbac(access: &AccessReviewer, question: &Question, principal: &Principal) -> Result<(), String> {
+        let Some(namespace) = question.query.as_ref().and_then(|query| query.namespace.as_deref()) else {
+            return Err("the question names no Query namespace, so Kubernetes cannot say who may answer it".into());
+        };
+        match access.may_update_queries(principal, namespace).await {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(format!("{principal} may not update queries in namespace {namespace} (Kubernetes RBAC)")),
+            Err(error) => Err(format!("who may answer cannot be checked right now: {error}")),
+        }
+    }
+
+    /// Whether `recipient` (an `ark://` address) names `principal`: as the user, or a team it is in (by the
+    /// teams file, or one of its Kubernetes groups).
+    fn covers(&self, recipient: &str, principal: &Principal) -> bool {
         if let Some(user) = recipient.strip_prefix("ark://users/") {
-            return user == principal;
+            return user == principal.name();
         }
-        match (recipient.strip_prefix("ark://teams/"), &self.teams) {
-            (Some(team), Some(teams)) => teams.values_of(team).iter().any(|member| member == principal),
-            _ => false,
-        }
+        let Some(team) = recipient.strip_prefix("ark://teams/") else { return false };
+        principal.groups().iter().any(|group| group == team)
+            || self.teams.as_ref().is_some_and(|teams| teams.values_of(team).iter().any(|m| m == principal.name()))
     }
 }

@@ -194,7 +194,7 @@ pub async fn answer(
     ApiJson(answer): ApiJson<Answer>,
 ) -> Result<Json<Question>, ApiError> {
     let answerer = match &principal {
-        Some(Extension(principal)) => Answerer::Principal(principal.name()),
+        Some(Extension(principal)) => Answerer::Principal(principal),
         None => Answerer::Named(answer.answered_by.as_deref()),
     };
     let given = answering::Given::Json(&answer.response);
@@ -254,7 +254,7 @@ pub async fn decline(
 ) -> Result<Json<Question>, ApiError> {
     let Decline { reason, declined_by } = body.map(|ApiJson(body)| body).unwrap_or_default();
     let answerer = match &principal {
-        Some(Extension(principal)) => Answerer::Principal(principal.name()),
+        Some(Extension(principal)) => Answerer::Principal(principal),
         None => Answerer::Named(declined_by.as_deref()),
     };
     into_reply(answering::decline(&state.questions, &state.policy, &id, reason.as_deref(), answerer, "api").await?)

@@ -145,7 +145,7 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
     let shutdown = CancellationToken::new();
     let drained = CancellationToken::new();
     let (auth, auth_task) = Authenticator::from_config(&config, &shutdown).await?;
-    let (answer_policy, policy_tasks) = AnswerPolicy::from_config(&config, auth.is_on(), &shutdown)?;
+    let (answer_policy, policy_tasks) = AnswerPolicy::from_config(&config, auth.is_on(), &shutdown).await?;
     let database = db::Database::of(&config, database_url);
     database.check()?;
     // Connecting first, on its own, so an unreachable server or a refused certificate is said as such.

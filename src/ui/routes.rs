@@ -169,10 +169,11 @@ pub async fn answer(
     principal: Option<Extension<Principal>>,
     ApiForm(form): ApiForm<AnswerForm>,
 ) -> Response {
-    let person = principal.map(|Extension(principal)| principal.name().to_owned());
+    let principal = principal.map(|Extension(principal)| principal);
+    let person = principal.as_ref().map(|principal| principal.name().to_owned());
     let named = Some(form.answered_by.trim()).filter(|by| !by.is_empty());
-    let answerer = match &person {
-        Some(person) => Answerer::Principal(person),
+    let answerer = match &principal {
+        Some(principal) => Answerer::Principal(principal),
         None => Answerer::Named(named),
     };
     let back = form.back.filter(|back| is_query_page(back));

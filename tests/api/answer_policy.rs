@@ -103,5 +103,5 @@ async fn the_recipient_policy_without_authentication_refuses_to_start() {
         .unwrap();
     assert!(!output.status.success());
     let said = String::from_utf8_lossy(&output.stdout).to_string() + &String::from_utf8_lossy(&output.stderr);
-    assert!(said.contains("--answer-policy recipient needs authentication"), "{said}");
+    assert!(said.contains("--answer-policy recipient and kubernetes need authentication"), "{said}");
 }

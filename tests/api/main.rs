@@ -22,6 +22,7 @@ mod events_replicas;
 mod exact_ingest;
 mod frozen;
 mod heartbeat;
+mod kube_answer_policy;
 mod kube_apiserver;
 mod mcp;
 mod mcp_blocking;

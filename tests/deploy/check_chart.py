@@ -275,6 +275,11 @@ variants = {
                     "auth": {"mode": "kubernetes", "trustedUserHeader": "X-Auth-Request-User",
                              "clientAuthorizationSecret": {"name": "ark-broker-client"}}}),
     "token auth": merged(SECRET_DB, {"auth": {"mode": "token", "tokensSecret": {"name": "ark-broker-tokens"}}}),
+    "token auth, the recipient answer policy with an answerers ConfigMap": merged(SECRET_DB, {"auth": {
+        "mode": "token", "tokensSecret": {"name": "ark-broker-tokens"}, "answerPolicy": "recipient",
+        "answerers": {"configMap": "ark-answerers", "identitiesKey": ""}}}),
+    "token auth and the kubernetes answer policy": merged(SECRET_DB, {"auth": {
+        "mode": "token", "tokensSecret": {"name": "ark-broker-tokens"}, "answerPolicy": "kubernetes"}}),
     "Slack and GitHub channels": merged(
         SECRET_DB, {"channels": {"slack": {"secretName": "ark-broker-slack"},
                                  "github": {"secretName": "ark-broker-github", "apiUrl": "https://ghe.example/api/v3"}}}),
@@ -563,6 +568,37 @@ def _():
     assert mount == {"name": "auth-tokens", "mountPath": "/etc/ark-broker/auth", "readOnly": True}, mount
     volume = next(v for v in spec["volumes"] if v["name"] == "auth-tokens")
     assert volume["secret"] == {"secretName": "ark-broker-tokens", "items": [{"key": "tokens", "path": "tokens"}]}
+
+
+@check("variant: the answer policy reaches the broker; its ConfigMap is mounted as a directory; kubernetes binds the delegator")
+def _():
+    objects = rendered["token auth, the recipient answer policy with an answerers ConfigMap"]
+    spec = find(objects, "Deployment")["spec"]["template"]["spec"]
+    (container,) = spec["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["ARK_BROKER_ANSWER_POLICY"] == "recipient", env
+    assert env["ARK_BROKER_TEAMS_FILE"] == "/etc/ark-broker/answerers/teams", env
+    assert "ARK_BROKER_IDENTITIES_FILE" not in env, "an empty key leaves the file out"
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "answerers")
+    assert mount == {"name": "answerers", "mountPath": "/etc/ark-broker/answerers", "readOnly": True}, mount
+    volume = next(v for v in spec["volumes"] if v["name"] == "answerers")
+    assert volume["configMap"] == {"name": "ark-answerers"}, volume
+    assert "ClusterRoleBinding" not in kinds(objects), "recipient asks Kubernetes nothing"
+    defaults = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    assert defaults["ARK_BROKER_ANSWER_POLICY"] == "any", defaults
+    objects = rendered["token auth and the kubernetes answer policy"]
+    binding = find(objects, "ClusterRoleBinding")
+    assert binding["roleRef"]["name"] == "system:auth-delegator", binding
+    (container,) = find(objects, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert {e["name"]: e.get("value") for e in container["env"]}["ARK_BROKER_ANSWER_POLICY"] == "kubernetes"
+    for values, expected in ((merged(SECRET_DB, {"auth": {"answerPolicy": "recipient"}}), "needs auth.mode token"),
+                             (merged(SECRET_DB, {"auth": {"answerPolicy": "anyone"}}), "answerPolicy")):
+        try:
+            render(values)
+        except Exception as error:  # noqa: BLE001 - the message is what is checked
+            assert expected in str(error), error
+        else:
+            raise AssertionError(f"rendered {values['auth']}")
 
 
 @check("token auth without a tokens Secret, and an unknown auth.mode, fail to render with a clear message")
