@@ -12,8 +12,10 @@
 //! acknowledged chunks never delivered, and a missing `[DONE]` after an acknowledged completion.
 //!
 //! Pacing: one tokio interval per stream with [`MissedTickBehavior::Burst`], so a writer that was held up
-//! catches up and the phase's requested total is kept; streams start staggered over one period so the load
-//! is even. A line is stamped when it is made, so client-side delays before that are not counted as latency.
+//! catches up and the phase's requested total is kept. Streams start staggered over one period so the load
+//! is even, or all at the same instant (`in_phase`: every writer ticks together, as when a team Query starts
+//! many agents at once — bursts). A line is stamped when it is made, so client-side delays before that are
+//! not counted as latency.
 
 use std::{
     sync::{
@@ -55,6 +57,8 @@ pub struct Shape {
     pub rate: u32,
     /// Writers round-robin over all replicas; otherwise all on the first.
     pub spread: bool,
+    /// Every writer ticks at the same instant (bursts); otherwise they are staggered over one period.
+    pub in_phase: bool,
     /// How long each writer writes.
     pub duration: Duration,
 }
@@ -65,10 +69,11 @@ impl Shape {
         self.streams as f64 * f64::from(self.rate)
     }
 
-    /// `S×K×R one writer|spread`.
+    /// `S×K×R one writer|spread, staggered|in phase`.
     pub fn label(&self) -> String {
         let writers = if self.spread { "spread" } else { "one writer" };
-        format!("{}×{}×{} {writers}", self.streams, self.readers, self.rate)
+        let pacing = if self.in_phase { "in phase" } else { "staggered" };
+        format!("{}×{}×{} {writers}, {pacing}", self.streams, self.readers, self.rate)
     }
 }
 
@@ -175,7 +180,10 @@ pub async fn run(client: &reqwest::Client, replicas: &[String], shape: &Shape, t
     }
 
     let period = Duration::from_secs_f64(1.0 / f64::from(shape.rate.max(1)));
-    let first_tick = |stream: usize| started + period.mul_f64(stream as f64 / shape.streams as f64);
+    let first_tick = |stream: usize| match shape.in_phase {
+        true => started,
+        false => started + period.mul_f64(stream as f64 / shape.streams as f64),
+    };
     let connecting = Arc::new(Semaphore::new(OPEN_CONCURRENCY));
     let writers: Vec<_> = (0..shape.streams)
         .map(|stream| {

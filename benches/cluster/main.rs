@@ -42,19 +42,23 @@ struct Plan {
 
 impl Plan {
     fn new(smoke: bool) -> Self {
-        let shape = |streams, spread, seconds| Shape {
+        let shape = |streams, spread, in_phase, seconds| Shape {
             streams,
             readers: 2,
             rate: 10,
             spread,
+            in_phase,
             duration: Duration::from_secs(seconds),
         };
+        // Every shape twice: writers staggered over one period, and all ticking at once (bursts).
+        let both =
+            |streams, spread, seconds| [shape(streams, spread, false, seconds), shape(streams, spread, true, seconds)];
         if smoke {
             return Plan {
                 mode: "smoke",
                 baseline_seconds: 2,
                 notifications: 200,
-                shapes: vec![shape(5, false, 2), shape(5, true, 2)],
+                shapes: [both(5, false, 2), both(5, true, 2)].concat(),
                 ramp: Ramp {
                     streams: 5,
                     rates: vec![10, 40],
@@ -69,7 +73,11 @@ impl Plan {
             mode: "full",
             baseline_seconds: 10,
             notifications: 1000,
-            shapes: vec![shape(100, false, 20), shape(500, false, 20), shape(1000, false, 20), shape(1000, true, 20)],
+            shapes: [100, 500, 1000]
+                .into_iter()
+                .flat_map(|streams| [both(streams, false, 15), both(streams, true, 15)])
+                .flatten()
+                .collect(),
             ramp: Ramp {
                 streams: 100,
                 rates: vec![25, 50, 100, 200, 400, 800],

@@ -46,9 +46,11 @@ pub struct Ramp {
     pub bisect: bool,
 }
 
-/// The id of a shape's phase: `100x2x10-one` or `1000x2x10-spread`.
+/// The id of a shape's phase: `100x2x10-one`, `1000x2x10-spread`, with `-inphase` for bursts.
 pub fn phase_id(shape: &Shape) -> String {
-    format!("{}x{}x{}-{}", shape.streams, shape.readers, shape.rate, if shape.spread { "spread" } else { "one" })
+    let writers = if shape.spread { "spread" } else { "one" };
+    let pacing = if shape.in_phase { "-inphase" } else { "" };
+    format!("{}x{}x{}-{writers}{pacing}", shape.streams, shape.readers, shape.rate)
 }
 
 impl Bench<'_> {
@@ -116,7 +118,14 @@ impl Bench<'_> {
         let mut rates: VecDeque<u32> = ramp.rates.iter().copied().collect();
         let mut bisected = false;
         while let Some(rate) = rates.pop_front() {
-            let shape = Shape { streams: ramp.streams, readers: 1, rate, spread: true, duration: ramp.duration };
+            let shape = Shape {
+                streams: ramp.streams,
+                readers: 1,
+                rate,
+                spread: true,
+                in_phase: false,
+                duration: ramp.duration,
+            };
             let (mut row, outcome) = self.shape(&shape).await;
             row.phase = format!("saturation-{}x1x{rate}", ramp.streams);
             let holds = outcome.check.is_clean()

@@ -185,7 +185,14 @@ async fn half_saturation(pg: &mut Postgres, report: &mut Report, scratch: &Path,
     let mut bench = Bench { pg, replicas: &replicas, client: client.clone(), baselines };
     let (mut held, mut kept_up) = (None, None);
     for rate in RAMP_RATES {
-        let shape = Shape { streams: STREAMS, readers: 1, rate, spread: true, duration: Duration::from_secs(5) };
+        let shape = Shape {
+            streams: STREAMS,
+            readers: 1,
+            rate,
+            spread: true,
+            in_phase: false,
+            duration: Duration::from_secs(5),
+        };
         let (mut row, outcome) = bench.shape(&shape).await;
         row.phase = format!("soak-saturation-{STREAMS}x1x{rate}");
         let keeps_up = outcome.check.is_clean()

@@ -30,8 +30,8 @@ async fn the_bench_smoke_shapes_deliver_every_acknowledged_chunk_once_and_in_ord
     let (a, b, c) = tokio::join!(Replica::start(&url), Replica::start(&url), Replica::start(&url));
     let replicas = [a.base.clone(), b.base.clone(), c.base.clone()];
     let client = reqwest::Client::new();
-    for spread in [false, true] {
-        let shape = Shape { streams: 5, readers: 2, rate: 10, spread, duration: Duration::from_secs(2) };
+    for (spread, in_phase) in [(false, false), (true, true)] {
+        let shape = Shape { streams: 5, readers: 2, rate: 10, spread, in_phase, duration: Duration::from_secs(2) };
         let outcome = load::run(&client, &replicas, &shape, if spread { "smoke-spread" } else { "smoke-one" }).await;
         let label = shape.label();
         assert!(outcome.errors.is_empty(), "{label}: {:?}", outcome.errors);
