@@ -174,14 +174,15 @@ fn bearer_token(headers: &HeaderMap) -> Option<&str> {
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
-/// What the page does: read the page, questions, streams and Queries, and answer or cancel questions.
+/// What the page does: read the page, questions, streams and Queries, and answer, decline or cancel questions.
 fn person_may(method: &Method, path: &str) -> bool {
     let under = |prefix: &str| path == prefix || path.starts_with(&format!("{prefix}/"));
     let reads = under("/ui") || under("/questions") || under("/stream") || under("/queries");
     match *method {
         Method::GET | Method::HEAD => reads,
         Method::POST => {
-            (path.starts_with("/ui/questions/") || path.starts_with("/questions/")) && path.ends_with("/answer")
+            (path.starts_with("/ui/questions/") || path.starts_with("/questions/"))
+                && (path.ends_with("/answer") || path.ends_with("/decline"))
         }
         Method::PATCH | Method::DELETE => path.starts_with("/questions/") && path.matches('/').count() == 2,
         _ => false,
@@ -213,6 +214,8 @@ mod tests {
         assert!(person_may(&Method::GET, "/stream/q-1"));
         assert!(person_may(&Method::POST, "/ui/questions/q1/answer"));
         assert!(person_may(&Method::POST, "/questions/q1/answer"));
+        assert!(person_may(&Method::POST, "/ui/questions/q1/decline"));
+        assert!(person_may(&Method::POST, "/questions/q1/decline"));
         assert!(person_may(&Method::PATCH, "/questions/q1"));
         assert!(person_may(&Method::DELETE, "/questions/q1"));
         assert!(!person_may(&Method::POST, "/questions"), "asking is for agents");

@@ -95,10 +95,13 @@ pub fn timeline(events: &[UnifiedEvent]) -> Vec<Item> {
                 let id = text("question_id");
                 let question = items.iter_mut().find(|item| matches!(item, Item::Question { id: i, .. } if *i == id));
                 if let Some(Item::Question { outcome, .. }) = question {
+                    // A typed answer is an object (shown as JSON); a decline has its reason and who declined.
+                    let said = data.get("response").or_else(|| data.get("reason")).filter(|v| !v.is_null());
+                    let by = data.get("answered_by").or_else(|| data.get("declined_by"));
                     *outcome = Some(Outcome {
                         status: event.event.trim_start_matches("question_"),
-                        response: data.get("response").and_then(Value::as_str).map(str::to_owned),
-                        by: data.get("answered_by").and_then(Value::as_str).map(str::to_owned),
+                        response: said.map(|said| shown(Some(said))).filter(|text| !text.is_empty()),
+                        by: by.and_then(Value::as_str).map(str::to_owned),
                     });
                 }
             }

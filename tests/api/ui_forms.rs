@@ -1,7 +1,7 @@
 //! The page's answer forms for typed questions (one input per field of the `responseSchema`, posted without
 //! JavaScript into the object REST takes), its Decline button, the history on each card, and the answer
-//! policy deciding who is offered a form; and a typed form filled in headless Chromium
-//! (tests/browser/questions-typed.mjs).
+//! policy deciding who is offered a form; and a typed form filled in headless Chromium, on the questions page
+//! and on a Query's page (tests/browser/questions-typed.mjs).
 
 use std::path::PathBuf;
 
@@ -249,6 +249,7 @@ async fn under_the_recipient_policy_only_who_may_answer_is_offered_the_form_and_
         config.auth = AuthMode::Token;
         config.auth_tokens_file = Some(tokens.clone());
         config.answer_policy = AnswerPolicy::Recipient;
+        config.trusted_user_header = Some("x-auth-request-user".into());
     })
     .await;
     let as_who = |token: &str, path: &str| no_redirects().get(app.url(path)).bearer_auth(token).send();
@@ -323,6 +324,21 @@ async fn under_the_recipient_policy_only_who_may_answer_is_offered_the_form_and_
     let closed_card = card(&closed, &id);
     assert!(!closed_card.contains("<form") && !closed_card.contains("may-not-answer"), "closed: no form, no refusal");
     assert!(closed_card.contains(r#"<span class="by">bob</span>"#));
+
+    // bob, named by the proxy in front of the page (no token), declines another one there.
+    let asked = app.client.post(app.url("/questions")).bearer_auth("alice-token").json(&body).send().await.unwrap();
+    let other = json_of(asked).await.1["id"].as_str().unwrap().to_owned();
+    let declined = no_redirects()
+        .post(app.url(&format!("/ui/questions/{other}/decline")))
+        .header("x-auth-request-user", "bob")
+        .form(&[("reason", "wrong service"), ("answeredBy", "mallory")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(declined.headers()["location"], format!("/ui?declined={other}"));
+    let stored = app.client.get(app.url(&format!("/questions/{other}"))).bearer_auth("bob-token").send().await;
+    let stored = json_of(stored.unwrap()).await.1;
+    assert_eq!((stored["status"].as_str(), stored["answeredBy"].as_str()), (Some("declined"), Some("bob")));
 }
 
 #[tokio::test]
@@ -331,5 +347,5 @@ async fn a_typed_form_is_filled_declined_and_refused_by_name_in_headless_chromiu
     let url = fresh_database().await;
     let (a, b) = tokio::join!(Replica::start(&url), Replica::start(&url));
     let stdout = browser::run_scenario("questions-typed.mjs", &a, &b).await;
-    assert!(stdout.contains("4 passed, 0 failed"), "{stdout}");
+    assert!(stdout.contains("5 passed, 0 failed"), "{stdout}");
 }

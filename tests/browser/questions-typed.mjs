@@ -16,12 +16,13 @@ const form = {
   required: ["decision", "replicas"],
 };
 
-async function ask(content) {
+async function ask(content, extra = {}) {
   const { status, body } = await rest("POST", `${A}/questions`, {
     sender: "ark://agents/deployer",
     recipient: "ark://users/dave",
     content,
     responseSchema: form,
+    ...extra,
   });
   assert.equal(status, 201);
   return body;
@@ -89,6 +90,27 @@ try {
     assert.equal(body.status, "declined");
     assert.equal(body.declineReason, "not my service");
     assert.equal(body.answeredBy, "dave");
+  });
+
+  await check("on a Query's page, a typed question raised live gets its typed form, which answers it", async () => {
+    const name = `rollout-${Date.now()}`;
+    const chunk = { choices: [{ index: 0, delta: { role: "assistant", content: "Checking." }, finish_reason: null }] };
+    const streamed = await rest("POST", `${A}/stream/${name}`, `${JSON.stringify(chunk)}\n`, "application/x-ndjson");
+    assert.equal(streamed.status, 200);
+    const query = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+    await query.goto(`${B}/ui/queries/team-a/${name}`);
+    await query.waitForSelector("body[data-live=true]");
+    const third = await ask("Roll out to prod?", { query: { namespace: "team-a", name } });
+    const item = query.locator(`#question-${third.id}`);
+    await item.locator("input[name='field.decision']").first().waitFor({ timeout: 10000 });
+    assert.equal(await item.locator("input[name=back]").inputValue(), `/ui/queries/team-a/${name}`);
+    await item.getByLabel("Reject").check();
+    await item.getByLabel("us", { exact: true }).check();
+    await item.locator("button.send").click();
+    await item.locator(".outcome .status").waitFor({ timeout: 10000 });
+    assert.equal(await item.locator(".outcome .status").textContent(), "answered");
+    const { body } = await rest("GET", `${A}/questions/${third.id}`);
+    assert.deepEqual(body.response, { decision: "reject", replicas: 3, regions: ["us"], notify: true });
   });
 } finally {
   await browser.close();

@@ -133,7 +133,7 @@
 
   function questionClosed(event, data) {
     const item = document.getElementById(`question-${data.question_id}`);
-    outcome(item, event.replace("question_", ""), data.response, data.answered_by);
+    outcome(item, event.replace("question_", ""), data.response ?? data.reason, data.answered_by || data.declined_by);
   }
 
   function wireForm(item, form) {
