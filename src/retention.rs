@@ -87,12 +87,13 @@ impl Duty {
 
 /// The `kind` labels of the reaper's deletions, in the order a pass takes them: what the README lists and a
 /// dashboard expects. The registry checks at start-up that exactly these are registered, in this order.
-pub const KINDS: [&str; 11] = [
+pub const KINDS: [&str; 12] = [
     "messages",
     "events",
     "sessions",
     "spans",
     "questions_expired",
+    "questions_of_ended_queries",
     "idempotency_keys",
     "question_events",
     "question_history",

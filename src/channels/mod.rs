@@ -11,6 +11,8 @@ mod github_webhook;
 mod inbound_schema;
 pub mod outbound;
 mod receipt;
+mod remind;
+mod reminder_store;
 mod send;
 pub mod signature;
 mod slack;

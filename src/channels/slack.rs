@@ -60,6 +60,15 @@ impl Slack {
         Ok(())
     }
 
+    /// Posts `text` in the thread of the message at `reference` (`channel`, `ts`): a reminder.
+    pub async fn reply_in_thread(&self, reference: &Value, text: &str) -> Result<(), SendError> {
+        let (Some(channel), Some(ts)) = (reference["channel"].as_str(), reference["ts"].as_str()) else {
+            return Err(SendError::Permanent(format!("no Slack message at {reference}")));
+        };
+        self.call("chat.postMessage", &json!({"channel": channel, "thread_ts": ts, "text": text})).await?;
+        Ok(())
+    }
+
     /// Opens the free-text answer modal for a button click's `trigger_id` (valid for three seconds).
     pub async fn open_modal(&self, trigger_id: &str, question_id: &str, content: &str) -> Result<(), SendError> {
         let view = slack_blocks::answer_modal(question_id, content);

@@ -75,6 +75,11 @@ impl DeliveryStore {
         DeliveryStore { pool }
     }
 
+    /// Its pool, for the outbox's other SQL ([`super::reminder_store`]).
+    pub(super) fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
     /// Claims up to `limit` due deliveries for `lease_seconds`: no other replica sends them meanwhile.
     #[tracing::instrument(level = "debug", skip_all)]
     pub async fn claim_due(&self, limit: i64, lease_seconds: i64) -> StoreResult<Vec<DeliveryJob>> {
@@ -110,7 +115,10 @@ impl DeliveryStore {
              set status = 'delivered', delivered_at = now(), message_url = $2, message_ref = $3, last_error = null,
                  -- a Slack message is updated once its question closes, which may be at once
                  next_attempt_at = now(),
-                 update_status = case when channel like 'slack:%' then 'waiting' else 'done' end
+                 update_status = case when channel like 'slack:%' then 'waiting' else 'done' end,
+                 -- its first reminder, when the question asks for them, falls due a period after this
+                 remind_at = now() + make_interval(secs => (select remind_every_seconds from questions q
+                                                            where q.id = channel_deliveries.question_id))
              where id = $1 and status = 'pending' and attempts = $4",
             job.id,
             url,

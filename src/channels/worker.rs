@@ -46,6 +46,7 @@ pub fn spawn(channels: &Channels, wakeups: Wakeups, shutdown: CancellationToken)
 async fn drain(channels: &Channels, store: &DeliveryStore, shutdown: &CancellationToken) {
     drain_sends(channels, store, shutdown).await;
     drain_updates(channels, store, shutdown).await;
+    super::remind::drain(channels, store, shutdown).await;
 }
 
 async fn drain_sends(channels: &Channels, store: &DeliveryStore, shutdown: &CancellationToken) {

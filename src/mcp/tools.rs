@@ -148,6 +148,8 @@ pub struct AskArguments {
     pub on_timeout: Option<OnTimeout>,
     /// Who else hears of it when its timeout escalates it: {"recipients": [...], "channels": [...]}
     pub escalate_to: Option<EscalateTo>,
+    /// Re-notify its channels this often (seconds) until it is answered
+    pub remind_every_seconds: Option<i64>,
 }
 
 /// What an answered `ask_question` returns (its output schema is derived from this type).
@@ -213,6 +215,7 @@ pub fn ask_arguments(
         expires_at: None,
         on_timeout: arguments.on_timeout,
         escalate_to: arguments.escalate_to,
+        remind_every_seconds: arguments.remind_every_seconds,
         task_id: None,
         task_ttl_ms: None,
         owner: caller.owner.clone(),

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use sqlx::PgPool;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-use crate::{config::Config, db::live::LiveFeed, http::sse_end::StreamsEnd};
+use crate::{config::Config, db::live::LiveFeed, http::sse_end::StreamsEnd, questions::store::QuestionStore};
 
 /// The part of the shared state the Memory API's handlers reach. The whole state hands it out (`FromRef`), so this
 /// domain never depends on the whole.
@@ -25,6 +25,8 @@ pub struct RouteState {
     pub pool: PgPool,
     /// Conversation memory.
     pub messages: LiveFeed<MessageStore>,
+    /// Questions (a deleted Query's open ones are cancelled).
+    pub questions: QuestionStore,
     /// When this replica's event streams end (shutdown, or PostgreSQL lost).
     pub streams_end: StreamsEnd,
 }

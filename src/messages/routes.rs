@@ -202,12 +202,16 @@ pub async fn delete_conversation_query(
 /// `DELETE /queries/{q}/messages` (the controller's finalizer): one query's messages everywhere.
 #[utoipa::path(delete, path = "/queries/{query_id}/messages", tag = "memory", operation_id = "delete_query_messages",
     params(("query_id" = String, Path, description = "The query (name)")),
-    responses((status = 200, description = "Deleted (or there was nothing)", body = StatusMessage)))]
+    responses((status = 200, description = "Deleted (or there was nothing); the Query's open questions are cancelled", body = StatusMessage)))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn delete_query(
     State(state): State<RouteState>,
     Path(query_id): Path<String>,
 ) -> Result<Json<StatusMessage>, ApiError> {
     state.messages.delete_query(None, &query_id).await?;
+    // The finalizer of a deleted Query calls this: nobody waits for the answers to what it asked.
+    if crate::validate::key("queryName", &query_id).is_ok() {
+        state.questions.cancel_for_query(&query_id).await?;
+    }
     Ok(Json(StatusMessage::success(format!("Query {query_id} messages deleted"))))
 }

@@ -69,7 +69,11 @@ impl NewQuestion {
         if let Some(tool_call_id) = &self.tool_call_id {
             validate::key("toolCallId", tool_call_id)?;
         }
-        for (field, seconds) in [("ttlSeconds", self.ttl_seconds), ("timeoutSeconds", self.timeout_seconds)] {
+        for (field, seconds) in [
+            ("ttlSeconds", self.ttl_seconds),
+            ("timeoutSeconds", self.timeout_seconds),
+            ("remindEverySeconds", self.remind_every_seconds),
+        ] {
             if seconds.is_some_and(|s| s <= 0 || s > MAX_TTL_SECONDS) {
                 return Err(Invalid(format!("{field}: must be between 1 and {MAX_TTL_SECONDS}")));
             }

@@ -17,6 +17,7 @@ mod routes;
 pub mod schema;
 mod schema_keywords;
 pub mod store;
+pub mod stream_end;
 pub mod tail;
 pub mod tasks;
 pub mod timeout;

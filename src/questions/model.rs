@@ -82,6 +82,7 @@ pub struct QuestionRow {
     pub on_timeout: String,
     pub escalate_to: Option<Value>,
     pub escalated_at: Option<DateTime<Utc>>,
+    pub remind_every_seconds: Option<i32>,
 }
 
 /// The Query that asked, when known.
@@ -197,6 +198,10 @@ pub struct Question {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub escalated_at: Option<String>,
+    /// Seconds between reminders on each of its delivered channels while it is pending.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub remind_every_seconds: Option<i32>,
     /// The asking Query.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
@@ -257,6 +262,7 @@ impl From<QuestionRow> for Question {
             on_timeout: OnTimeout::parse(&row.on_timeout),
             escalate_to: row.escalate_to.and_then(|to| serde_json::from_value(to).ok()),
             escalated_at: row.escalated_at.map(iso_timestamp),
+            remind_every_seconds: row.remind_every_seconds,
             // Rows answered before answers were kept as JSON have only the text.
             response: row.response_value.or_else(|| row.response.clone().map(Value::String)),
             response_text: row.response,
@@ -322,6 +328,11 @@ pub struct NewQuestion {
     /// Who else hears of it when its timeout escalates it (`onTimeout: escalate`).
     #[serde(default)]
     pub escalate_to: Option<EscalateTo>,
+    /// Re-notify each channel it was delivered to (Slack in the message's thread, GitHub with a new comment)
+    /// this many seconds after the delivery, and again as often, until it is closed.
+    #[serde(default)]
+    #[schema(minimum = 1, maximum = 31_536_000)]
+    pub remind_every_seconds: Option<i64>,
     /// The MCP task waiting for it (set by the MCP server, not by REST clients).
     #[serde(skip)]
     pub task_id: Option<Uuid>,

@@ -101,11 +101,12 @@ impl QuestionStore {
                 QuestionRow,
                 r#"insert into questions (id, sender, recipient, channels, content, query_namespace, query_name,
                                           tool_call_id, task_id, task_ttl_ms, expires_at, resource_version, owner,
-                                          options, response_schema, on_timeout, escalate_to)
+                                          options, response_schema, on_timeout, escalate_to,
+                                          remind_every_seconds)
                    values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::bigint,
                            coalesce($17::timestamptz, now() + coalesce(make_interval(secs => $11::bigint),
                                                                        $10::bigint * interval '1 millisecond')),
-                           nextval('question_versions'), $12, $13, $14, $15, $16)
+                           nextval('question_versions'), $12, $13, $14, $15, $16, $18::bigint::integer)
                    returning *"#,
                 id,
                 new.sender,
@@ -124,6 +125,7 @@ impl QuestionStore {
                 new.on_timeout.unwrap_or_default().as_str(),
                 new.escalate_to.as_ref().map(|to| serde_json::to_value(to).expect("serialises")),
                 new.expires_at,
+                new.remind_every_seconds,
             )
             .fetch_one(tx.conn())
             .await?;
@@ -198,32 +200,6 @@ impl QuestionStore {
                 Some(row) => Ok(record(tx, ChangeKind::QuestionCancelled, row, None).await?.map(Change::Made)),
                 None => unchanged(tx, id).await.map(Some),
             }
-        })
-    }
-
-    /// Cancels every pending question Query `name` asked: the controller deleted it (its finalizer calls
-    /// `DELETE /sessions/queries/{name}`), so nobody waits for the answers. Returns how many.
-    #[tracing::instrument(level = "debug", skip_all)]
-    pub async fn cancel_for_query(&self, name: &str) -> StoreResult<usize> {
-        change!(&self.pool, |tx| async {
-            let rows = sqlx::query_as!(
-                QuestionRow,
-                r#"update questions
-                   set status = 'cancelled', closed_at = now(), resource_version = nextval('question_versions')
-                   where id in (select id from questions where status = 'pending' and query_name = $1
-                                order by id for update)
-                   returning *"#,
-                name,
-            )
-            .fetch_all(tx.conn())
-            .await?;
-            let count = rows.len();
-            for row in rows {
-                if record(tx, ChangeKind::QuestionCancelled, row, Some("query-deleted")).await?.is_none() {
-                    return Ok(None);
-                }
-            }
-            Ok(Some(count))
         })
     }
 
@@ -371,3 +347,6 @@ async fn unchanged(tx: &mut FeedTx, id: &str) -> StoreResult<Change> {
         None => Change::NotFound,
     })
 }
+
+// Declared after `change!`, which it uses.
+mod query_end;

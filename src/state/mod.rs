@@ -40,6 +40,7 @@ use crate::{
         abort,
         budget::NdjsonBudget,
         completion::{self, OpenWriters},
+        ends::StreamEnds,
         store::ChunkStore,
         writer::ChunkWriter,
     },
@@ -92,6 +93,8 @@ pub struct AppState {
     pub drain_deadline: CancellationToken,
     /// This replica's open chunk POSTs, which completion requests reach.
     pub open_writers: OpenWriters,
+    /// Who hears that a stream was completed (its Query's open questions are cancelled).
+    pub stream_ends: StreamEnds,
     /// The bytes all open chunk POSTs may hold in partly received NDJSON lines.
     pub ndjson_budget: NdjsonBudget,
     background: Arc<Mutex<Background>>,
@@ -180,9 +183,13 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
         sse_end::spawn_mover(status.clone(), streams_end.clone(), sse_end::READERS_MOVE_AFTER, shutdown.clone());
     let reaper = Reaper::new(pool.clone(), Retention::of(&config), reaping.clone());
     let abort_grace = Duration::from_secs(config.stream_abort_grace_seconds);
-    let abort_task = abort::spawn(chunks.store.clone(), open_writers.clone(), abort_grace, drained.clone());
+    let (ends, ended) = tokio::sync::mpsc::unbounded_channel();
+    let stream_ends = StreamEnds::new(ends);
+    let abort_task =
+        abort::spawn(chunks.store.clone(), open_writers.clone(), stream_ends.clone(), abort_grace, drained.clone());
+    let stream_end_task = crate::questions::stream_end::spawn(questions.clone(), ended, drained.clone());
     // The tails end when the listener, which holds their senders, ends.
-    let mut background = vec![listener_task, writer_task, abort_task, completion_task, mover];
+    let mut background = vec![listener_task, writer_task, abort_task, completion_task, mover, stream_end_task];
     background.extend(tail_tasks);
     background.extend(auth_task);
     background.extend(policy_tasks);
@@ -226,6 +233,7 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
         shutdown,
         drain_deadline: CancellationToken::new(),
         open_writers,
+        stream_ends,
         ndjson_budget,
         background: Arc::new(Mutex::new(Background { local: background, outbound, drained })),
     })
@@ -254,11 +262,11 @@ macro_rules! route_states {
 }
 
 route_states! {
-    messages { config, pool, messages, streams_end }
+    messages { config, pool, messages, questions, streams_end }
     events { config, pool, events, streams_end }
     sessions { config, sessions, questions, streams_end }
     traces { config, pool, spans, streams_end }
-    streams { config, pool, chunks, writer, ndjson_budget, streams_end, drain_deadline, open_writers }
+    streams { config, pool, chunks, writer, ndjson_budget, streams_end, drain_deadline, open_writers, stream_ends }
     questions { config, auth, wakeups, questions, policy = answer_policy, streams_end }
     queries { query_state, chunks = chunks.store, questions }
     channels { config, channels, questions, policy = answer_policy }

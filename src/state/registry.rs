@@ -115,6 +115,12 @@ pub fn register(pool: &PgPool, replica_key: i64, wakeups: &Wakeups, deliveries: 
         Duty::new("questions_expired", "expiring questions", questions.clone(), |s, keep| async move {
             s.expire_due(keep.batch).await
         }),
+        Duty::new(
+            "questions_of_ended_queries",
+            "questions of ended Queries",
+            questions.clone(),
+            |s, keep| async move { s.cancel_for_ended_streams(None, keep.batch).await },
+        ),
         Duty::new("idempotency_keys", "idempotency keys", KeyStore::new(pool.clone()), |s, keep| async move {
             Ok(s.delete_expired(idempotency::KEEP_SECONDS, keep.batch).await? as usize)
         }),

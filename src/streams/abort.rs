@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use super::{
     ChunkStore,
     completion::{self, OpenWriters},
+    ends::StreamEnds,
 };
 
 /// Streams marked per pass.
@@ -30,7 +31,13 @@ const MAX_PERIOD: Duration = Duration::from_secs(1);
 const STALE_WRITER: Duration = Duration::from_secs(86_400);
 
 /// Starts this replica's sweep for streams whose grace period ran out.
-pub fn spawn(store: ChunkStore, writers: OpenWriters, grace: Duration, shutdown: CancellationToken) -> JoinHandle<()> {
+pub fn spawn(
+    store: ChunkStore,
+    writers: OpenWriters,
+    ends: StreamEnds,
+    grace: Duration,
+    shutdown: CancellationToken,
+) -> JoinHandle<()> {
     let period = (grace / 4).clamp(Duration::from_millis(100), MAX_PERIOD);
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(period);
@@ -44,6 +51,7 @@ pub fn spawn(store: ChunkStore, writers: OpenWriters, grace: Duration, shutdown:
                 Ok(aborted) => {
                     for stream in aborted {
                         tracing::info!(stream.id = %stream, "stream aborted: its writer disconnected and did not come back");
+                        ends.ended(&stream);
                     }
                 }
                 Err(error) => tracing::warn!(error = %chain(&error), "cannot mark aborted streams"),
@@ -52,6 +60,7 @@ pub fn spawn(store: ChunkStore, writers: OpenWriters, grace: Duration, shutdown:
                 Ok(completed) => {
                     for stream in completed {
                         tracing::warn!(stream.id = %stream, "stream completed without its writers: they did not finish within the grace");
+                        ends.ended(&stream);
                     }
                 }
                 Err(error) => tracing::warn!(error = %chain(&error), "cannot finish overdue stream completions"),

@@ -8,6 +8,7 @@ pub mod broker_writes;
 pub mod budget;
 pub mod completion;
 mod completion_store;
+pub mod ends;
 mod ingest;
 pub mod model;
 mod ndjson;
@@ -52,6 +53,8 @@ pub struct RouteState {
     pub drain_deadline: CancellationToken,
     /// This replica's open chunk POSTs, which completion requests reach.
     pub open_writers: completion::OpenWriters,
+    /// Who hears that a stream was completed.
+    pub stream_ends: ends::StreamEnds,
 }
 
 /// The chunk-stream routes.

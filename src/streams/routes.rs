@@ -125,6 +125,7 @@ pub async fn complete(State(state): State<RouteState>, Path(id): Path<String>) -
         Completion::AlreadyCompleted => CompletionStatus::AlreadyCompleted,
         Completion::NotFound => return Err(ApiError::NotFound("Stream not found".into())),
     };
+    state.stream_ends.ended(&id);
     Ok(Json(Completed { status, query: id }))
 }
 

@@ -3,7 +3,11 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{TestApp, json_of};
+use crate::support::{
+    Replica, TestApp,
+    fake_channels::{FakeApi, SLACK_TOKEN},
+    fresh_database, json_of, within,
+};
 
 async fn ask(app: &TestApp, extra: Value) -> (u16, Value) {
     let mut body = json!({"sender": "ark://agents/deployer", "recipient": "ark://users/dave", "content": "Deploy?"});
@@ -153,4 +157,71 @@ async fn an_mcp_task_lives_at_least_as_long_as_its_questions_timeout() {
     let expires = list["items"][0]["expiresAt"].as_str().unwrap();
     let left = chrono::DateTime::parse_from_rfc3339(expires).unwrap().signed_duration_since(chrono::Utc::now());
     assert!(left.num_seconds() > 590, "the question's own timeout stands: {left}");
+}
+
+/// Waits until question `id`, read from `replica`, satisfies `done`; returns it.
+async fn until_question(replica: &Replica, id: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let client = reqwest::Client::new();
+    within("the question's deadline to be acted on", async {
+        loop {
+            let question: Value =
+                client.get(replica.url(&format!("/questions/{id}"))).send().await.unwrap().json().await.unwrap();
+            if done(&question) {
+                return question;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    })
+    .await
+}
+
+#[tokio::test]
+async fn three_replicas_apply_a_default_and_escalate_to_a_channel_each_exactly_once() {
+    let slack = FakeApi::slack().await;
+    let url = fresh_database().await;
+    let args = ["--slack-bot-token", SLACK_TOKEN, "--slack-api-url", &slack.url, "--reap-interval-seconds", "1"];
+    let (a, b, c) = tokio::join!(
+        Replica::start_with(&url, &args),
+        Replica::start_with(&url, &args),
+        Replica::start_with(&url, &args)
+    );
+    let client = reqwest::Client::new();
+    let post = |replica: &Replica, body: Value| client.post(replica.url("/questions")).json(&body).send();
+    let form = json!({"type": "object", "properties": {"approve": {"type": "boolean", "default": false}}});
+    let defaulted = json!({"sender": "ark://agents/deployer", "recipient": "ark://users/dave", "content": "Deploy?",
+                           "responseSchema": form, "timeoutSeconds": 2, "onTimeout": "default"});
+    let escalating = json!({"sender": "ark://agents/deployer", "recipient": "ark://users/dave", "content": "Rollback?",
+                            "channels": ["slack:#ops"], "timeoutSeconds": 2, "onTimeout": "escalate",
+                            "escalateTo": {"recipients": ["ark://users/boss"], "channels": ["slack:#oncall"]}});
+    let (status, first) = json_of(post(&a, defaulted).await.unwrap()).await;
+    assert_eq!(status, 201, "{first}");
+    let (status, second) = json_of(post(&b, escalating).await.unwrap()).await;
+    assert_eq!(status, 201, "{second}");
+    let (first, second) = (first["id"].as_str().unwrap().to_owned(), second["id"].as_str().unwrap().to_owned());
+
+    let answered = until_question(&c, &first, |q| q["status"] != "pending").await;
+    assert_eq!(
+        (answered["status"].as_str(), answered["answeredBy"].as_str()),
+        (Some("answered"), Some("system:timeout"))
+    );
+    assert_eq!(answered["response"], json!({"approve": false}));
+
+    // Escalated: #oncall gets the question, and it stays open for a second timeout; then it expires.
+    let escalated = until_question(&c, &second, |q| q["escalatedAt"].is_string()).await;
+    assert_eq!(escalated["status"], "pending", "{escalated}");
+    let expired = until_question(&a, &second, |q| q["status"] != "pending").await;
+    assert_eq!(expired["status"], "expired", "{expired}");
+    let on = |channel: &str| slack.messages().iter().filter(|m| m["channel"] == channel).count();
+    assert_eq!((on("#ops"), on("#oncall")), (1, 1), "each channel got the question once: {:?}", slack.messages());
+
+    for (id, expected) in [
+        (&first, vec!["created", "answered"]),
+        (&second, vec!["created", "delivered", "escalated", "delivered", "expired"]),
+    ] {
+        let history: Value =
+            client.get(b.url(&format!("/questions/{id}/history"))).send().await.unwrap().json().await.unwrap();
+        let steps: Vec<&str> =
+            history["items"].as_array().unwrap().iter().map(|s| s["step"].as_str().unwrap()).collect();
+        assert_eq!(steps, expected, "each step once, though three replicas' reapers and waiters raced: {history}");
+    }
 }

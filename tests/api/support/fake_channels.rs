@@ -221,10 +221,17 @@ async fn post_message(State(fake): State<FakeApi>, headers: HeaderMap, body: axu
     if channel.is_empty() || channel == "#missing" {
         return slack_error("channel_not_found");
     }
-    if !message["text"].is_string() || !blocks_valid(&message["blocks"]) {
+    // Blocks are optional (a thread reply may be text alone); when given they must be valid.
+    if !message["text"].is_string() || !(message["blocks"].is_null() || blocks_valid(&message["blocks"])) {
         return slack_error("invalid_blocks");
     }
     let id = if channel.starts_with('#') { "C0FAKECHAN" } else { channel };
+    if let Some(thread) = message.get("thread_ts") {
+        let known = fake.messages().iter().any(|m| m["ts"] == *thread && m["channelId"] == id);
+        if !known {
+            return slack_error("thread_not_found");
+        }
+    }
     let mut recorded = message.clone();
     recorded["channelId"] = json!(id);
     // Numbered under the lock: replicas posting at once each get their own ts.
