@@ -27,7 +27,7 @@ const MAX_PERSON_NAME: usize = 256;
 
 /// An authenticated caller: a tokens file's principal, a ServiceAccount's user name, or the person a trusted
 /// proxy names.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Principal {
     name: Arc<str>,
     /// Its Kubernetes groups (from its TokenReview); none for the other kinds.
@@ -189,14 +189,15 @@ fn bearer_token(headers: &HeaderMap) -> Option<&str> {
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
-/// What the page does: read the page, questions, streams and Queries, and answer or cancel questions.
+/// What the page does: read the page, questions, streams and Queries, and answer, decline or cancel questions.
 fn person_may(method: &Method, path: &str) -> bool {
     let under = |prefix: &str| path == prefix || path.starts_with(&format!("{prefix}/"));
     let reads = under("/ui") || under("/questions") || under("/stream") || under("/queries");
     match *method {
         Method::GET | Method::HEAD => reads,
         Method::POST => {
-            (path.starts_with("/ui/questions/") || path.starts_with("/questions/")) && path.ends_with("/answer")
+            (path.starts_with("/ui/questions/") || path.starts_with("/questions/"))
+                && (path.ends_with("/answer") || path.ends_with("/decline"))
         }
         Method::PATCH | Method::DELETE => path.starts_with("/questions/") && path.matches('/').count() == 2,
         _ => false,
@@ -228,6 +229,8 @@ mod tests {
         assert!(person_may(&Method::GET, "/stream/q-1"));
         assert!(person_may(&Method::POST, "/ui/questions/q1/answer"));
         assert!(person_may(&Method::POST, "/questions/q1/answer"));
+        assert!(person_may(&Method::POST, "/ui/questions/q1/decline"));
+        assert!(person_may(&Method::POST, "/questions/q1/decline"));
         assert!(person_may(&Method::PATCH, "/questions/q1"));
         assert!(person_may(&Method::DELETE, "/questions/q1"));
         assert!(!person_may(&Method::POST, "/questions"), "asking is for agents");

@@ -3,6 +3,8 @@
 //! Steps are written in the transaction of the change they record, so the record never says what did not
 //! happen; `GET /questions/{id}/history` and the `report_question_decisions` view read it.
 
+use std::collections::HashMap;
+
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
@@ -127,6 +129,34 @@ impl QuestionStore {
                 detail: row.detail,
             })
             .collect())
+    }
+
+    /// The recorded steps of each of `ids` (in order), in one read: the page shows every card's history.
+    /// A question without any step kept has no entry.
+    #[tracing::instrument(level = "debug", skip_all)]
+    pub async fn histories(&self, ids: &[String]) -> StoreResult<HashMap<String, Vec<HistoryItem>>> {
+        let mut histories: HashMap<String, Vec<HistoryItem>> = HashMap::new();
+        if ids.is_empty() {
+            return Ok(histories);
+        }
+        let rows = sqlx::query!(
+            "select question_id, step, at, actor, channel, detail from question_history
+             where question_id = any($1) order by question_id, id",
+            ids,
+        )
+        .fetch_all(self.pool())
+        .await?;
+        for row in rows {
+            let item = HistoryItem {
+                step: row.step,
+                at: iso_timestamp(row.at),
+                actor: row.actor,
+                channel: row.channel,
+                detail: row.detail,
+            };
+            histories.entry(row.question_id).or_default().push(item);
+        }
+        Ok(histories)
     }
 
     /// Records that `actor` was refused an answer to question `id` via `channel`, and why (on its own: nothing

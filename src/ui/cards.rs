@@ -1,5 +1,5 @@
-//! One question as a card on the page — pending with its answer form, or closed with who answered, what and
-//! when — with friendly names for `ark://` addresses and content rendered from Markdown. The page and the
+//! One question as a card on the page — pending with its answer form (or why this person may not answer it),
+//! or closed with who answered, what and when; both with the record of its decision — with friendly names for `ark://` addresses and content rendered from Markdown. The page and the
 //! card endpoint the script fetches for questions that arrive live both render here, so there is one way a
 //! card looks.
 
@@ -7,37 +7,58 @@ use chrono::{DateTime, Utc};
 use maud::{Markup, html};
 
 use super::{
+    answer_form::{For, Shape, answer_form},
     filters::{Search, path_segment},
+    history::history,
     markdown,
 };
-use crate::questions::model::{Question, QuestionStatus};
+use crate::questions::{
+    history::HistoryItem,
+    model::{Question, QuestionStatus},
+};
+
+/// What a card shows besides its question.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Extras<'a> {
+    /// Who answers when a trusted proxy or a token names them.
+    pub person: Option<&'a str>,
+    /// Why this person may not answer it (the answer policy's words): the card then has no form.
+    pub refused: Option<&'a str>,
+    /// The record of its decision so far.
+    pub history: &'a [HistoryItem],
+}
 
 /// The card for `question` as its status calls for.
-pub fn card(question: &Question, person: Option<&str>) -> Markup {
+pub fn card(question: &Question, extras: Extras<'_>) -> Markup {
     match question.status {
-        QuestionStatus::Pending => pending_card(question, person),
-        _ => closed_card(question),
+        QuestionStatus::Pending => pending_card(question, extras),
+        _ => closed_card(question, extras),
     }
 }
 
-/// A pending question with its answer form.
-pub fn pending_card(question: &Question, person: Option<&str>) -> Markup {
+/// A pending question with its answer form (or why this person may not answer it).
+fn pending_card(question: &Question, extras: Extras<'_>) -> Markup {
     html! {
         li .question #{"question-" (question.id)} data-id=(question.id) data-status="pending" {
             (meta(question))
             div .content { (markdown::render(&question.content)) }
-            (answer_form(&question.id, None, person))
+            @match extras.refused {
+                Some(why) => p .may-not-answer { "You may not answer this question: " (why) "." },
+                None => (answer_form(&question.id, &Shape::of(question), For { back: None, person: extras.person })),
+            }
+            (history(extras.history))
         }
     }
 }
 
-/// An answered, cancelled or expired question: the outcome, by whom and when.
-pub fn closed_card(question: &Question) -> Markup {
+/// An answered, declined, cancelled or expired question: the outcome, by whom and when.
+fn closed_card(question: &Question, extras: Extras<'_>) -> Markup {
     html! {
         li .question .closed #{"question-" (question.id)} data-id=(question.id) data-status=(question.status.as_str()) {
             (meta(question))
             div .content { (markdown::render(&question.content)) }
             (outcome(question))
+            (history(extras.history))
         }
     }
 }
@@ -55,6 +76,7 @@ fn outcome(question: &Question) -> Markup {
                 }
             }
             @if let Some(response) = &question.response_text { p .response { (response) } }
+            @if let Some(reason) = &question.decline_reason { p .reason { (reason) } }
         }
     }
 }
@@ -119,31 +141,6 @@ fn delivery(question: &Question, channel: &str) -> Markup {
         ("failed", _) => html! { span .channel .failed title=(error) { (channel) " · not delivered: " (error) } },
         _ if !error.is_empty() => html! { span .channel .retrying title=(error) { (channel) " · retrying" } },
         _ => html! { span .channel .sending { (channel) " · sending" } },
-    }
-}
-
-/// A pending question's answer form (on both pages). `back` is the page a no-JS answer returns to (the
-/// questions page when absent); with a `person`, the broker records them as the answerer, so the form says so
-/// instead of asking for a name.
-pub fn answer_form(id: &str, back: Option<&str>, person: Option<&str>) -> Markup {
-    refilled_answer_form(id, back, person, "", "")
-}
-
-/// [`answer_form`] with the answer and name already typed in (the error page's retry).
-pub fn refilled_answer_form(id: &str, back: Option<&str>, person: Option<&str>, response: &str, by: &str) -> Markup {
-    html! {
-        form .answer method="post" action={"/ui/questions/" (path_segment(id)) "/answer"} {
-            @if let Some(back) = back { input type="hidden" name="back" value=(back); }
-            label { span .label { "Answer" } textarea name="response" rows="2" required { (response) } }
-            div .row {
-                @match person {
-                    Some(person) => p .answering-as { "Answering as " strong { (person) } },
-                    None => label { span .label { "Your name" } input name="answeredBy" autocomplete="name" placeholder="optional" value=(by); },
-                }
-                button type="submit" { "Send answer" }
-            }
-            p .form-error role="alert" hidden {}
-        }
     }
 }
 

@@ -10,7 +10,10 @@ use axum::{
 };
 use maud::{DOCTYPE, html};
 
-use super::{cards::refilled_answer_form, page::head};
+use super::{
+    answer_form::{For, refilled_answer_form},
+    page::head,
+};
 use crate::{
     error::{ApiError, ErrorDetails, Verbatim, request_id},
     state::AppState,
@@ -100,7 +103,7 @@ fn render(
                     @if let Some(unsent) = unsent {
                         section .question .unsent {
                             p { "Your answer to " code { (unsent.id) } " was " strong { "not stored" } ". It is below; send it again when the broker is back." }
-                            (refilled_answer_form(&unsent.id, unsent.back.as_deref(), unsent.person.as_deref(), &unsent.response, &unsent.answered_by))
+                            (refilled_answer_form(&unsent.id, For { back: unsent.back.as_deref(), person: unsent.person.as_deref() }, &unsent.response, &unsent.answered_by))
                         }
                     }
                     p .actions {

@@ -1,16 +1,21 @@
 //! The built-in web page at `/ui`: pending and closed questions (searched, filtered, paged) with an answer
-//! form that works without JavaScript (POST, then a redirect back), kept live from the questions watch when
+//! form shaped by each question's form and a Decline button, both working without JavaScript (POST, then a
+//! redirect back), and the record of each decision, kept live from the questions watch when
 //! JavaScript runs; and a page per Query (`/ui/queries/{namespace}/{name}`) rendering its unified stream, live
 //! from the same stream. Server-rendered (content from Markdown, sanitised), errors as HTML pages, assets
 //! embedded in the binary, no CDN.
 
+mod answer_form;
 mod cards;
 mod error_page;
 mod filters;
+mod form_post;
+mod history;
 mod markdown;
 mod page;
 mod query_page;
 mod routes;
+mod typed_answer;
 
 use axum::{
     Router,
@@ -28,11 +33,13 @@ pub fn router() -> Router<AppState> {
     Router::new()
         .route("/ui", get(routes::page))
         .route("/ui/", get(routes::page))
-        .route("/ui/questions/{id}/answer", post(routes::answer))
+        .route("/ui/questions/{id}/answer", post(form_post::answer))
+        .route("/ui/questions/{id}/decline", post(form_post::decline))
         .route("/ui/questions/{id}/card", get(routes::card))
         .route("/ui/queries/{namespace}/{name}", get(routes::query_page))
         .route("/ui/assets/app.js", get(routes::script))
         .route("/ui/assets/query.js", get(routes::query_script))
+        .route("/ui/assets/form.js", get(routes::form_script))
         .route("/ui/assets/app.css", get(routes::stylesheet))
         .layer(middleware::map_response(security_headers))
 }

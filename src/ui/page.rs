@@ -1,20 +1,24 @@
 //! The HTML of the questions page (maud escapes every interpolated value): its two tabs, the search form,
 //! paging, the connection banner and the screen-reader announcer; the cards are [`super::cards`]'.
 
+use std::collections::HashMap;
+
 use maud::{DOCTYPE, Markup, html};
 
 pub use super::filters::{View, path_segment};
 use super::{
-    cards::card,
+    cards::{Extras, card},
     filters::{self, Search},
 };
-use crate::questions::model::Question;
+use crate::questions::{history::HistoryItem, model::Question};
 
 /// The outcome of a form post, shown once after the redirect.
 #[derive(Debug)]
 pub enum Flash {
     /// The answer was stored.
     Answered(String),
+    /// The decline was stored.
+    Declined(String),
     /// Someone else answered first, or the question was cancelled or expired.
     Conflict(String),
     /// No such question.
@@ -33,6 +37,10 @@ pub struct Listing<'a> {
     pub version: i64,
     /// The tab's questions, one page of them.
     pub questions: &'a [Question],
+    /// Their histories, by id.
+    pub histories: &'a HashMap<String, Vec<HistoryItem>>,
+    /// Why the person may not answer those of them they may not, by id.
+    pub refusals: &'a HashMap<String, String>,
     /// How many questions are pending under the search (every page's, exactly).
     pub pending: i64,
     /// The next page's cursor, when there is one.
@@ -105,12 +113,18 @@ fn list(listing: &Listing) -> Markup {
     html! {
         p #empty .empty hidden[!listing.questions.is_empty()] { (empty) }
         ul .questions #(id) {
-            @for question in listing.questions { (card(question, listing.person)) }
+            @for question in listing.questions {
+                (card(question, Extras {
+                    person: listing.person,
+                    refused: listing.refusals.get(&question.id).map(String::as_str),
+                    history: listing.histories.get(&question.id).map(Vec::as_slice).unwrap_or_default(),
+                }))
+            }
         }
     }
 }
 
-/// The `<head>` of every page: `title` and the page's script.
+/// The `<head>` of every page: `title` and the page's script (after the answer forms' own, which it uses).
 pub fn head(title: &str, script: &str) -> Markup {
     html! {
         head {
@@ -118,6 +132,7 @@ pub fn head(title: &str, script: &str) -> Markup {
             meta name="viewport" content="width=device-width, initial-scale=1";
             title { (title) " · Ark Broker" }
             link rel="stylesheet" href="/ui/assets/app.css";
+            script src="/ui/assets/form.js" defer {}
             script src=(script) defer {}
         }
     }
@@ -127,6 +142,7 @@ pub fn head(title: &str, script: &str) -> Markup {
 pub fn flash_message(flash: &Flash) -> Markup {
     let (class, text) = match flash {
         Flash::Answered(id) => ("ok", format!("Answered {id}.")),
+        Flash::Declined(id) => ("ok", format!("Declined {id}.")),
         Flash::Conflict(id) => {
             ("warn", format!("{id} was already answered, cancelled or expired; your answer was not stored."))
         }

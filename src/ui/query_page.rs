@@ -3,11 +3,13 @@
 //! its questions inline with an answer form. This renders what is stored, so the page works without
 //! JavaScript; `assets/query.js` replays the same stream live and keeps it current.
 
+use std::collections::HashMap;
+
 use maud::{DOCTYPE, Markup, html};
 use serde_json::Value;
 
 use super::{
-    cards::answer_form,
+    answer_form::{For, Shape, answer_form},
     markdown,
     page::{Flash, flash_message, head, path_segment},
 };
@@ -44,6 +46,15 @@ pub struct Outcome {
     status: &'static str,
     response: Option<String>,
     by: Option<String>,
+}
+
+/// How the page offers to answer one of the Query's pending questions.
+#[derive(Debug)]
+pub enum Offer {
+    /// A form of this shape.
+    Form(Shape),
+    /// No form: why this person may not answer it (the answer policy's words).
+    Refused(String),
 }
 
 /// The timeline of a stream's typed events, in order; results and outcomes land on their call or question.
@@ -84,10 +95,13 @@ pub fn timeline(events: &[UnifiedEvent]) -> Vec<Item> {
                 let id = text("question_id");
                 let question = items.iter_mut().find(|item| matches!(item, Item::Question { id: i, .. } if *i == id));
                 if let Some(Item::Question { outcome, .. }) = question {
+                    // A typed answer is an object (shown as JSON); a decline has its reason and who declined.
+                    let said = data.get("response").or_else(|| data.get("reason")).filter(|v| !v.is_null());
+                    let by = data.get("answered_by").or_else(|| data.get("declined_by"));
                     *outcome = Some(Outcome {
                         status: event.event.trim_start_matches("question_"),
-                        response: data.get("response").and_then(Value::as_str).map(str::to_owned),
-                        by: data.get("answered_by").and_then(Value::as_str).map(str::to_owned),
+                        response: said.map(|said| shown(Some(said))).filter(|text| !text.is_empty()),
+                        by: by.and_then(Value::as_str).map(str::to_owned),
                     });
                 }
             }
@@ -108,15 +122,19 @@ fn shown(value: Option<&Value>) -> String {
     }
 }
 
-/// The whole page; `person` is who answers when a trusted proxy or a token names them.
-pub fn render(
-    namespace: &str,
-    name: &str,
-    phase: &str,
-    items: &[Item],
-    flash: Option<&Flash>,
-    person: Option<&str>,
-) -> Markup {
+/// What the page shows besides the timeline.
+#[derive(Debug)]
+pub struct Around<'a> {
+    /// How to answer each pending question, by id (a question not among them gets a text box).
+    pub offers: &'a HashMap<String, Offer>,
+    pub flash: Option<&'a Flash>,
+    /// Who answers when a trusted proxy or a token names them.
+    pub person: Option<&'a str>,
+}
+
+/// The whole page.
+pub fn render(namespace: &str, name: &str, phase: &str, items: &[Item], around: &Around<'_>) -> Markup {
+    let Around { flash, person, .. } = *around;
     let back = format!("/ui/queries/{}/{}", path_segment(namespace), path_segment(name));
     let stream_url = format!("/stream/{}?format=unified&from-beginning=true", path_segment(name));
     html! {
@@ -133,16 +151,17 @@ pub fn render(
                     @if let Some(flash) = flash { (flash_message(flash)) }
                     p #empty .empty hidden[!items.is_empty()] { "Nothing streamed yet. The Query's output appears here as it runs." }
                     ol #timeline .timeline {
-                        @for item in items { (render_item(item, &back, person)) }
+                        @for item in items { (render_item(item, &back, around)) }
                     }
                 }
-                template #answer-template { (answer_form("", Some(&back), person)) }
+                template #answer-template { (answer_form("", &Shape::Text, For { back: Some(&back), person })) }
             }
         }
     }
 }
 
-fn render_item(item: &Item, back: &str, person: Option<&str>) -> Markup {
+fn render_item(item: &Item, back: &str, around: &Around<'_>) -> Markup {
+    let to = For { back: Some(back), person: around.person };
     match item {
         Item::Text(text) => html! { li .text { (text) } },
         Item::Tool { id, name, arguments, result } => html! {
@@ -167,7 +186,11 @@ fn render_item(item: &Item, back: &str, person: Option<&str>) -> Markup {
                 p .meta { span .badge { "question" } " to " span .recipient { (recipient) } }
                 div .content { (markdown::render(content)) }
                 @match outcome {
-                    None => (answer_form(id, Some(back), person)),
+                    None => @match around.offers.get(id) {
+                        Some(Offer::Refused(why)) => p .may-not-answer { "You may not answer this question: " (why) "." },
+                        Some(Offer::Form(shape)) => (answer_form(id, shape, to)),
+                        None => (answer_form(id, &Shape::Text, to)),
+                    },
                     Some(outcome) => p .outcome {
                         span .status .(outcome.status) { (outcome.status) }
                         @if let Some(response) = &outcome.response { " " span .response { (response) } }

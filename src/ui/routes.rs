@@ -1,32 +1,33 @@
 //! Handlers of the web page: render it (a page of a tab, searched and filtered), render one card for the
-//! script, take a form answer, serve the embedded assets.
+//! script, serve the embedded assets. The form posts are [`super::form_post`]'s.
+
+use std::collections::HashMap;
 
 use axum::{
     Extension,
     extract::{Path, State},
     http::header,
-    response::{IntoResponse, Redirect, Response},
+    response::{IntoResponse, Response},
 };
 use serde::Deserialize;
 
 use super::{
-    cards,
-    error_page::{Unsent, reachable},
+    answer_form::Shape,
+    cards::{self, Extras},
+    error_page::reachable,
     filters::{self, Search},
     page::{self, Flash, Listing, View},
-    query_page,
+    query_page::{self, Around, Offer},
 };
 use crate::{
     auth::Principal,
     error::ApiError,
-    http::extract::{ApiForm, ApiQuery},
+    http::extract::ApiQuery,
     queries::resume,
     questions::{
-        Change,
-        answering::{self, Given, Outcome},
         list::Counted,
-        model::QuestionStatus,
-        policy::Answerer,
+        model::{Question, QuestionStatus},
+        policy::{AnswerPolicy, Answerer},
         store::QuestionFilter,
     },
     state::AppState,
@@ -36,6 +37,8 @@ use crate::{
 
 /// Most questions one page of a tab shows; the pager goes on from there.
 const VIEW_LIMIT: usize = 500;
+/// Most pending questions of one Query whose forms its page shapes (any beyond get a text box).
+const QUERY_PAGE_QUESTIONS: i64 = 100;
 
 /// Query parameters of `/ui`: which tab, which page, the search, and the outcome of a form post to report.
 #[derive(Debug, Default, Deserialize)]
@@ -45,6 +48,7 @@ pub struct PageParams {
     #[serde(flatten)]
     search: Search,
     answered: Option<String>,
+    declined: Option<String>,
     conflict: Option<String>,
     missing: Option<String>,
     invalid: Option<String>,
@@ -56,6 +60,7 @@ impl PageParams {
     fn flash(&self) -> Option<Flash> {
         let flash = |make: fn(String) -> Flash, id: &Option<String>| id.clone().map(make);
         flash(Flash::Answered, &self.answered)
+            .or_else(|| flash(Flash::Declined, &self.declined))
             .or_else(|| flash(Flash::Conflict, &self.conflict))
             .or_else(|| flash(Flash::Missing, &self.missing))
             .or_else(|| flash(Flash::Invalid, &self.invalid))
@@ -97,10 +102,16 @@ pub async fn page(
         View::Closed => filters::closed_cursor_after(last.closed.unwrap_or(last.created), last.sequence),
     });
     let person = principal.as_ref().map(|Extension(principal)| principal.name());
+    let ids: Vec<String> = questions.iter().map(|question| question.id.clone()).collect();
+    let histories = state.questions.histories(&ids).await?;
+    let principal = principal.as_ref().map(|Extension(principal)| principal);
+    let refusals = refusals(&state.answer_policy, &questions, principal).await;
     let listing = Listing {
         view,
         version,
         questions: &questions,
+        histories: &histories,
+        refusals: &refusals,
         pending,
         next,
         first_page: cursor.is_none_or(str::is_empty),
@@ -125,7 +136,32 @@ pub async fn card(
     reachable(&state)?;
     let question = state.questions.get(&id).await?.ok_or_else(|| ApiError::NotFound("Question not found".into()))?;
     let person = principal.as_ref().map(|Extension(principal)| principal.name());
-    Ok(cards::card(&question, person).into_response())
+    let history = state.questions.history(&id).await?;
+    let principal = principal.as_ref().map(|Extension(principal)| principal);
+    let refusals = refusals(&state.answer_policy, std::slice::from_ref(&question), principal).await;
+    let refused = refusals.get(&question.id).map(String::as_str);
+    Ok(cards::card(&question, Extras { person, refused, history: &history }).into_response())
+}
+
+/// Why `person` may not answer each of the pending `questions` they may not (the answer policy's words), so
+/// their cards offer no form. Without a person, the policy is asked about an unnamed answerer, as a post of
+/// the form would be.
+async fn refusals(
+    policy: &AnswerPolicy,
+    questions: &[Question],
+    principal: Option<&Principal>,
+) -> HashMap<String, String> {
+    let answerer = match principal {
+        Some(principal) => Answerer::Principal(principal),
+        None => Answerer::Named(None),
+    };
+    let mut refusals = HashMap::new();
+    for question in questions.iter().filter(|question| question.status == QuestionStatus::Pending) {
+        if let Err(why) = policy.check(question, answerer).await {
+            refusals.insert(question.id.clone(), why);
+        }
+    }
+    refusals
 }
 
 /// `GET /ui/queries/{namespace}/{name}`: the Query's timeline as stored; the script keeps it live.
@@ -144,77 +180,29 @@ pub async fn query_page(
     let events = unified::replay(&state.chunks, &name).await?;
     let items = query_page::timeline(&events);
     let person = principal.as_ref().map(|Extension(principal)| principal.name());
-    Ok(query_page::render(&namespace, &name, &phase, &items, params.flash().as_ref(), person).into_response())
-}
-
-/// The answer form's fields.
-#[derive(Debug, Deserialize)]
-pub struct AnswerForm {
-    /// Absent counts as empty: reported on the page like an empty answer.
-    #[serde(default)]
-    response: String,
-    #[serde(default, rename = "answeredBy")]
-    answered_by: String,
-    /// The page to go back to (a Query's page); `/ui` when absent or not one of ours.
-    #[serde(default)]
-    back: Option<String>,
-}
-
-/// `POST /ui/questions/{id}/answer`: answers, then redirects back to the page with the outcome. When the
-/// answer cannot be stored (the database is down), the error page shows the form again with the text in it.
-#[tracing::instrument(level = "debug", skip_all)]
-pub async fn answer(
-    State(state): State<AppState>,
-    Path(id): Path<String>,
-    principal: Option<Extension<Principal>>,
-    ApiForm(form): ApiForm<AnswerForm>,
-) -> Response {
-    let principal = principal.map(|Extension(principal)| principal);
-    let person = principal.as_ref().map(|principal| principal.name().to_owned());
-    let named = Some(form.answered_by.trim()).filter(|by| !by.is_empty());
-    let answerer = match &principal {
-        Some(principal) => Answerer::Principal(principal),
-        None => Answerer::Named(named),
+    // Its pending questions, for the form each takes (or why this person may not answer it).
+    let filter = QuestionFilter {
+        status: Some(QuestionStatus::Pending),
+        query_name: Some(name.clone()),
+        query_namespace: Some(namespace.clone()),
+        ..QuestionFilter::default()
     };
-    let back = form.back.filter(|back| is_query_page(back));
-    let given = Given::Text(&form.response);
-    let stored = match reachable(&state) {
-        Ok(()) => answering::answer(&state.questions, &state.answer_policy, &id, given, answerer, "page")
-            .await
-            .map_err(ApiError::from),
-        Err(error) => Err(error),
-    };
-    let outcome = match stored {
-        Ok(Outcome::Changed(change)) => match *change {
-            Change::Made(_) => "answered",
-            Change::Conflict(_) => "conflict",
-            Change::NotFound => "missing",
-        },
-        Ok(Outcome::Refused(_)) => "invalid",
-        Ok(Outcome::Forbidden(_)) => "forbidden",
-        Err(error) => {
-            let unsent = Unsent { id, response: form.response, answered_by: form.answered_by, back, person };
-            return (Extension(unsent), error).into_response();
-        }
-    };
-    let id: String = url_safe(&id);
-    let back = back.unwrap_or_else(|| "/ui".to_owned());
-    Redirect::to(&format!("{back}?{outcome}={id}")).into_response()
-}
-
-/// Whether `path` is a Query page's path (so the redirect cannot be pointed anywhere else).
-fn is_query_page(path: &str) -> bool {
-    let Some(rest) = path.strip_prefix("/ui/queries/") else { return false };
-    let segments: Vec<&str> = rest.split('/').collect();
-    segments.len() == 2
-        && segments
-            .iter()
-            .all(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._~%".contains(&b)))
-}
-
-/// Keeps an id fit for a query string (ids are `q-<uuid>`; anything else is dropped).
-fn url_safe(id: &str) -> String {
-    id.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-').collect()
+    let (_, pending) = state.questions.list(&filter, 0, QUERY_PAGE_QUESTIONS).await?;
+    let principal = principal.as_ref().map(|Extension(principal)| principal);
+    let mut refusals = refusals(&state.answer_policy, &pending, principal).await;
+    let offers = pending
+        .iter()
+        .map(|question| {
+            let offer = match refusals.remove(&question.id) {
+                Some(why) => Offer::Refused(why),
+                None => Offer::Form(Shape::of(question)),
+            };
+            (question.id.clone(), offer)
+        })
+        .collect();
+    let flash = params.flash();
+    let around = Around { offers: &offers, flash: flash.as_ref(), person };
+    Ok(query_page::render(&namespace, &name, &phase, &items, &around).into_response())
 }
 
 /// `GET /ui/assets/app.js`.
@@ -227,6 +215,12 @@ pub async fn script() -> impl IntoResponse {
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn query_script() -> impl IntoResponse {
     ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8")], include_str!("assets/query.js"))
+}
+
+/// `GET /ui/assets/form.js`.
+#[tracing::instrument(level = "debug", skip_all)]
+pub async fn form_script() -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8")], include_str!("assets/form.js"))
 }
 
 /// `GET /ui/assets/app.css`.

@@ -55,4 +55,5 @@ mod streams;
 mod traces;
 mod typed_questions;
 mod ui;
+mod ui_forms;
 mod unified;

@@ -90,7 +90,7 @@ try {
     await page.waitForFunction(() => document.getElementById("phase").textContent === "running");
     // Their answer now loses the race: the page comes back saying so, showing the answer that won.
     await other.locator(`#question-${question.id} textarea[name=response]`).fill("No, wait");
-    await Promise.all([other.waitForURL(/conflict=/), other.locator(`#question-${question.id} button[type=submit]`).click()]);
+    await Promise.all([other.waitForURL(/conflict=/), other.locator(`#question-${question.id} button.send`).click()]);
     assert.match(await other.locator(".flash.warn").textContent(), /already answered/);
     assert.equal(await other.locator(`#question-${question.id} .response`).textContent(), "Yes, go");
     await noScript.close();
@@ -101,7 +101,7 @@ try {
     const card = page.locator(`#question-${next.id}`);
     await card.locator("textarea[name=response]").fill("Yes");
     await card.locator("input[name=answeredBy]").fill("dave");
-    await card.locator("button[type=submit]").click();
+    await card.locator("button.send").click();
     await card.locator(".outcome .response").waitFor({ timeout: 10000 });
     const { body } = await rest("GET", `${A}/questions/${next.id}`);
     assert.equal(body.status, "answered");

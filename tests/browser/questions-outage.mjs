@@ -35,13 +35,13 @@ try {
 
   await check("with the database down, an answer from the page gets a real 503: it says so and keeps the text", async () => {
     const reply = live.waitForResponse((response) => response.url().endsWith(`/questions/${rollback.id}/answer`));
-    await card.locator("button[type=submit]").click();
+    await card.locator("button.send").click();
     assert.equal((await reply).status(), 503);
     const error = card.locator(".form-error");
     await error.waitFor({ state: "visible" });
     assert.match(await error.textContent(), /^Your answer was not sent: the broker is unavailable right now \(503\)\. Your text is kept/);
     assert.equal(await card.locator("textarea[name=response]").inputValue(), "Yes, roll back to 1.3");
-    assert.ok(await card.locator("button[type=submit]").isEnabled(), "it can be sent again");
+    assert.ok(await card.locator("button.send").isEnabled(), "it can be sent again");
   });
 
   await check("with the database down, the page and the form post are HTML error pages (never JSON), the post's text offered again", async () => {
@@ -55,7 +55,7 @@ try {
     await other.close();
     const [response] = await Promise.all([
       plain.waitForResponse((r) => r.url().endsWith(`/ui/questions/${freeze.id}/answer`)),
-      plain.locator(`#question-${freeze.id} button[type=submit]`).click(),
+      plain.locator(`#question-${freeze.id} button.send`).click(),
     ]);
     assert.equal(response.status(), 503);
     assert.match(response.headers()["content-type"], /^text\/html/);
@@ -69,10 +69,10 @@ try {
   await cluster("start-database");
 
   await check("once the database is back, the kept answers are sent, from the page and from the error page", async () => {
-    await card.locator("button[type=submit]").click();
+    await card.locator("button.send").click();
     await card.waitFor({ state: "detached", timeout: 10000 });
     assert.equal((await rest("GET", `${A}/questions/${rollback.id}`)).body.response, "Yes, roll back to 1.3");
-    await Promise.all([plain.waitForURL(/\/ui\?answered=/), plain.locator(".unsent button[type=submit]").click()]);
+    await Promise.all([plain.waitForURL(/\/ui\?answered=/), plain.locator(".unsent button.send").click()]);
     const { body } = await rest("GET", `${A}/questions/${freeze.id}`);
     assert.equal(body.response, "No, we ship on Saturday");
     assert.equal(body.answeredBy, "erin");

@@ -56,7 +56,7 @@ try {
     const card = live.locator(`#question-${first.id}`);
     await card.locator("textarea[name=response]").fill("Yes, merge it");
     await card.locator("input[name=answeredBy]").fill("dave");
-    await card.locator("button[type=submit]").click();
+    await card.locator("button.send").click();
     await card.waitFor({ state: "detached", timeout: 10000 });
     const { status, body } = await rest("GET", `${A}/questions/${first.id}`);
     assert.equal(status, 200);
@@ -88,7 +88,7 @@ try {
     assert.equal(await card.locator(".outcome .status").textContent(), "answered");
     assert.equal(await card.locator(".outcome .response").textContent(), "Already done");
     assert.equal(await card.locator("textarea[name=response]").inputValue(), "Yes, but only after");
-    assert.ok(await card.locator("button[type=submit]").isDisabled(), "it can no longer be sent");
+    assert.ok(await card.locator("button.send").isDisabled(), "it can no longer be sent");
     assert.equal(await live.locator("#pending-count").textContent(), "0");
     await card.locator("button.dismiss").click();
     await card.waitFor({ state: "detached" });
@@ -106,7 +106,7 @@ try {
       await route.continue();
     });
     const reply = live.waitForResponse((response) => answering(new URL(response.url())));
-    await card.locator("button[type=submit]").click();
+    await card.locator("button.send").click();
     assert.equal((await reply).status(), 409);
     const error = card.locator(".form-error");
     await error.waitFor({ state: "visible" });
@@ -125,13 +125,13 @@ try {
     await card.locator("textarea[name=response]").fill("Yes, to 1.4.0");
     const answering = answerOf(question.id);
     await live.route(answering, (route) => route.abort("connectionrefused"));
-    await card.locator("button[type=submit]").click();
+    await card.locator("button.send").click();
     const error = card.locator(".form-error");
     await error.waitFor({ state: "visible" });
     assert.match(await error.textContent(), /^Your answer was not sent: the broker could not be reached\. Your text is kept/);
     assert.equal(await card.locator("textarea[name=response]").inputValue(), "Yes, to 1.4.0");
     await live.unroute(answering);
-    await card.locator("button[type=submit]").click();
+    await card.locator("button.send").click();
     await card.waitFor({ state: "detached", timeout: 10000 });
     assert.equal((await rest("GET", `${A}/questions/${question.id}`)).body.response, "Yes, to 1.4.0");
   });
@@ -156,7 +156,7 @@ try {
     await page.goto(`${B}/ui`);
     const card = page.locator(`#question-${question.id}`);
     await card.locator("textarea[name=response]").fill("No, 3 is enough");
-    await Promise.all([page.waitForURL(/\/ui\?answered=/), card.locator("button[type=submit]").click()]);
+    await Promise.all([page.waitForURL(/\/ui\?answered=/), card.locator("button.send").click()]);
     assert.match(await page.locator(".flash.ok").textContent(), new RegExp(question.id));
     assert.equal(await page.locator(`#question-${question.id}`).count(), 0, "the answered question is gone");
     const { body } = await rest("GET", `${A}/questions/${question.id}`);

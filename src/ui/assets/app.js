@@ -36,6 +36,11 @@
     return `${Math.floor(seconds / 86400)} d ago`;
   }
 
+  // An answer as the page shows it: text as it is, a typed answer as its compact JSON (as cards.rs does).
+  function shown(response) {
+    return typeof response === "string" ? response : JSON.stringify(response);
+  }
+
   function el(tag, className, text) {
     const node = document.createElement(tag);
     if (className) node.className = className;
@@ -80,10 +85,12 @@
     }
   }
 
-  // Someone is answering this card: they typed, the focus is in it, or their answer is on its way.
+  // Someone is answering this card: they typed or chose something, the focus is in it, or their answer is on
+  // its way.
   function busy(card) {
     const text = card.querySelector("textarea");
-    return (text && text.value.trim() !== "") || card.contains(document.activeElement) || card.dataset.sending === "true";
+    return (text && text.value.trim() !== "") || card.dataset.touched === "true" || card.contains(document.activeElement)
+      || card.dataset.sending === "true";
   }
 
   // "answered by erin · just now" and the answer, as the server draws a closed card (cards.rs, `outcome`).
@@ -100,7 +107,8 @@
       line.append(" · ", time);
     }
     outcome.append(line);
-    if (question.response) outcome.append(el("p", "response", question.response));
+    if (question.response !== undefined && question.response !== null) outcome.append(el("p", "response", shown(question.response)));
+    if (question.declineReason) outcome.append(el("p", "reason", question.declineReason));
     return outcome;
   }
 
@@ -112,7 +120,12 @@
     card.dataset.status = question.status;
     card.classList.add("closed", "closed-here");
     const form = card.querySelector("form.answer");
-    form.querySelector("button[type=submit]").disabled = true;
+    if (!form) {
+      card.querySelector(".may-not-answer")?.remove();
+      card.querySelector(".content").after(outcomeLine(question));
+      return refreshCounts();
+    }
+    for (const button of form.querySelectorAll("button[type=submit]")) button.disabled = true;
     form.before(outcomeLine(question));
     const dismiss = el("button", "dismiss", "Dismiss");
     dismiss.type = "button";
@@ -127,7 +140,8 @@
   function lostRace(question) {
     const by = question.answeredBy ? `${question.answeredBy} answered first` : "someone answered first";
     switch (question.status) {
-      case "answered": return `Your answer was not stored: ${by}: “${question.response}”.`;
+      case "answered": return `Your answer was not stored: ${by}: “${shown(question.response)}”.`;
+      case "declined": return `Your answer was not stored: ${question.answeredBy || "someone"} declined it first.`;
       case "cancelled": return "Your answer was not stored: the question was cancelled.";
       case "expired": return "Your answer was not stored: the question expired.";
       default: return "Your answer was not stored: the question is no longer pending.";
@@ -142,49 +156,52 @@
       error.textContent = text;
       error.hidden = !text;
     };
+    form.addEventListener("input", () => {
+      card.dataset.touched = "true";
+    });
     form.addEventListener("submit", async (event) => {
       event.preventDefault();
-      const data = new FormData(form);
-      const answer = { response: data.get("response") };
-      const by = String(data.get("answeredBy") || "").trim();
-      if (by) answer.answeredBy = by;
-      const button = form.querySelector("button[type=submit]");
-      button.disabled = true;
+      const { declining, url, body } = window.arkForms.request(form, card.dataset.id, event.submitter);
+      const buttons = [...form.querySelectorAll("button[type=submit]")];
+      for (const button of buttons) button.disabled = true;
       card.dataset.sending = "true";
       say("");
       let reply = null;
       let result = {};
       try {
-        reply = await fetch(`/questions/${encodeURIComponent(card.dataset.id)}/answer`, {
+        reply = await fetch(url, {
           method: "POST",
           headers: { "content-type": "application/json" },
-          body: JSON.stringify(answer),
+          body: JSON.stringify(body),
         });
         result = await reply.json().catch(() => ({}));
       } catch (_) {
         reply = null; // the broker could not be reached at all
       }
       delete card.dataset.sending;
+      const what = declining ? "decline" : "answer";
       if (reply && reply.ok) {
         leaves(card.dataset.id);
         card.remove();
         refreshCounts();
-        announce("Answer sent.");
+        announce(declining ? "Declined." : "Answer sent.");
       } else if (reply && reply.status === 409 && result.question) {
         markClosed(card, result.question);
         say(lostRace(result.question));
       } else if (reply && reply.status === 404) {
         markClosed(card, { status: "gone" });
-        say("Your answer was not stored: this question no longer exists.");
+        say(`Your ${what} was not stored: this question no longer exists.`);
       } else {
-        // Nothing was stored: the text stays in the form to send again.
-        button.disabled = card.dataset.status !== "pending";
+        // Nothing was stored: what was typed stays in the form to send again (or to correct: a 400 names the
+        // field, a 403 says why this person may not answer).
+        for (const button of buttons) button.disabled = card.dataset.status !== "pending";
         const why = !reply
           ? "the broker could not be reached"
           : reply.status === 503
             ? "the broker is unavailable right now (503)"
             : `the broker answered ${reply.status}${result.error && result.error.message ? `: ${result.error.message}` : ""}`;
-        say(`Your answer was not sent: ${why}. Your text is kept; send it again in a moment.`);
+        const again = reply && (reply.status === 400 || reply.status === 403) ? "" : "; send it again in a moment";
+        say(`Your ${what} was not sent: ${why}. Your text is kept${again}.`);
       }
     });
   }
@@ -306,7 +323,7 @@
     });
     on("question_created", created);
     on("question_updated", updated);
-    for (const kind of ["question_answered", "question_cancelled", "question_expired"]) on(kind, closed);
+    for (const kind of ["question_answered", "question_cancelled", "question_expired", "question_declined"]) on(kind, closed);
   }
 
   async function reconnect() {

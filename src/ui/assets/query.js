@@ -87,7 +87,8 @@
   }
 
   // The content as the server renders it from Markdown (sanitised; routes.rs, `card`), in place of the plain
-  // text shown meanwhile.
+  // text shown meanwhile; and the answer form the question takes (its typed fields, its options), or why this
+  // person may not answer it, in place of the text box — unless someone already started answering.
   async function renderContent(id, content) {
     try {
       const reply = await fetch(`/ui/questions/${encodeURIComponent(id)}/card`);
@@ -96,8 +97,24 @@
       holder.innerHTML = await reply.text();
       const rendered = holder.content.querySelector(".content");
       if (rendered) content.replaceChildren(...rendered.childNodes);
+      const item = content.closest("li.question");
+      const shown = item && item.querySelector("form.answer");
+      if (!shown || shown.dataset.touched === "true" || shown.contains(document.activeElement)) return;
+      const refused = holder.content.querySelector(".may-not-answer");
+      const form = holder.content.querySelector("form.answer");
+      if (refused) {
+        shown.replaceWith(refused);
+      } else if (form) {
+        const back = document.createElement("input");
+        back.type = "hidden";
+        back.name = "back";
+        back.value = body.dataset.back;
+        form.prepend(back);
+        wireForm(item, form);
+        shown.replaceWith(form);
+      }
     } catch (_) {
-      // the plain text stays
+      // the plain text and the text box stay
     }
   }
 
@@ -107,59 +124,64 @@
     if (form) form.remove();
     const line = el("p", "outcome");
     line.appendChild(el("span", `status ${status}`, status));
-    if (response !== undefined && response !== null) line.append(" ", el("span", "response", response));
+    if (response !== undefined && response !== null) {
+      line.append(" ", el("span", "response", typeof response === "string" ? response : JSON.stringify(response)));
+    }
     if (by) line.append(" — ", el("span", "by", by));
     item.appendChild(line);
   }
 
   function questionClosed(event, data) {
     const item = document.getElementById(`question-${data.question_id}`);
-    outcome(item, event.replace("question_", ""), data.response, data.answered_by);
+    outcome(item, event.replace("question_", ""), data.response ?? data.reason, data.answered_by || data.declined_by);
   }
 
   function wireForm(item, form) {
+    form.addEventListener("input", () => {
+      form.dataset.touched = "true";
+    });
     form.addEventListener("submit", async (submitted) => {
       submitted.preventDefault();
-      const fields = new FormData(form);
-      const answer = { response: fields.get("response") };
-      const by = String(fields.get("answeredBy") || "").trim();
-      if (by) answer.answeredBy = by;
-      const button = form.querySelector("button");
+      const { declining, url, body: request } = window.arkForms.request(form, item.dataset.id, submitted.submitter);
+      const buttons = [...form.querySelectorAll("button")];
       const error = form.querySelector(".form-error");
       const say = (text) => {
         error.textContent = text;
         error.hidden = !text;
       };
-      button.disabled = true;
+      for (const button of buttons) button.disabled = true;
       say("");
       let reply = null;
       let result = {};
       try {
-        reply = await fetch(`/questions/${encodeURIComponent(item.dataset.id)}/answer`, {
+        reply = await fetch(url, {
           method: "POST",
           headers: { "content-type": "application/json" },
-          body: JSON.stringify(answer),
+          body: JSON.stringify(request),
         });
         result = await reply.json().catch(() => ({}));
       } catch (_) {
         reply = null; // the broker could not be reached at all
       }
+      const what = declining ? "decline" : "answer";
       if (reply && reply.ok) {
-        outcome(item, "answered", result.response, result.answeredBy);
+        outcome(item, result.status, result.response, result.answeredBy);
       } else if (reply && reply.status === 409 && result.question) {
         // Lost the race: show what won, and say that this answer (kept below) was not stored.
         const q = result.question;
-        const typed = answer.response;
+        const typed = JSON.stringify(request.response ?? "");
         outcome(item, q.status, q.response, q.answeredBy);
         const by = q.answeredBy ? `${q.answeredBy} answered first` : `the question was ${q.status} first`;
-        item.append(el("p", "form-error", `Your answer was not stored: ${by}. Yours was: “${typed}”`));
+        const yours = declining ? "" : ` Yours was: “${typeof request.response === "string" ? request.response : typed}”`;
+        item.append(el("p", "form-error", `Your ${what} was not stored: ${by}.${yours}`));
       } else {
-        // Nothing was stored: the text stays in the form to send again.
-        button.disabled = false;
+        // Nothing was stored: what was entered stays in the form to send again (or to correct: a 400 names
+        // the field).
+        for (const button of buttons) button.disabled = false;
         const why = !reply
           ? "the broker could not be reached"
           : `the broker answered ${reply.status}${result.error && result.error.message ? `: ${result.error.message}` : ""}`;
-        say(`Your answer was not sent: ${why}. Your text is kept; send it again in a moment.`);
+        say(`Your ${what} was not sent: ${why}. Your text is kept; send it again in a moment.`);
       }
     });
   }
@@ -173,7 +195,8 @@
       case "question_raised": return questionRaised(data);
       case "question_answered":
       case "question_cancelled":
-      case "question_expired": return questionClosed(frame.event, data);
+      case "question_expired":
+      case "question_declined": return questionClosed(frame.event, data);
       case "phase_change":
         append(el("li", "phase-change", `Phase ${data.from || ""} → ${data.to}${data.reason ? ` (${data.reason})` : ""}`));
         return setPhase(data.to);
