@@ -6,6 +6,7 @@
 //! `--slack-app-token`, every replica also takes Slack's side over a Socket Mode connection ([`slack_socket`]).
 
 mod answer;
+mod form;
 mod github;
 mod github_webhook;
 mod inbound_schema;
@@ -14,8 +15,10 @@ mod receipt;
 mod send;
 pub mod signature;
 mod slack;
+mod slack_actions;
 mod slack_blocks;
 mod slack_envelope;
+mod slack_form;
 mod slack_inbound;
 pub mod slack_socket;
 pub mod store;

@@ -69,7 +69,7 @@ async fn each_question_reaches_each_channel_exactly_once_while_three_replicas_ra
         .iter()
         .map(|b| b["text"]["text"].as_str().unwrap().to_owned())
         .collect::<Vec<_>>();
-    assert_eq!(buttons, ["Yes, proceed", "No, cancel", "Answer…"]);
+    assert_eq!(buttons, ["Yes, proceed", "No, cancel", "Answer…", "Decline"]);
     let text = message["blocks"].to_string();
     assert!(text.contains("ark://agents/reviewer") && text.contains("team-a/review-42"), "who asks, which Query");
     let comment = github.messages().into_iter().find(|m| m["body"].as_str().unwrap().contains("Deploy 0?")).unwrap();

@@ -1,9 +1,10 @@
 //! Strict fakes of the Slack Web API (`chat.postMessage`, `chat.getPermalink`, `chat.update`, `views.open`,
 //! `chat.postEphemeral`, and interactions' `response_url`) and the GitHub REST API (issue comments), over HTTP
 //! so several broker processes reach them. They check what the real APIs check — the bearer token, JSON
-//! bodies, GitHub's `User-Agent`, `Accept` and API version headers, the payload shapes, that an updated
-//! message exists and a modal's `trigger_id` was issued within three seconds — record every accepted call,
-//! and can answer 429 with `Retry-After` or be down (503).
+//! bodies, GitHub's `User-Agent`, `Accept` and API version headers, Block Kit ([`super::fake_blocks`]), that
+//! an updated message exists, and that a modal's `trigger_id` was issued within three seconds and is used
+//! once — record every accepted call (and every refused one, as `refused`), and can answer 429 with
+//! `Retry-After` or be down (503).
 
 use std::{
     collections::HashMap,
@@ -21,6 +22,8 @@ use axum::{
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
+use super::fake_blocks;
+
 /// The bot token the Slack fake accepts.
 pub const SLACK_TOKEN: &str = "xoxb-test-token";
 /// The token the GitHub fake accepts.
@@ -33,8 +36,9 @@ struct Recorded {
     messages: Vec<Value>,
     /// Slack's other calls accepted: `(method, body)`; `response_url` for posts to an interaction's URL.
     calls: Vec<(String, Value)>,
-    /// `trigger_id`s issued to interactions, and when.
+    /// `trigger_id`s issued to interactions, and when; those `views.open` took.
     triggers: HashMap<String, Instant>,
+    exchanged: std::collections::HashSet<String>,
     /// Requests answered, accepted or not.
     requests: usize,
     /// The next this many requests get 429 with `Retry-After: 1`.
@@ -198,6 +202,13 @@ fn slack_error(error: &str) -> Response {
     Json(json!({"ok": false, "error": error})).into_response()
 }
 
+/// Block Kit Slack refuses: `error`, with what is wrong in `response_metadata.messages`, as Slack says it;
+/// recorded as a `refused` call.
+fn invalid(fake: &FakeApi, method: &str, error: &str, problem: String) -> Response {
+    fake.accept_call("refused", json!({"method": method, "error": error, "problem": problem}));
+    Json(json!({"ok": false, "error": error, "response_metadata": {"messages": [problem]}})).into_response()
+}
+
 /// The request's JSON, or the `error` Slack answers it with.
 fn slack_checks(headers: &HeaderMap, body: &[u8]) -> Result<Value, &'static str> {
     if header(headers, "authorization") != format!("Bearer {SLACK_TOKEN}") {
@@ -221,8 +232,11 @@ async fn post_message(State(fake): State<FakeApi>, headers: HeaderMap, body: axu
     if channel.is_empty() || channel == "#missing" {
         return slack_error("channel_not_found");
     }
-    if !message["text"].is_string() || !blocks_valid(&message["blocks"]) {
-        return slack_error("invalid_blocks");
+    if !message["text"].is_string() {
+        return slack_error("no_text");
+    }
+    if let Err(problem) = fake_blocks::message(&message["blocks"]) {
+        return invalid(&fake, "chat.postMessage", "invalid_blocks", problem);
     }
     let id = if channel.starts_with('#') { "C0FAKECHAN" } else { channel };
     let mut recorded = message.clone();
@@ -234,27 +248,6 @@ async fn post_message(State(fake): State<FakeApi>, headers: HeaderMap, body: axu
         (recorded, ts)
     });
     Json(json!({"ok": true, "channel": id, "ts": ts, "message": {"text": message["text"], "ts": ts}})).into_response()
-}
-
-/// Block Kit as Slack checks it: typed blocks, mrkdwn sections within 3000 characters, buttons with an
-/// `action_id` and a plain-text label of at most 75.
-fn blocks_valid(blocks: &Value) -> bool {
-    blocks.as_array().is_some_and(|blocks| {
-        blocks.iter().all(|b| b["type"].is_string())
-            && blocks.iter().filter(|b| b["type"] == "section").all(|section| {
-                section["text"]["text"].as_str().is_some_and(|t| !t.is_empty() && t.chars().count() <= 3000)
-            })
-            && blocks.iter().filter(|b| b["type"] == "actions").all(|actions| {
-                actions["elements"].as_array().is_some_and(|buttons| {
-                    buttons.iter().all(|b| {
-                        b["type"] == "button"
-                            && b["action_id"].is_string()
-                            && b["text"]["type"] == "plain_text"
-                            && b["text"]["text"].as_str().is_some_and(|t| !t.is_empty() && t.chars().count() <= 75)
-                    })
-                })
-            })
-    })
 }
 
 async fn permalink(
@@ -284,8 +277,11 @@ async fn update(State(fake): State<FakeApi>, headers: HeaderMap, body: axum::bod
     if !posted {
         return slack_error("message_not_found");
     }
-    if !request["text"].is_string() || !blocks_valid(&request["blocks"]) {
-        return slack_error("invalid_blocks");
+    if !request["text"].is_string() {
+        return slack_error("no_text");
+    }
+    if let Err(problem) = fake_blocks::message(&request["blocks"]) {
+        return invalid(&fake, "chat.update", "invalid_blocks", problem);
     }
     fake.accept_call("chat.update", request.clone());
     Json(json!({"ok": true, "channel": request["channel"], "ts": request["ts"], "text": request["text"]}))
@@ -300,20 +296,23 @@ async fn open_view(State(fake): State<FakeApi>, headers: HeaderMap, body: axum::
         Ok(request) => request,
         Err(error) => return slack_error(error),
     };
-    let issued = request["trigger_id"].as_str().and_then(|id| fake.recorded.lock().unwrap().triggers.get(id).copied());
-    match issued {
-        None => return slack_error("invalid_trigger_id"),
-        Some(at) if at.elapsed() > Duration::from_secs(3) => return slack_error("expired_trigger_id"),
-        Some(_) => {}
-    }
-    let view = &request["view"];
-    let title_ok = view["title"]["type"] == "plain_text"
-        && view["title"]["text"].as_str().is_some_and(|t| !t.is_empty() && t.chars().count() <= 24);
-    let has_input = view["blocks"].as_array().is_some_and(|b| b.iter().any(|b| b["type"] == "input"));
-    if view["type"] != "modal" || !title_ok || !blocks_valid(&view["blocks"]) || (has_input && view["submit"].is_null())
-    {
+    let Some(trigger) = request["trigger_id"].as_str() else { return slack_error("invalid_arguments") };
+    if request["view"].is_null() {
         return slack_error("invalid_arguments");
     }
+    {
+        let mut recorded = fake.recorded.lock().unwrap();
+        match recorded.triggers.get(trigger).copied() {
+            None => return slack_error("invalid_trigger_id"),
+            Some(at) if at.elapsed() > Duration::from_secs(3) => return slack_error("expired_trigger_id"),
+            Some(_) if !recorded.exchanged.insert(trigger.to_owned()) => return slack_error("exchanged_trigger_id"),
+            Some(_) => {}
+        }
+    }
+    if let Err(problem) = fake_blocks::view(&request["view"]) {
+        return invalid(&fake, "views.open", "invalid_arguments", problem);
+    }
+    let view = &request["view"];
     fake.accept_call("views.open", request.clone());
     Json(json!({"ok": true, "view": {"id": "V0FAKE", "type": "modal", "private_metadata": view["private_metadata"]}}))
         .into_response()
