@@ -82,7 +82,8 @@ impl FakeApi {
     /// Starts the fake GitHub REST API.
     pub async fn github() -> Self {
         Self::start(|fake| {
-            Router::new().route("/repos/{owner}/{repo}/issues/{number}/comments", post(comment)).with_state(fake)
+            let comments = "/repos/{owner}/{repo}/issues/{number}/comments";
+            Router::new().route(comments, post(super::github::create_comment)).with_state(fake)
         })
         .await
     }
@@ -110,16 +111,20 @@ impl FakeApi {
         recorded.calls.iter().filter(|(m, _)| m == method).map(|(_, body)| body.clone()).collect()
     }
 
-    /// Waits until `n` calls of `method` were accepted, and returns them.
+    /// Waits until `n` calls of `method` were accepted, and returns them (failing the test after
+    /// [`super::PATIENCE`]).
     pub async fn wait_for_calls(&self, method: &str, n: usize) -> Vec<Value> {
         let mut changed = self.changed.subscribe();
-        loop {
-            let calls = self.calls(method);
-            if calls.len() >= n {
-                return calls;
+        super::within("calls to the fake", async {
+            loop {
+                let calls = self.calls(method);
+                if calls.len() >= n {
+                    return calls;
+                }
+                changed.changed().await.expect("the fake lives as long as the test");
             }
-            changed.changed().await.expect("the fake lives as long as the test");
-        }
+        })
+        .await
     }
 
     /// A `trigger_id` as Slack puts in an interaction; `views.open` takes it for three seconds.
@@ -150,20 +155,24 @@ impl FakeApi {
         self.recorded.lock().unwrap().down = down;
     }
 
-    /// Waits until at least `n` messages were accepted, or `n` requests answered when `requests` is set.
+    /// Waits until at least `n` messages were accepted, or `n` requests answered when `requests` is set
+    /// (failing the test after [`super::PATIENCE`]).
     pub async fn wait_for(&self, n: usize, requests: bool) {
         let mut changed = self.changed.subscribe();
-        loop {
-            let seen = if requests { self.requests() } else { self.messages().len() };
-            if seen >= n {
-                return;
+        super::within("messages or requests to the fake", async {
+            loop {
+                let seen = if requests { self.requests() } else { self.messages().len() };
+                if seen >= n {
+                    return;
+                }
+                changed.changed().await.expect("the fake lives as long as the test");
             }
-            changed.changed().await.expect("the fake lives as long as the test");
-        }
+        })
+        .await
     }
 
     /// Counts the request; `Some` is the answer when the fake is down or rate limiting.
-    fn refuse(&self) -> Option<Response> {
+    pub(super) fn refuse(&self) -> Option<Response> {
         let mut recorded = self.recorded.lock().unwrap();
         recorded.requests += 1;
         self.changed.send_modify(|n| *n += 1);
@@ -178,7 +187,7 @@ impl FakeApi {
     }
 
     /// Accepts the message `make` builds from its number (1, 2, …), taken under the lock.
-    fn accept_numbered<T>(&self, make: impl FnOnce(usize) -> (Value, T)) -> T {
+    pub(super) fn accept_numbered<T>(&self, make: impl FnOnce(usize) -> (Value, T)) -> T {
         let mut recorded = self.recorded.lock().unwrap();
         let (message, extra) = make(recorded.messages.len() + 1);
         recorded.messages.push(message);
@@ -193,7 +202,7 @@ impl FakeApi {
     }
 }
 
-fn header<'a>(headers: &'a HeaderMap, name: &str) -> &'a str {
+pub(super) fn header<'a>(headers: &'a HeaderMap, name: &str) -> &'a str {
     headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default()
 }
 
@@ -352,47 +361,4 @@ async fn response_url(
         }
         _ => (StatusCode::BAD_REQUEST, "invalid_payload").into_response(),
     }
-}
-
-async fn comment(
-    State(fake): State<FakeApi>,
-    Path((owner, repo, number)): Path<(String, String, u64)>,
-    headers: HeaderMap,
-    body: axum::body::Bytes,
-) -> Response {
-    if let Some(refused) = fake.refuse() {
-        return refused;
-    }
-    let error = |status: StatusCode, message: &str| {
-        (status, Json(json!({"message": message, "documentation_url": "https://docs.github.com/rest"}))).into_response()
-    };
-    if header(&headers, "user-agent").is_empty() {
-        return error(
-            StatusCode::FORBIDDEN,
-            "Request forbidden by administrative rules. Please make sure your request has a User-Agent header",
-        );
-    }
-    if header(&headers, "authorization") != format!("Bearer {GITHUB_TOKEN}") {
-        return error(StatusCode::UNAUTHORIZED, "Bad credentials");
-    }
-    if header(&headers, "accept") != "application/vnd.github+json"
-        || header(&headers, "x-github-api-version") != "2022-11-28"
-    {
-        return error(StatusCode::BAD_REQUEST, "expected Accept: application/vnd.github+json and an API version");
-    }
-    let Ok(comment) = serde_json::from_slice::<Value>(&body) else {
-        return error(StatusCode::BAD_REQUEST, "Problems parsing JSON");
-    };
-    let Some(text) = comment["body"].as_str().filter(|b| !b.is_empty()) else {
-        return error(StatusCode::UNPROCESSABLE_ENTITY, "Validation Failed");
-    };
-    if repo == "missing" {
-        return error(StatusCode::NOT_FOUND, "Not Found");
-    }
-    let message = json!({"target": format!("{owner}/{repo}#{number}"), "body": text});
-    let id = fake.accept_numbered(|n| (message, 999 + n as u64));
-    let html_url = format!("https://github.com/{owner}/{repo}/issues/{number}#issuecomment-{id}");
-    let reply = json!({"id": id, "node_id": "IC_fake", "html_url": html_url, "body": text,
-                       "user": {"login": "ark-broker[bot]", "type": "Bot"}});
-    (StatusCode::CREATED, Json(reply)).into_response()
 }

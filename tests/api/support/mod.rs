@@ -9,6 +9,7 @@ pub mod fake_channels;
 pub mod fake_kube;
 pub mod fake_socket;
 pub mod fake_token_review;
+pub mod github;
 pub mod hold;
 pub mod kube_apiserver;
 pub mod kube_deployment;
