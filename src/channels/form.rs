@@ -57,7 +57,9 @@ impl Form {
                 let default = raw_property.get("default").filter(|d| !d.is_null()).cloned();
                 Field {
                     name: name.to_owned(),
-                    label: schema::title_of(property).unwrap_or_else(|| name.to_owned()),
+                    label: schema::title_of(property)
+                        .filter(|title| !title.trim().is_empty())
+                        .unwrap_or_else(|| name.to_owned()),
                     description: raw_property["description"].as_str().map(str::to_owned),
                     required: schema.is_required(name) && default.is_none(),
                     default,
@@ -157,6 +159,17 @@ fn range(min: Option<f64>, max: Option<f64>, unit: &str) -> String {
 
 fn kind_of(property: &PrimitiveSchemaDefinition, raw: &Value) -> Kind {
     if let Some(choices) = schema::choices(property) {
+        // A choice is shown by its title; one without (or an empty one) by its value, and an empty value
+        // as such, since Slack refuses an empty label.
+        let shown = |(value, title): (String, String)| {
+            let title = match (title.trim().is_empty(), value.trim().is_empty()) {
+                (false, _) => title,
+                (true, false) => value.clone(),
+                (true, true) => "(empty)".to_owned(),
+            };
+            (value, title)
+        };
+        let choices: Vec<(String, String)> = choices.into_iter().map(shown).collect();
         return match schema::is_multi_select(property) {
             true => Kind::Choices { choices, min: raw["minItems"].as_u64(), max: raw["maxItems"].as_u64() },
             false => Kind::Choice { choices },
@@ -224,6 +237,12 @@ mod tests {
             json!({"decision": "approve", "replicas": 3, "regions": ["eu"], "note": "some text", "notify": true})
         );
         assert_eq!(Form::of(None), None);
+        let blank = Form::of(Some(&json!({"type": "object", "properties": {"pick": {"type": "string", "title": " ",
+            "oneOf": [{"const": "", "title": ""}, {"const": "b", "title": " "}]}}})))
+        .unwrap();
+        assert_eq!(blank.fields[0].label, "pick", "an empty title shows the name");
+        let shown = vec![(String::new(), "(empty)".to_owned()), ("b".to_owned(), "b".to_owned())];
+        assert_eq!(blank.fields[0].kind, Kind::Choice { choices: shown }, "Slack refuses an empty label");
     }
 
     #[test]
