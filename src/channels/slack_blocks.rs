@@ -168,6 +168,11 @@ fn buttons(message: &Message<'_>, layout: Layout, form: Option<&Form>) -> Vec<Va
     }
     let mut decline = button(DECLINE_BUTTON, "Decline", id.to_owned());
     decline["style"] = json!("danger");
+    // A decline is final: Slack asks first.
+    decline["confirm"] = json!({"title": {"type": "plain_text", "text": "Decline this question?"},
+                                "text": {"type": "plain_text", "text": "Nobody can answer it after that; whoever asked is told you declined."},
+                                "confirm": {"type": "plain_text", "text": "Decline"},
+                                "deny": {"type": "plain_text", "text": "Keep it"}, "style": "danger"});
     buttons.push(decline);
     buttons
 }
@@ -220,6 +225,9 @@ mod tests {
             open[2]["elements"].as_array().unwrap().iter().map(|b| b["action_id"].as_str().unwrap()).collect();
         assert_eq!(actions, ["option:0", "option:1", ANSWER_BUTTON, DECLINE_BUTTON]);
         assert_eq!(open[2]["elements"][1]["value"], "q-1|1");
+        let decline = &open[2]["elements"][3];
+        assert_eq!((decline["value"].as_str(), decline["style"].as_str()), (Some("q-1"), Some("danger")));
+        assert_eq!(decline["confirm"]["confirm"]["text"], "Decline", "a decline is final: Slack asks first");
         let closed = Closed { status: "answered", response: Some("No"), answered_by: Some("slack:U42") };
         let done = question(&message(&options), Some(closed));
         assert_eq!(done[2]["text"]["text"], ":white_check_mark: *Answered* by <@U42>: No");

@@ -116,6 +116,9 @@ fn element(element: &Value, at: &str, allowed: &[&str]) -> Checked {
         return refuse(&format!("{at}/type"), "unsupported element type here");
     }
     optional_string(&element["action_id"], 255, &format!("{at}/action_id"))?;
+    if !element["confirm"].is_null() {
+        confirm(&element["confirm"], &format!("{at}/confirm"))?;
+    }
     let placeholder = || match &element["placeholder"] {
         Value::Null => Ok(()),
         placeholder => plain_text(placeholder, 150, &format!("{at}/placeholder")),
@@ -196,6 +199,20 @@ fn element(element: &Value, at: &str, allowed: &[&str]) -> Checked {
             }
         }
         _ => Ok(()),
+    }
+}
+
+/// A confirmation dialog: a title of at most 100 characters, a text of at most 300, confirm and deny
+/// buttons of at most 30, and a style of primary or danger.
+fn confirm(dialog: &Value, at: &str) -> Checked {
+    plain_text(&dialog["title"], 100, &format!("{at}/title"))?;
+    text(&dialog["text"], 300, &format!("{at}/text"))?;
+    plain_text(&dialog["confirm"], 30, &format!("{at}/confirm"))?;
+    plain_text(&dialog["deny"], 30, &format!("{at}/deny"))?;
+    match &dialog["style"] {
+        Value::Null => Ok(()),
+        Value::String(style) if style == "primary" || style == "danger" => Ok(()),
+        _ => refuse(&format!("{at}/style"), "must be primary or danger"),
     }
 }
 
