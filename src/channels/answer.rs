@@ -1,5 +1,5 @@
-//! An answer that arrives from a channel (a Slack button, modal or thread reply; a GitHub `/answer`): checked
-//! as REST checks an answer, then given by the same first-answer-wins path.
+//! An answer (or a decline) that arrives from a channel (a Slack button, form, modal or thread reply; a GitHub
+//! `/answer`): checked as REST checks one, then given by the same first-answer-wins path.
 
 use super::RouteState;
 use crate::{
@@ -22,24 +22,41 @@ pub enum Answered {
     /// There is no such question.
     NotFound,
     /// The answer is not acceptable (empty, a NUL character, not fitting the question's form); why, to show
-    /// the person.
+    /// the person (a typed answer's error names the field: `response.replicas: …`).
     Refused(String),
+    /// The answer policy does not let this person answer (why); the refusal is in the question's history.
+    Forbidden(String),
 }
 
-/// Answers question `id` with `text` (for a typed question, a JSON object or `field: value` lines), recorded
-/// as answered by `by` (`slack:<user>`, `github:<login>`).
-pub async fn answer(state: &RouteState, id: &str, text: &str, by: String) -> StoreResult<Answered> {
-    // `slack:U…` answered via Slack, `github:login` via GitHub.
-    let via = by.split_once(':').map_or("channel", |(kind, _)| kind);
+/// Answers question `id` with `given` (a typed question's object, or text: for a typed question a JSON
+/// object or `field: value` lines), recorded as answered by `by` (`slack:<user>`, `github:<login>`).
+pub async fn answer(state: &RouteState, id: &str, given: Given<'_>, by: String) -> StoreResult<Answered> {
     let answerer = Answerer::Channel(&by);
-    let change = match answering::answer(&state.questions, &state.policy, id, Given::Text(text), answerer, via).await? {
+    let outcome = answering::answer(&state.questions, &state.policy, id, given, answerer, via(&by)).await?;
+    Ok(answered(outcome))
+}
+
+/// Declines question `id` on behalf of `by` (the person refuses to answer it).
+pub async fn decline(state: &RouteState, id: &str, by: String) -> StoreResult<Answered> {
+    let answerer = Answerer::Channel(&by);
+    let outcome = answering::decline(&state.questions, &state.policy, id, None, answerer, via(&by)).await?;
+    Ok(answered(outcome))
+}
+
+/// `slack:U…` answered via Slack, `github:login` via GitHub.
+fn via(by: &str) -> &str {
+    by.split_once(':').map_or("channel", |(kind, _)| kind)
+}
+
+fn answered(outcome: Outcome) -> Answered {
+    let change = match outcome {
         Outcome::Changed(change) => *change,
-        Outcome::Refused(refused) => return Ok(Answered::Refused(refused.to_string())),
-        Outcome::Forbidden(why) => return Ok(Answered::Refused(format!("You may not answer this question: {why}."))),
+        Outcome::Refused(refused) => return Answered::Refused(refused.to_string()),
+        Outcome::Forbidden(why) => return Answered::Forbidden(why),
     };
-    Ok(match change {
+    match change {
         Change::Made(_) => Answered::Made,
         Change::Conflict(question) => Answered::Closed(Box::new(question)),
         Change::NotFound => Answered::NotFound,
-    })
+    }
 }

@@ -1,12 +1,16 @@
 //! GitHub REST API, outbound: a question as a comment on an issue or pull request, saying how to answer
-//! (`/answer <text>`, or `/answer <short id> <text>` when several are pending there) and carrying a hidden
-//! marker with the question's id.
+//! (`/answer <text>`, or `/answer <short id> <text>` when several are pending there; for a typed question its
+//! fields, and the answer as a fenced JSON block or `field: value` lines) and carrying a hidden marker with
+//! the question's id.
 
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::send::{Message, SendError, Sent, retry_after};
+use super::{
+    form::Form,
+    send::{Message, SendError, Sent, retry_after},
+};
 use crate::config::Secret;
 
 /// GitHub requires a `User-Agent` on every request.
@@ -110,10 +114,46 @@ fn body(message: &Message<'_>) -> String {
         text.push_str(&format!("\nOptions: {}\n", options.join(" · ")));
     }
     let short = short_id(message.question_id);
+    match Form::of(message.response_schema) {
+        Some(form) => text.push_str(&typed_help(&form, &short)),
+        None => text.push_str(&format!(
+            "\nAnswer with a comment `/answer <your answer>` (or `/answer {short} <your answer>` when several \
+             questions are pending here).\n"
+        )),
+    }
+    text.push_str(&format!("<!-- ark-broker:question:{} -->\n", message.question_id));
+    text
+}
+
+/// How to answer a typed question: its fields, then the two ways to write an answer, each with an example.
+fn typed_help(form: &Form, short: &str) -> String {
+    let mut text = String::from("\nThe answer is a form with these fields:\n\n");
+    for field in &form.fields {
+        let label = match field.label == field.name {
+            true => String::new(),
+            false => format!(" ({})", field.label.replace('\n', " ")),
+        };
+        text.push_str(&format!("- `{}`{label}: {}\n", field.name, field.summary()));
+    }
+    let example = form.example();
+    let lines: Vec<String> = example
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(name, value)| match value {
+            Value::String(text) => format!("{name}: {text}"),
+            other => format!("{name}: {other}"),
+        })
+        .collect();
+    // Four backticks around the example, so the three of the fenced block inside it show.
     text.push_str(&format!(
-        "\nAnswer with a comment `/answer <your answer>` (or `/answer {short} <your answer>` when several questions \
-         are pending here).\n<!-- ark-broker:question:{} -->\n",
-        message.question_id
+        "\nAnswer with a comment starting `/answer` (or `/answer {short}` when several questions are pending \
+         here), followed by the fields as a JSON object in a fenced block:\n\n````\n/answer\n```json\n{}\n```\n````\n\n\
+         or as one `field: value` line per field (a list as JSON, `[\"a\", \"b\"]`):\n\n```\n/answer\n{}\n```\n\n\
+         A field left out takes its default. An answer that does not fit is answered with what is wrong, and the \
+         question stays pending.\n",
+        serde_json::to_string_pretty(&example).unwrap_or_default(),
+        lines.join("\n")
     ));
     text
 }
@@ -150,6 +190,7 @@ mod tests {
             recipient: "ark://users/dave",
             content: "Deploy to prod?\nIt is Friday.",
             options: &["Yes, proceed".into(), "No".into()],
+            response_schema: None,
             query: Some("team-a/review-42"),
         };
         let text = body(&message);
@@ -157,5 +198,40 @@ mod tests {
         assert!(text.contains("Options: `Yes, proceed` · `No`"), "{text}");
         assert!(text.contains("`/answer Q-7F3A <your answer>`"), "{text}");
         assert!(text.ends_with("<!-- ark-broker:question:q-7f3a91c2-0000-4000-8000-000000000000 -->\n"), "{text}");
+    }
+
+    #[test]
+    fn a_typed_question_lists_its_fields_and_shows_both_ways_to_answer() {
+        let schema = json!({"type": "object", "required": ["decision"], "properties": {
+            "decision": {"type": "string", "title": "Decision", "enum": ["approve", "reject"]},
+            "replicas": {"type": "integer", "minimum": 1, "maximum": 10, "default": 3},
+            "regions": {"type": "array", "items": {"type": "string", "enum": ["eu", "us"]}}}});
+        let message = Message {
+            question_id: "q-0a1b0000-0000-4000-8000-000000000000",
+            sender: "ark://agents/deployer",
+            recipient: "ark://users/dave",
+            content: "Deploy?",
+            options: &[],
+            response_schema: Some(&schema),
+            query: None,
+        };
+        let text = body(&message);
+        assert!(text.contains("- `decision` (Decision): one of `approve`, `reject`, required\n"), "{text}");
+        assert!(text.contains("- `replicas`: integer, 1 to 10, default `3`\n"), "{text}");
+        assert!(text.contains("- `regions`: a list of `eu`, `us`\n"), "{text}");
+        assert!(text.contains("(or `/answer Q-0A1B` when several"), "{text}");
+        let json_block = "````\n/answer\n```json\n{\n  \"decision\": \"approve\",\n  \"regions\": [\n    \"eu\"\n  ],\n  \"replicas\": 3\n}\n```\n````";
+        assert!(text.contains(json_block), "{text}");
+        assert!(text.contains("```\n/answer\ndecision: approve\nregions: [\"eu\"]\nreplicas: 3\n```"), "{text}");
+        // Each example is an answer the broker takes.
+        let schema = crate::questions::schema::ResponseSchema::parse(&schema).unwrap();
+        for example in [
+            "```json\n{\"decision\": \"approve\", \"replicas\": 3, \"regions\": [\"eu\"]}\n```",
+            "decision: approve\nreplicas: 3\nregions: [\"eu\"]",
+        ] {
+            let answer = crate::questions::answering::typed_from_text(example).unwrap();
+            schema.check(&answer).unwrap();
+        }
+        assert!(!text.contains("Options:"), "{text}");
     }
 }

@@ -1,8 +1,10 @@
 //! `POST /channels/github/webhook`: GitHub's deliveries, verified (`X-Hub-Signature-256`) and deduplicated
 //! (`X-GitHub-Delivery`). A `ping` is acknowledged; an `issue_comment` `created` whose first line is
 //! `/answer [Q-XXXX] <text>` answers the question pending on that issue or pull request (the short id picks
-//! one when several are), first answer wins, recorded as `github:<login>`. The outcome is replied as a
-//! comment, after the 200: GitHub gives a webhook ten seconds.
+//! one when several are), first answer wins, recorded as `github:<login>`; a typed question's answer is a
+//! fenced JSON object or `field: value` lines. The outcome is replied as a comment, after the 200 (GitHub
+//! gives a webhook ten seconds): answered, already answered, an answer that does not fit (the error quoted,
+//! naming the field; the question stays pending), or that the person may not answer it.
 
 use axum::{
     Json,
@@ -22,7 +24,7 @@ use super::{
 use crate::{
     error::{ApiError, ErrorBody},
     http::extract::WholeBody,
-    questions::channel::Channel,
+    questions::{answering::Given, channel::Channel},
 };
 
 /// The handler.
@@ -125,33 +127,51 @@ async fn comment(state: &RouteState, event: &Value) -> Result<String, ApiError> 
             None => return Ok("ignored: no question was asked here".into()),
         },
     };
-    let reply = match (chosen, command.answer.is_empty()) {
-        (Err(why), _) => why,
-        (Ok(_), true) => "Nothing to answer with: write `/answer <your answer>`.".to_owned(),
-        (Ok(id), false) => match answer::answer(state, id, &command.answer, format!("github:{login}")).await? {
-            Answered::Refused(why) => format!("{} was not answered: {why}.", short_id(id)),
-            Answered::Made => format!("Answered {} — thank you, @{login}.", short_id(id)),
-            Answered::Closed(question) => format!(
-                "{} was already {} by {}.",
-                short_id(id),
-                question.status.as_str(),
-                question.answered_by.as_deref().unwrap_or("someone else")
-            ),
-            Answered::NotFound => return Ok("ignored: the question is gone".into()),
-        },
+    let id = match chosen {
+        Ok(id) => id,
+        Err(why) => return Ok(reply(state, &channel, why)),
     };
-    if let Ok(Channel::GitHub { owner, repo, number }) = Channel::parse(&channel) {
-        state.channels.reply_on_github(owner, repo, number, reply.clone());
+    let typed = state.questions.get(id).await?.is_some_and(|question| question.response_schema.is_some());
+    let text = command.answer(typed);
+    if text.is_empty() {
+        return Ok(reply(state, &channel, "Nothing to answer with: write `/answer <your answer>`.".to_owned()));
     }
-    Ok(reply)
+    let short = short_id(id);
+    let reply_text = match answer::answer(state, id, Given::Text(&text), format!("github:{login}")).await? {
+        Answered::Refused(why) if typed => format!(
+            "{short} was not answered, and is still pending:\n\n> {why}\n\nAnswer with `/answer` and the form's \
+             fields: a JSON object in a fenced ```` ```json ```` block, or one `field: value` line per field (the \
+             question lists them)."
+        ),
+        Answered::Refused(why) => format!("{short} was not answered, and is still pending:\n\n> {why}"),
+        Answered::Forbidden(why) => format!("@{login}, you may not answer {short}: {why}."),
+        Answered::Made => format!("Answered {short} — thank you, @{login}."),
+        Answered::Closed(question) => format!(
+            "{short} was already {} by {}.",
+            question.status.as_str(),
+            question.answered_by.as_deref().unwrap_or("someone else")
+        ),
+        Answered::NotFound => return Ok("ignored: the question is gone".into()),
+    };
+    Ok(reply(state, &channel, reply_text))
 }
 
-/// An `/answer` comment: `/answer [Q-XXXX] <text>`. The text is the rest of the first line, or, when that is
-/// empty, the lines after it.
+/// Replies `text` on the issue or pull request `channel` (after the webhook's 200); returns it, the outcome.
+fn reply(state: &RouteState, channel: &str, text: String) -> String {
+    if let Ok(Channel::GitHub { owner, repo, number }) = Channel::parse(channel) {
+        state.channels.reply_on_github(owner, repo, number, text.clone());
+    }
+    text
+}
+
+/// An `/answer` comment: `/answer [Q-XXXX] <text>`, and the lines after it.
 #[derive(Debug, PartialEq, Eq)]
 struct Command {
     short_id: Option<String>,
-    answer: String,
+    /// The rest of the first line.
+    first: String,
+    /// The lines after the first.
+    after: String,
 }
 
 impl Command {
@@ -169,8 +189,18 @@ impl Command {
             None if looks_like_short_id(after) => (Some(after.to_ascii_uppercase()), ""),
             _ => (None, after),
         };
-        let answer = if text.is_empty() { rest.trim() } else { text };
-        Some(Command { short_id, answer: answer.to_owned() })
+        Some(Command { short_id, first: text.to_owned(), after: rest.trim().to_owned() })
+    }
+
+    /// The answer: for a text question the rest of the first line, or when that is empty the lines after it
+    /// (so a signature below a one-line answer is not part of it); for a typed question all of it (a fenced
+    /// JSON block, or `field: value` lines, may start on the first line).
+    fn answer(&self, typed: bool) -> String {
+        match (typed, self.first.is_empty(), self.after.is_empty()) {
+            (_, true, _) => self.after.clone(),
+            (true, false, false) => format!("{}\n{}", self.first, self.after),
+            _ => self.first.clone(),
+        }
     }
 }
 
@@ -183,18 +213,24 @@ fn looks_like_short_id(word: &str) -> bool {
 mod tests {
     use super::Command;
 
-    fn command(short_id: Option<&str>, answer: &str) -> Option<Command> {
-        Some(Command { short_id: short_id.map(str::to_owned), answer: answer.to_owned() })
+    fn command(short_id: Option<&str>, first: &str, after: &str) -> Option<Command> {
+        Some(Command { short_id: short_id.map(str::to_owned), first: first.to_owned(), after: after.to_owned() })
     }
 
     #[test]
     fn answer_commands_are_read_as_people_write_them() {
-        assert_eq!(Command::parse("/answer yes please"), command(None, "yes please"));
-        assert_eq!(Command::parse("/answer q-6c72 yes"), command(Some("Q-6C72"), "yes"));
-        assert_eq!(Command::parse("/answer Q-tips are fine"), command(None, "Q-tips are fine"));
-        assert_eq!(Command::parse("/answer\nYes, go ahead\n"), command(None, "Yes, go ahead"));
-        assert_eq!(Command::parse("/answer Q-0A1B\nship it"), command(Some("Q-0A1B"), "ship it"));
-        assert_eq!(Command::parse("/answer"), command(None, ""));
+        assert_eq!(Command::parse("/answer yes please"), command(None, "yes please", ""));
+        assert_eq!(Command::parse("/answer q-6c72 yes"), command(Some("Q-6C72"), "yes", ""));
+        assert_eq!(Command::parse("/answer Q-tips are fine"), command(None, "Q-tips are fine", ""));
+        assert_eq!(Command::parse("/answer\nYes, go ahead\n"), command(None, "", "Yes, go ahead"));
+        assert_eq!(Command::parse("/answer Q-0A1B\nship it"), command(Some("Q-0A1B"), "", "ship it"));
+        assert_eq!(Command::parse("/answer"), command(None, "", ""));
+        let signed = Command::parse("/answer yes\n-- dave").unwrap();
+        assert_eq!((signed.answer(false).as_str(), signed.answer(true).as_str()), ("yes", "yes\n-- dave"));
+        let lines = Command::parse("/answer decision: approve\nreplicas: 2").unwrap();
+        assert_eq!(lines.answer(true), "decision: approve\nreplicas: 2", "a typed answer is every line");
+        let fenced = Command::parse("/answer\n```json\n{\"a\": 1}\n```").unwrap();
+        assert_eq!(fenced.answer(true), "```json\n{\"a\": 1}\n```");
         assert_eq!(Command::parse("/answeryes please"), None);
         assert_eq!(Command::parse("/answers are below"), None);
         assert_eq!(Command::parse("I think /answer yes"), None);

@@ -1,11 +1,13 @@
 //! Questions delivered where people already are: Slack channels and GitHub issues or pull requests. A
 //! question's channel entries are checked when it is asked, and the asking transaction queues one delivery
 //! per channel (both in [`crate::questions`]); every replica runs the [`worker`] that claims due deliveries
-//! (one replica each), sends them ([`slack`], [`github`]) and retries with backoff, honouring rate limits.
+//! (one replica each), sends them ([`slack`], [`github`]) and retries with backoff, honouring rate limits. A
+//! typed question's [`form`] is shown as inputs in Slack ([`slack_form`]) and as a reply syntax on GitHub.
 //! [`outbound::Channels`], what the shared state holds, stands below the inbound routes here. With
 //! `--slack-app-token`, every replica also takes Slack's side over a Socket Mode connection ([`slack_socket`]).
 
 mod answer;
+mod form;
 mod github;
 mod github_webhook;
 mod inbound_schema;
@@ -16,8 +18,10 @@ mod reminder_store;
 mod send;
 pub mod signature;
 mod slack;
+mod slack_actions;
 mod slack_blocks;
 mod slack_envelope;
+mod slack_form;
 mod slack_inbound;
 pub mod slack_socket;
 pub mod store;

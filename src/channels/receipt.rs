@@ -52,7 +52,8 @@ impl IntoResponse for Reply {
 pub struct Receipt {
     /// Always `true`: the call was taken.
     ok: bool,
-    /// What the broker did, e.g. `answered`, `already closed`, `ignored: …`, `pong`.
+    /// What the broker did, e.g. `answered`, `declined`, `already closed`, `refused` (does not fit the form),
+    /// `forbidden` (the answer policy), `ignored: …`, `pong`.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     outcome: Option<String>,

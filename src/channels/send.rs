@@ -13,6 +13,8 @@ pub struct Message<'a> {
     pub recipient: &'a str,
     pub content: &'a str,
     pub options: &'a [String],
+    /// The form of a typed question (`responseSchema`).
+    pub response_schema: Option<&'a serde_json::Value>,
     /// `namespace/name`, when the question names its Query.
     pub query: Option<&'a str>,
 }

@@ -1,5 +1,5 @@
 //! Slack Web API, outbound: a question posted with `chat.postMessage` (its link from `chat.getPermalink`) and
-//! updated with `chat.update` once it closed, the answer modal opened with `views.open`, and the ephemeral
+//! updated with `chat.update` once it closed, the answer modals opened with `views.open`, and the ephemeral
 //! notes a person gets when someone else answered first (`chat.postEphemeral`, or an interaction's
 //! `response_url`); with the app-level token, a Socket Mode connection's URL (`apps.connections.open`).
 
@@ -69,9 +69,9 @@ impl Slack {
         Ok(())
     }
 
-    /// Opens the free-text answer modal for a button click's `trigger_id` (valid for three seconds).
-    pub async fn open_modal(&self, trigger_id: &str, question_id: &str, content: &str) -> Result<(), SendError> {
-        let view = slack_blocks::answer_modal(question_id, content);
+    /// Opens an answer modal (`view`: the free-text one, or a typed question's form) for a button click's
+    /// `trigger_id` (valid for three seconds, once).
+    pub async fn open_modal(&self, trigger_id: &str, view: &Value) -> Result<(), SendError> {
         self.call("views.open", &json!({"trigger_id": trigger_id, "view": view})).await?;
         Ok(())
     }

@@ -1,10 +1,15 @@
-//! What the broker shows in Slack, in Block Kit: a question's message (the question, who asks, the Query, one
-//! button per option and an "Answer…" button), the same message once the question closed (the outcome instead
-//! of the buttons), and the modal that takes a free-text answer.
+//! What the broker shows in Slack, in Block Kit: a question's message (the question, who asks, the Query, and
+//! how to answer: one button per option and "Answer…" for free text, or a typed question's inputs as
+//! [`super::slack_form`] lays them out; "Decline" on each), the same message once the question closed (the
+//! outcome instead of the inputs), and the modal that takes a free-text answer.
 
 use serde_json::{Value, json};
 
-use super::send::Message;
+use super::{
+    form::{Form, Kind},
+    send::Message,
+    slack_form::{self, Layout, SUBMIT_BUTTON},
+};
 
 /// Slack refuses a section's text beyond this many characters.
 const SECTION_CHARS: usize = 3000;
@@ -12,13 +17,16 @@ const SECTION_CHARS: usize = 3000;
 pub const MODAL_CALLBACK: &str = "answer";
 pub const ANSWER_BLOCK: &str = "answer";
 pub const ANSWER_ACTION: &str = "text";
-/// The "Answer…" button's `action_id`; option buttons are `option:<index>`.
+/// The "Answer…" button's `action_id`; option buttons are `option:<index>` (a text question's options, or the
+/// choices of a typed question's one field).
 pub const ANSWER_BUTTON: &str = "answer_modal";
+/// The "Decline" button's `action_id`.
+pub const DECLINE_BUTTON: &str = "decline";
 
 /// How a question ended, as its updated message shows it.
 #[derive(Debug, Clone, Copy)]
 pub struct Closed<'a> {
-    /// `answered`, `cancelled` or `expired`.
+    /// `answered`, `declined`, `cancelled` or `expired`.
     pub status: &'a str,
     pub response: Option<&'a str>,
     pub answered_by: Option<&'a str>,
@@ -32,17 +40,25 @@ pub fn question(message: &Message<'_>, closed: Option<Closed<'_>>) -> Value {
     }
     context.push_str(&format!(" · {}", message.question_id));
     let heading = format!("*Question for {}*\n{}", escape(message.recipient), escape(message.content));
-    let last = match closed {
+    let mut blocks = vec![
+        json!({"type": "section", "text": {"type": "mrkdwn", "text": clip(&heading)}}),
+        json!({"type": "context", "elements": [{"type": "mrkdwn", "text": clip(&context)}]}),
+    ];
+    match closed {
         None => {
-            json!({"type": "actions", "block_id": format!("q:{}", message.question_id), "elements": buttons(message)})
+            let form = Form::of(message.response_schema);
+            let layout = slack_form::layout(form.as_ref());
+            if let (Layout::Inline, Some(form)) = (layout, &form) {
+                blocks.extend(slack_form::inline_blocks(form));
+            }
+            let buttons = buttons(message, layout, form.as_ref());
+            blocks.push(
+                json!({"type": "actions", "block_id": format!("q:{}", message.question_id), "elements": buttons}),
+            );
         }
-        Some(closed) => json!({"type": "section", "text": {"type": "mrkdwn", "text": outcome(closed)}}),
-    };
-    json!([
-        {"type": "section", "text": {"type": "mrkdwn", "text": clip(&heading)}},
-        {"type": "context", "elements": [{"type": "mrkdwn", "text": clip(&context)}]},
-        last,
-    ])
+        Some(closed) => blocks.push(json!({"type": "section", "text": {"type": "mrkdwn", "text": outcome(closed)}})),
+    }
+    Value::Array(blocks)
 }
 
 /// The outcome in a sentence (mrkdwn): who answered what, or that nobody needs to.
@@ -117,19 +133,47 @@ pub fn answer_modal(question_id: &str, content: &str) -> Value {
     })
 }
 
-fn buttons(message: &Message<'_>) -> Vec<Value> {
-    let mut buttons: Vec<Value> = message
-        .options
-        .iter()
-        .enumerate()
-        .map(|(index, option)| {
-            json!({"type": "button", "action_id": format!("option:{index}"),
-                   "text": {"type": "plain_text", "text": option},
-                   "value": format!("{}|{index}", message.question_id)})
-        })
-        .collect();
-    buttons.push(json!({"type": "button", "action_id": ANSWER_BUTTON, "style": "primary",
-                        "text": {"type": "plain_text", "text": "Answer…"}, "value": message.question_id}));
+/// The buttons under a question: what answers it in its layout, then "Decline".
+fn buttons(message: &Message<'_>, layout: Layout, form: Option<&Form>) -> Vec<Value> {
+    let id = message.question_id;
+    let button = |action_id: &str, text: &str, value: String| {
+        json!({"type": "button", "action_id": action_id, "text": {"type": "plain_text", "text": clip_to(text, 75)},
+               "value": value})
+    };
+    let option_buttons = |labels: Vec<&str>| -> Vec<Value> {
+        labels
+            .into_iter()
+            .enumerate()
+            .map(|(index, label)| button(&format!("option:{index}"), label, format!("{id}|{index}")))
+            .collect()
+    };
+    let mut buttons = match (layout, form) {
+        (Layout::Buttons(field), Some(form)) => match &form.fields[field].kind {
+            Kind::Choice { choices } => option_buttons(choices.iter().map(|(_, title)| title.as_str()).collect()),
+            _ => Vec::new(),
+        },
+        (Layout::Inline, _) => vec![button(SUBMIT_BUTTON, "Submit", id.to_owned())],
+        (Layout::Modal, _) => vec![button(ANSWER_BUTTON, "Answer…", id.to_owned())],
+        _ => {
+            let mut buttons = option_buttons(message.options.iter().map(String::as_str).collect());
+            buttons.push(button(ANSWER_BUTTON, "Answer…", id.to_owned()));
+            buttons
+        }
+    };
+    // The button that answers is the primary one: Submit, or "Answer…" beside the options.
+    if let Some(last) =
+        buttons.last_mut().filter(|b| b["action_id"] == ANSWER_BUTTON || b["action_id"] == SUBMIT_BUTTON)
+    {
+        last["style"] = json!("primary");
+    }
+    let mut decline = button(DECLINE_BUTTON, "Decline", id.to_owned());
+    decline["style"] = json!("danger");
+    // A decline is final: Slack asks first.
+    decline["confirm"] = json!({"title": {"type": "plain_text", "text": "Decline this question?"},
+                                "text": {"type": "plain_text", "text": "Nobody can answer it after that; whoever asked is told you declined."},
+                                "confirm": {"type": "plain_text", "text": "Decline"},
+                                "deny": {"type": "plain_text", "text": "Keep it"}, "style": "danger"});
+    buttons.push(decline);
     buttons
 }
 
@@ -145,9 +189,14 @@ pub fn unescape(text: &str) -> String {
 
 /// Text cut to what a section takes.
 fn clip(text: &str) -> String {
-    match text.char_indices().nth(SECTION_CHARS - 1) {
-        Some((at, _)) => format!("{}…", &text[..at]),
-        None => text.to_owned(),
+    clip_to(text, SECTION_CHARS)
+}
+
+/// Text cut to `chars` characters, an ellipsis ending what was cut.
+pub fn clip_to(text: &str, chars: usize) -> String {
+    match text.char_indices().nth(chars.saturating_sub(1)) {
+        Some((at, _)) if text.chars().count() > chars => format!("{}…", &text[..at]),
+        _ => text.to_owned(),
     }
 }
 
@@ -162,6 +211,7 @@ mod tests {
             recipient: "ops",
             content: "Deploy *now* & <!here>?",
             options,
+            response_schema: None,
             query: Some("ns/q"),
         }
     }
@@ -173,8 +223,11 @@ mod tests {
         assert_eq!(open[0]["text"]["text"], "*Question for ops*\nDeploy *now* &amp; &lt;!here&gt;?");
         let actions: Vec<&str> =
             open[2]["elements"].as_array().unwrap().iter().map(|b| b["action_id"].as_str().unwrap()).collect();
-        assert_eq!(actions, ["option:0", "option:1", ANSWER_BUTTON]);
+        assert_eq!(actions, ["option:0", "option:1", ANSWER_BUTTON, DECLINE_BUTTON]);
         assert_eq!(open[2]["elements"][1]["value"], "q-1|1");
+        let decline = &open[2]["elements"][3];
+        assert_eq!((decline["value"].as_str(), decline["style"].as_str()), (Some("q-1"), Some("danger")));
+        assert_eq!(decline["confirm"]["confirm"]["text"], "Decline", "a decline is final: Slack asks first");
         let closed = Closed { status: "answered", response: Some("No"), answered_by: Some("slack:U42") };
         let done = question(&message(&options), Some(closed));
         assert_eq!(done[2]["text"]["text"], ":white_check_mark: *Answered* by <@U42>: No");

@@ -1,9 +1,7 @@
 //! What Slack sends the broker, verified by its v0 signature and answered at once (Slack waits three seconds;
 //! every call back to Slack runs after the reply):
-//! - `POST /channels/slack/interactions`: an option button answers with that option; "Answer…" opens the
-//!   modal (`views.open`), whose submission answers with its text. A click or submission that lost the race
-//!   is told who answered (an ephemeral note, or the modal's field error). A copy Slack sends again is
-//!   acknowledged and not acted on, like a retried event.
+//! - `POST /channels/slack/interactions`: clicks and modal submissions, acted on by [`super::slack_actions`].
+//!   A copy Slack sends again is acknowledged and not acted on, like a retried event.
 //! - `POST /channels/slack/events`: the URL verification challenge, and a person's reply in a question's
 //!   thread, which answers it. Retried events (`event_id`) are acted on once; bots are ignored.
 //!
@@ -18,15 +16,17 @@ use super::{
     RouteState,
     answer::{Answered, answer},
     inbound_schema::{SlackEvent, SlackForm},
-    receipt::{Challenge, EventReply, InteractionReply, ModalErrors, Receipt, Reply},
+    receipt::{Challenge, EventReply, InteractionReply, Receipt, Reply},
     signature,
     slack::Slack,
-    slack_blocks::{self, ANSWER_ACTION, ANSWER_BLOCK, ANSWER_BUTTON, Closed, MODAL_CALLBACK},
+    slack_actions::{self, already, block_action, submission},
+    slack_blocks::{self, MODAL_CALLBACK},
+    slack_form::FORM_CALLBACK,
 };
 use crate::{
     error::{ApiError, ErrorBody},
     http::extract::WholeBody,
-    questions::model::{Question, QuestionStatus},
+    questions::answering::Given,
 };
 
 /// `POST /channels/slack/interactions`: a form with one field, `payload`, the interaction as JSON.
@@ -77,7 +77,10 @@ pub(super) async fn interaction(
     let act = async {
         match payload["type"].as_str() {
             Some("block_actions") => block_action(state, slack, payload, user).await,
-            Some("view_submission") if payload["view"]["callback_id"] == MODAL_CALLBACK => {
+            Some("view_submission")
+                if payload["view"]["callback_id"] == MODAL_CALLBACK
+                    || payload["view"]["callback_id"] == FORM_CALLBACK =>
+            {
                 submission(state, &payload["view"], user).await
             }
             // Another app's modal, or a kind of interaction the broker does not offer: acknowledged, nothing more.
@@ -183,76 +186,6 @@ fn verified(state: &RouteState, headers: &HeaderMap, body: &[u8]) -> Result<Slac
     Ok(slack.clone())
 }
 
-/// A button on a question's message.
-#[tracing::instrument(level = "debug", skip_all)]
-async fn block_action(state: &RouteState, slack: Slack, payload: &Value, user: &str) -> Result<Reply, ApiError> {
-    let action = &payload["actions"][0];
-    let (action_id, value) = (action["action_id"].as_str().unwrap_or_default(), action["value"].as_str());
-    let response_url = payload["response_url"].as_str().map(str::to_owned);
-    if let Some(value) = value {
-        text_field(&json!(value), "actions[0].value")?;
-    }
-    let (question_id, option) = match (action_id, value) {
-        (ANSWER_BUTTON, Some(id)) => (id, None),
-        (id, Some(value)) if id.starts_with("option:") => match value.rsplit_once('|') {
-            Some((question_id, index)) => (question_id, index.parse::<usize>().ok()),
-            None => return Err(ApiError::BadRequest(format!("an option button's value '{value}' names no question"))),
-        },
-        _ => return Ok(Reply::Receipt(Receipt::outcome("ignored"))),
-    };
-    let Some(question) = state.questions.get(question_id).await? else {
-        tell(slack, response_url, "This question no longer exists.".into());
-        return Ok(Reply::Receipt(Receipt::outcome("not found")));
-    };
-    if action_id == ANSWER_BUTTON {
-        if question.status != QuestionStatus::Pending {
-            tell(slack, response_url, already(&question));
-        } else if let Some(trigger) = payload["trigger_id"].as_str().map(str::to_owned) {
-            let (id, content) = (question.id.clone(), question.content.clone());
-            tokio::spawn(async move {
-                if let Err(error) = slack.open_modal(&trigger, &id, &content).await {
-                    tracing::warn!(?error, question.id = %id, "cannot open the Slack answer modal");
-                }
-            });
-        }
-        return Ok(Reply::Receipt(Receipt::outcome("modal")));
-    }
-    let Some(text) = option.and_then(|index| question.options.get(index)) else {
-        return Err(ApiError::BadRequest(format!("question {question_id} offers no such option")));
-    };
-    let outcome = match answer(state, &question.id, text, format!("slack:{user}")).await? {
-        Answered::Made => "answered",
-        Answered::Closed(question) => {
-            tell(slack, response_url, already(&question));
-            "already closed"
-        }
-        Answered::NotFound => "not found",
-        Answered::Refused(why) => {
-            tell(slack, response_url, why);
-            "refused"
-        }
-    };
-    Ok(Reply::Receipt(Receipt::outcome(outcome)))
-}
-
-/// The modal, submitted: answers with its text; a lost race or an unacceptable answer is shown on the field.
-#[tracing::instrument(level = "debug", skip_all)]
-async fn submission(state: &RouteState, view: &Value, user: &str) -> Result<Reply, ApiError> {
-    let question_id = view["private_metadata"].as_str().unwrap_or_default();
-    let text = view["state"]["values"][ANSWER_BLOCK][ANSWER_ACTION]["value"].as_str().unwrap_or_default();
-    text_field(&json!(question_id), "view.private_metadata")?;
-    let problem = match answer(state, question_id, text, format!("slack:{user}")).await? {
-        // An empty reply closes the modal.
-        Answered::Made => return Ok(Reply::Empty),
-        // A modal's field error is plain text: no mentions or markup.
-        Answered::Closed(question) => slack_blocks::already_plain(closed(&question)),
-        Answered::NotFound => "This question no longer exists.".to_owned(),
-        Answered::Refused(why) => why,
-    };
-    let errors = [(ANSWER_BLOCK.to_owned(), problem)].into_iter().collect();
-    Ok(Reply::ModalErrors(ModalErrors { response_action: "errors", errors }))
-}
-
 /// A message event: a person's reply in a question's thread answers it.
 #[tracing::instrument(level = "debug", skip_all)]
 async fn thread_reply(state: &RouteState, slack: Slack, event: &Value) -> Result<&'static str, ApiError> {
@@ -275,11 +208,12 @@ async fn thread_reply(state: &RouteState, slack: Slack, event: &Value) -> Result
     };
     // Slack escapes &, < and > in message text; the answer is what the person typed.
     let typed = slack_blocks::unescape(text("text"));
-    let (note, outcome) = match answer(state, &question_id, &typed, format!("slack:{user}")).await? {
+    let (note, outcome) = match answer(state, &question_id, Given::Text(&typed), format!("slack:{user}")).await? {
         Answered::Made => return Ok("answered"),
         Answered::Closed(question) => (already(&question), "already closed"),
         Answered::NotFound => return Ok("ignored: the question is gone"),
         Answered::Refused(why) => (format!("Not taken as an answer: {why}"), "refused"),
+        Answered::Forbidden(why) => (slack_actions::forbidden(&why, false), "forbidden"),
     };
     let (channel, user, thread) = (channel.to_owned(), user.to_owned(), thread.to_owned());
     tokio::spawn(async move {
@@ -290,33 +224,10 @@ async fn thread_reply(state: &RouteState, slack: Slack, event: &Value) -> Result
     Ok(outcome)
 }
 
-/// "Already answered by …", for a person whose answer came second.
-fn already(question: &Question) -> String {
-    slack_blocks::already(closed(question))
-}
-
-fn closed(question: &Question) -> Closed<'_> {
-    Closed {
-        status: question.status.as_str(),
-        response: question.response_text.as_deref(),
-        answered_by: question.answered_by.as_deref(),
-    }
-}
-
 /// A string field of Slack's payload that names something stored (a user, a question, an event): present,
 /// and a key Postgres can store and index (no NUL, not huge); else 400 naming the field.
-fn text_field<'a>(value: &'a Value, field: &str) -> Result<&'a str, ApiError> {
+pub(super) fn text_field<'a>(value: &'a Value, field: &str) -> Result<&'a str, ApiError> {
     let text = value.as_str().ok_or_else(|| ApiError::BadRequest(format!("{field}: expected a string")))?;
     crate::validate::key(field, text)?;
     Ok(text)
-}
-
-/// Shows `text` to the person who clicked, after the reply to Slack.
-fn tell(slack: Slack, response_url: Option<String>, text: String) {
-    let Some(url) = response_url else { return };
-    tokio::spawn(async move {
-        if let Err(error) = slack.respond(&url, &text).await {
-            tracing::warn!(?error, "cannot show a Slack user an ephemeral note");
-        }
-    });
 }

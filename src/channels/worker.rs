@@ -194,6 +194,7 @@ fn message_of<'a>(question: &'a Question, query: Option<&'a str>) -> Message<'a>
         recipient: &question.recipient,
         content: &question.content,
         options: &question.options,
+        response_schema: question.response_schema.as_ref(),
         query,
     }
 }

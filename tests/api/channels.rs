@@ -7,7 +7,9 @@ use serde_json::{Value, json};
 use crate::support::{
     Replica, TestApp,
     fake_channels::{FakeApi, GITHUB_TOKEN, SLACK_TOKEN},
-    fresh_database, json_of,
+    fresh_database,
+    github::{deliver, issue_comment},
+    json_of,
     mcp::Mcp,
     settled,
 };
@@ -69,7 +71,7 @@ async fn each_question_reaches_each_channel_exactly_once_while_three_replicas_ra
         .iter()
         .map(|b| b["text"]["text"].as_str().unwrap().to_owned())
         .collect::<Vec<_>>();
-    assert_eq!(buttons, ["Yes, proceed", "No, cancel", "Answer…"]);
+    assert_eq!(buttons, ["Yes, proceed", "No, cancel", "Answer…", "Decline"]);
     let text = message["blocks"].to_string();
     assert!(text.contains("ark://agents/reviewer") && text.contains("team-a/review-42"), "who asks, which Query");
     let comment = github.messages().into_iter().find(|m| m["body"].as_str().unwrap().contains("Deploy 0?")).unwrap();
@@ -158,28 +160,9 @@ async fn refused_deliveries_are_given_up_and_channel_entries_are_checked_when_as
     assert!(refused.message["error"]["message"].as_str().unwrap().contains("github:acme/app#9"));
 }
 
-/// A GitHub webhook delivery as GitHub signs it.
+/// A GitHub webhook delivery to `app`, as GitHub signs it.
 async fn github_delivery(app: &TestApp, event: &str, delivery: &str, payload: &Value, secret: &str) -> (u16, Value) {
-    use hmac::{KeyInit, Mac};
-    let body = payload.to_string();
-    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()).unwrap();
-    mac.update(body.as_bytes());
-    let signature = format!("sha256={}", hex::encode(mac.finalize().into_bytes()));
-    let request = app
-        .client
-        .post(app.url("/channels/github/webhook"))
-        .header("content-type", "application/json")
-        .header("x-github-event", event)
-        .header("x-github-delivery", delivery)
-        .header("x-hub-signature-256", signature)
-        .body(body);
-    json_of(request.send().await.unwrap()).await
-}
-
-fn issue_comment(text: &str, login: &str, kind: &str) -> Value {
-    json!({"action": "created", "issue": {"number": 7}, "repository": {"full_name": "acme/app"},
-           "comment": {"id": 1, "body": text, "user": {"login": login, "type": kind}, "performed_via_github_app": null},
-           "sender": {"login": login}})
+    deliver(&app.url("/channels/github/webhook"), event, delivery, payload, secret).await
 }
 
 #[tokio::test]

@@ -1,9 +1,10 @@
 //! Strict fakes of the Slack Web API (`chat.postMessage`, `chat.getPermalink`, `chat.update`, `views.open`,
 //! `chat.postEphemeral`, and interactions' `response_url`) and the GitHub REST API (issue comments), over HTTP
 //! so several broker processes reach them. They check what the real APIs check — the bearer token, JSON
-//! bodies, GitHub's `User-Agent`, `Accept` and API version headers, the payload shapes, that an updated
-//! message exists and a modal's `trigger_id` was issued within three seconds — record every accepted call,
-//! and can answer 429 with `Retry-After` or be down (503).
+//! bodies, GitHub's `User-Agent`, `Accept` and API version headers, Block Kit ([`super::fake_blocks`]), that
+//! an updated message exists, and that a modal's `trigger_id` was issued within three seconds and is used
+//! once — record every accepted call (and every refused one, as `refused`), and can answer 429 with
+//! `Retry-After` or be down (503).
 
 use std::{
     collections::HashMap,
@@ -21,6 +22,8 @@ use axum::{
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
+use super::fake_blocks;
+
 /// The bot token the Slack fake accepts.
 pub const SLACK_TOKEN: &str = "xoxb-test-token";
 /// The token the GitHub fake accepts.
@@ -33,8 +36,9 @@ struct Recorded {
     messages: Vec<Value>,
     /// Slack's other calls accepted: `(method, body)`; `response_url` for posts to an interaction's URL.
     calls: Vec<(String, Value)>,
-    /// `trigger_id`s issued to interactions, and when.
+    /// `trigger_id`s issued to interactions, and when; those `views.open` took.
     triggers: HashMap<String, Instant>,
+    exchanged: std::collections::HashSet<String>,
     /// Requests answered, accepted or not.
     requests: usize,
     /// The next this many requests get 429 with `Retry-After: 1`.
@@ -78,7 +82,8 @@ impl FakeApi {
     /// Starts the fake GitHub REST API.
     pub async fn github() -> Self {
         Self::start(|fake| {
-            Router::new().route("/repos/{owner}/{repo}/issues/{number}/comments", post(comment)).with_state(fake)
+            let comments = "/repos/{owner}/{repo}/issues/{number}/comments";
+            Router::new().route(comments, post(super::github::create_comment)).with_state(fake)
         })
         .await
     }
@@ -106,16 +111,20 @@ impl FakeApi {
         recorded.calls.iter().filter(|(m, _)| m == method).map(|(_, body)| body.clone()).collect()
     }
 
-    /// Waits until `n` calls of `method` were accepted, and returns them.
+    /// Waits until `n` calls of `method` were accepted, and returns them (failing the test after
+    /// [`super::PATIENCE`]).
     pub async fn wait_for_calls(&self, method: &str, n: usize) -> Vec<Value> {
         let mut changed = self.changed.subscribe();
-        loop {
-            let calls = self.calls(method);
-            if calls.len() >= n {
-                return calls;
+        super::within("calls to the fake", async {
+            loop {
+                let calls = self.calls(method);
+                if calls.len() >= n {
+                    return calls;
+                }
+                changed.changed().await.expect("the fake lives as long as the test");
             }
-            changed.changed().await.expect("the fake lives as long as the test");
-        }
+        })
+        .await
     }
 
     /// A `trigger_id` as Slack puts in an interaction; `views.open` takes it for three seconds.
@@ -146,20 +155,24 @@ impl FakeApi {
         self.recorded.lock().unwrap().down = down;
     }
 
-    /// Waits until at least `n` messages were accepted, or `n` requests answered when `requests` is set.
+    /// Waits until at least `n` messages were accepted, or `n` requests answered when `requests` is set
+    /// (failing the test after [`super::PATIENCE`]).
     pub async fn wait_for(&self, n: usize, requests: bool) {
         let mut changed = self.changed.subscribe();
-        loop {
-            let seen = if requests { self.requests() } else { self.messages().len() };
-            if seen >= n {
-                return;
+        super::within("messages or requests to the fake", async {
+            loop {
+                let seen = if requests { self.requests() } else { self.messages().len() };
+                if seen >= n {
+                    return;
+                }
+                changed.changed().await.expect("the fake lives as long as the test");
             }
-            changed.changed().await.expect("the fake lives as long as the test");
-        }
+        })
+        .await
     }
 
     /// Counts the request; `Some` is the answer when the fake is down or rate limiting.
-    fn refuse(&self) -> Option<Response> {
+    pub(super) fn refuse(&self) -> Option<Response> {
         let mut recorded = self.recorded.lock().unwrap();
         recorded.requests += 1;
         self.changed.send_modify(|n| *n += 1);
@@ -174,7 +187,7 @@ impl FakeApi {
     }
 
     /// Accepts the message `make` builds from its number (1, 2, …), taken under the lock.
-    fn accept_numbered<T>(&self, make: impl FnOnce(usize) -> (Value, T)) -> T {
+    pub(super) fn accept_numbered<T>(&self, make: impl FnOnce(usize) -> (Value, T)) -> T {
         let mut recorded = self.recorded.lock().unwrap();
         let (message, extra) = make(recorded.messages.len() + 1);
         recorded.messages.push(message);
@@ -189,13 +202,20 @@ impl FakeApi {
     }
 }
 
-fn header<'a>(headers: &'a HeaderMap, name: &str) -> &'a str {
+pub(super) fn header<'a>(headers: &'a HeaderMap, name: &str) -> &'a str {
     headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default()
 }
 
 /// Slack answers API errors with HTTP 200 and `ok: false`.
 fn slack_error(error: &str) -> Response {
     Json(json!({"ok": false, "error": error})).into_response()
+}
+
+/// Block Kit Slack refuses: `error`, with what is wrong in `response_metadata.messages`, as Slack says it;
+/// recorded as a `refused` call.
+fn invalid(fake: &FakeApi, method: &str, error: &str, problem: String) -> Response {
+    fake.accept_call("refused", json!({"method": method, "error": error, "problem": problem}));
+    Json(json!({"ok": false, "error": error, "response_metadata": {"messages": [problem]}})).into_response()
 }
 
 /// The request's JSON, or the `error` Slack answers it with.
@@ -221,9 +241,14 @@ async fn post_message(State(fake): State<FakeApi>, headers: HeaderMap, body: axu
     if channel.is_empty() || channel == "#missing" {
         return slack_error("channel_not_found");
     }
+    if !message["text"].is_string() {
+        return slack_error("no_text");
+    }
     // Blocks are optional (a thread reply may be text alone); when given they must be valid.
-    if !message["text"].is_string() || !(message["blocks"].is_null() || blocks_valid(&message["blocks"])) {
-        return slack_error("invalid_blocks");
+    if !message["blocks"].is_null()
+        && let Err(problem) = fake_blocks::message(&message["blocks"])
+    {
+        return invalid(&fake, "chat.postMessage", "invalid_blocks", problem);
     }
     let id = if channel.starts_with('#') { "C0FAKECHAN" } else { channel };
     if let Some(thread) = message.get("thread_ts") {
@@ -241,27 +266,6 @@ async fn post_message(State(fake): State<FakeApi>, headers: HeaderMap, body: axu
         (recorded, ts)
     });
     Json(json!({"ok": true, "channel": id, "ts": ts, "message": {"text": message["text"], "ts": ts}})).into_response()
-}
-
-/// Block Kit as Slack checks it: typed blocks, mrkdwn sections within 3000 characters, buttons with an
-/// `action_id` and a plain-text label of at most 75.
-fn blocks_valid(blocks: &Value) -> bool {
-    blocks.as_array().is_some_and(|blocks| {
-        blocks.iter().all(|b| b["type"].is_string())
-            && blocks.iter().filter(|b| b["type"] == "section").all(|section| {
-                section["text"]["text"].as_str().is_some_and(|t| !t.is_empty() && t.chars().count() <= 3000)
-            })
-            && blocks.iter().filter(|b| b["type"] == "actions").all(|actions| {
-                actions["elements"].as_array().is_some_and(|buttons| {
-                    buttons.iter().all(|b| {
-                        b["type"] == "button"
-                            && b["action_id"].is_string()
-                            && b["text"]["type"] == "plain_text"
-                            && b["text"]["text"].as_str().is_some_and(|t| !t.is_empty() && t.chars().count() <= 75)
-                    })
-                })
-            })
-    })
 }
 
 async fn permalink(
@@ -291,8 +295,11 @@ async fn update(State(fake): State<FakeApi>, headers: HeaderMap, body: axum::bod
     if !posted {
         return slack_error("message_not_found");
     }
-    if !request["text"].is_string() || !blocks_valid(&request["blocks"]) {
-        return slack_error("invalid_blocks");
+    if !request["text"].is_string() {
+        return slack_error("no_text");
+    }
+    if let Err(problem) = fake_blocks::message(&request["blocks"]) {
+        return invalid(&fake, "chat.update", "invalid_blocks", problem);
     }
     fake.accept_call("chat.update", request.clone());
     Json(json!({"ok": true, "channel": request["channel"], "ts": request["ts"], "text": request["text"]}))
@@ -307,20 +314,23 @@ async fn open_view(State(fake): State<FakeApi>, headers: HeaderMap, body: axum::
         Ok(request) => request,
         Err(error) => return slack_error(error),
     };
-    let issued = request["trigger_id"].as_str().and_then(|id| fake.recorded.lock().unwrap().triggers.get(id).copied());
-    match issued {
-        None => return slack_error("invalid_trigger_id"),
-        Some(at) if at.elapsed() > Duration::from_secs(3) => return slack_error("expired_trigger_id"),
-        Some(_) => {}
-    }
-    let view = &request["view"];
-    let title_ok = view["title"]["type"] == "plain_text"
-        && view["title"]["text"].as_str().is_some_and(|t| !t.is_empty() && t.chars().count() <= 24);
-    let has_input = view["blocks"].as_array().is_some_and(|b| b.iter().any(|b| b["type"] == "input"));
-    if view["type"] != "modal" || !title_ok || !blocks_valid(&view["blocks"]) || (has_input && view["submit"].is_null())
-    {
+    let Some(trigger) = request["trigger_id"].as_str() else { return slack_error("invalid_arguments") };
+    if request["view"].is_null() {
         return slack_error("invalid_arguments");
     }
+    {
+        let mut recorded = fake.recorded.lock().unwrap();
+        match recorded.triggers.get(trigger).copied() {
+            None => return slack_error("invalid_trigger_id"),
+            Some(at) if at.elapsed() > Duration::from_secs(3) => return slack_error("expired_trigger_id"),
+            Some(_) if !recorded.exchanged.insert(trigger.to_owned()) => return slack_error("exchanged_trigger_id"),
+            Some(_) => {}
+        }
+    }
+    if let Err(problem) = fake_blocks::view(&request["view"]) {
+        return invalid(&fake, "views.open", "invalid_arguments", problem);
+    }
+    let view = &request["view"];
     fake.accept_call("views.open", request.clone());
     Json(json!({"ok": true, "view": {"id": "V0FAKE", "type": "modal", "private_metadata": view["private_metadata"]}}))
         .into_response()
@@ -360,47 +370,4 @@ async fn response_url(
         }
         _ => (StatusCode::BAD_REQUEST, "invalid_payload").into_response(),
     }
-}
-
-async fn comment(
-    State(fake): State<FakeApi>,
-    Path((owner, repo, number)): Path<(String, String, u64)>,
-    headers: HeaderMap,
-    body: axum::body::Bytes,
-) -> Response {
-    if let Some(refused) = fake.refuse() {
-        return refused;
-    }
-    let error = |status: StatusCode, message: &str| {
-        (status, Json(json!({"message": message, "documentation_url": "https://docs.github.com/rest"}))).into_response()
-    };
-    if header(&headers, "user-agent").is_empty() {
-        return error(
-            StatusCode::FORBIDDEN,
-            "Request forbidden by administrative rules. Please make sure your request has a User-Agent header",
-        );
-    }
-    if header(&headers, "authorization") != format!("Bearer {GITHUB_TOKEN}") {
-        return error(StatusCode::UNAUTHORIZED, "Bad credentials");
-    }
-    if header(&headers, "accept") != "application/vnd.github+json"
-        || header(&headers, "x-github-api-version") != "2022-11-28"
-    {
-        return error(StatusCode::BAD_REQUEST, "expected Accept: application/vnd.github+json and an API version");
-    }
-    let Ok(comment) = serde_json::from_slice::<Value>(&body) else {
-        return error(StatusCode::BAD_REQUEST, "Problems parsing JSON");
-    };
-    let Some(text) = comment["body"].as_str().filter(|b| !b.is_empty()) else {
-        return error(StatusCode::UNPROCESSABLE_ENTITY, "Validation Failed");
-    };
-    if repo == "missing" {
-        return error(StatusCode::NOT_FOUND, "Not Found");
-    }
-    let message = json!({"target": format!("{owner}/{repo}#{number}"), "body": text});
-    let id = fake.accept_numbered(|n| (message, 999 + n as u64));
-    let html_url = format!("https://github.com/{owner}/{repo}/issues/{number}#issuecomment-{id}");
-    let reply = json!({"id": id, "node_id": "IC_fake", "html_url": html_url, "body": text,
-                       "user": {"login": "ark-broker[bot]", "type": "Bot"}});
-    (StatusCode::CREATED, Json(reply)).into_response()
 }

@@ -88,8 +88,26 @@ pub async fn event(replica: &Replica, id: &str, event: Value, retry: Option<&str
 pub async fn ask_on_slack(replica: &Replica, slack: &FakeApi, content: &str) -> (String, Value) {
     let question = json!({"sender": "ark://agents/deployer", "recipient": "ark://teams/ops", "content": content,
                           "channels": ["slack:#ops"], "options": ["Yes, proceed", "No, cancel"]});
+    ask_with(replica, slack, &reqwest::Client::new(), question).await
+}
+
+/// Asks a typed question (`schema`) delivered to `slack:#ops` on `replica`; returns its id and the message.
+pub async fn ask_typed_on_slack(replica: &Replica, slack: &FakeApi, content: &str, schema: Value) -> (String, Value) {
+    let question = json!({"sender": "ark://agents/deployer", "recipient": "ark://teams/ops", "content": content,
+                          "channels": ["slack:#ops"], "responseSchema": schema});
+    ask_with(replica, slack, &reqwest::Client::new(), question).await
+}
+
+/// Asks `question` (which names `slack:#ops`) on `replica` with `client`; returns its id and the posted
+/// message once its delivery is recorded.
+pub async fn ask_with(
+    replica: &Replica,
+    slack: &FakeApi,
+    client: &reqwest::Client,
+    question: Value,
+) -> (String, Value) {
     let (status, question) =
-        json_of(reqwest::Client::new().post(replica.url("/questions")).json(&question).send().await.unwrap()).await;
+        json_of(client.post(replica.url("/questions")).json(&question).send().await.unwrap()).await;
     assert_eq!(status, 201, "{question}");
     let id = question["id"].as_str().unwrap().to_owned();
     let message = within("the question in Slack", async {
@@ -103,9 +121,38 @@ pub async fn ask_on_slack(replica: &Replica, slack: &FakeApi, content: &str) -> 
     })
     .await;
     // Slack's callbacks name the message: it must be recorded as the question's before they come.
-    let deliveries = settled(&reqwest::Client::new(), &replica.url(&format!("/questions/{id}"))).await;
+    let deliveries = settled(client, &replica.url(&format!("/questions/{id}"))).await;
     assert_eq!(deliveries[0]["status"], "delivered", "{deliveries:?}");
     (id, message)
+}
+
+/// The `block_id` of the block of `blocks` whose text or label says `label` (a field of a typed question).
+pub fn block_of(blocks: &Value, label: &str) -> String {
+    let found = blocks.as_array().unwrap().iter().find(|b| {
+        b["label"]["text"] == label || b["text"]["text"].as_str().is_some_and(|t| t.starts_with(&format!("*{label}*")))
+    });
+    found.unwrap_or_else(|| panic!("no block labelled {label} in {blocks}"))["block_id"].as_str().unwrap().to_owned()
+}
+
+/// The option titled `title` of the element of block `block_id` of `blocks`, as Slack sends a selected one.
+pub fn option_of(blocks: &Value, block_id: &str, title: &str) -> Value {
+    let block = blocks.as_array().unwrap().iter().find(|b| b["block_id"] == block_id).unwrap();
+    let element = if block["element"].is_null() { &block["accessory"] } else { &block["element"] };
+    let options = element["options"].as_array().unwrap();
+    options
+        .iter()
+        .find(|o| o["text"]["text"] == title)
+        .unwrap_or_else(|| panic!("no option {title} in {element}"))
+        .clone()
+}
+
+/// The `view_submission` of `view` (as `views.open` got it) by `user`, its inputs at `values` (`state.values`).
+pub fn submission(slack: &FakeApi, view: &Value, user: &str, values: Value) -> Value {
+    json!({"type": "view_submission", "user": {"id": user, "username": user.to_lowercase()}, "team": {"id": "T1"},
+           "api_app_id": "A1", "trigger_id": slack.trigger(),
+           "view": {"id": "V0FAKE", "team_id": "T1", "type": "modal", "callback_id": view["callback_id"],
+                    "private_metadata": view["private_metadata"], "blocks": view["blocks"], "title": view["title"],
+                    "state": {"values": values}, "hash": "1700000000.abcd"}})
 }
 
 /// A click on button `action_id` (value `value`) of `message` by `user`.
@@ -116,6 +163,14 @@ pub fn click(slack: &FakeApi, message: &Value, user: &str, action_id: &str, valu
            "channel": {"id": message["channelId"]}, "message": {"ts": message["ts"], "text": message["text"]},
            "actions": [{"type": "button", "action_id": action_id, "block_id": "b", "value": value,
                         "action_ts": "1700000001.000200"}]})
+}
+
+/// A click on the Submit button of `message` (a typed question's form in the message) by `user`, with the
+/// message's inputs at `values`, as Slack sends it (`state.values`).
+pub fn submit(slack: &FakeApi, message: &Value, user: &str, id: &str, values: Value) -> Value {
+    let mut clicked = click(slack, message, user, "submit_form", id);
+    clicked["state"] = json!({"values": values});
+    clicked
 }
 
 /// The `chat.update` of `message`, once made.
