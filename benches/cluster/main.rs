@@ -18,6 +18,7 @@ mod postgres;
 mod replicas;
 mod report;
 mod soak;
+mod waiters;
 // By path, as the soak test includes it, beside `load` whose writer it uses.
 #[path = "soak/workload.rs"]
 mod workload;
@@ -38,6 +39,8 @@ struct Plan {
     shapes: Vec<Shape>,
     ramp: Ramp,
     hitl_iterations: usize,
+    /// Waiters of each kind held on one replica to measure their memory.
+    waiters: usize,
 }
 
 impl Plan {
@@ -67,6 +70,7 @@ impl Plan {
                     every_step: false,
                 },
                 hitl_iterations: 20,
+                waiters: 50,
             };
         }
         Plan {
@@ -86,6 +90,7 @@ impl Plan {
                 every_step: false,
             },
             hitl_iterations: 1000,
+            waiters: 1000,
         }
     }
 }
@@ -158,6 +163,11 @@ async fn main() -> ExitCode {
     }
     if runs("hitl") {
         report.add(bench.hitl(plan.hitl_iterations).await);
+    }
+    if runs("memory") {
+        for kind in waiters::Kind::ALL {
+            report.add(waiters::measure(&url, kind, plan.waiters).await);
+        }
     }
 
     let title = format!("{} run, {}", plan.mode, title_tail());

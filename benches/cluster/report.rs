@@ -251,6 +251,14 @@ fn verdicts(rows: &[Row]) -> Vec<(String, String)> {
         }),
         judge("HITL wake p99 ≤ 25 ms", find("hitl"), &|r| p99(r) <= 25.0, &p99_text),
     ]);
+    let kib = |r: &Row| format!("{:.1} KiB each", r.value);
+    for (goal, phase, most) in [
+        ("a blocking MCP ask_question waiter ≤ 48 KiB", "memory-mcp-waiter", 48.0),
+        ("an SSE stream reader ≤ 24 KiB", "memory-stream-reader", 24.0),
+        ("a question watcher ≤ 24 KiB", "memory-watcher", 24.0),
+    ] {
+        goals.push(judge(goal, find(phase), &|r| r.value <= most && r.errors == Some(0), &kib));
+    }
     goals
 }
 
