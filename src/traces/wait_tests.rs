@@ -16,6 +16,9 @@ fn a_valid_traceparent_reads_and_writes_back_in_version_00() {
     assert_eq!(parent.header_value(), VALID);
     let unsampled = TraceParent::parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00").unwrap();
     assert!(!unsampled.sampled);
+    // W3C level 2's random-trace-id flag (the OpenTelemetry SDKs set it) beside the sampled one.
+    let random = TraceParent::parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-03").unwrap();
+    assert_eq!((random.sampled, random.header_value()), (true, VALID.to_owned()));
     // A later version may add fields after the flags; its first four are read.
     let later = TraceParent::parse("cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-09-what-comes").unwrap();
     assert_eq!((later.sampled, later.header_value()), (true, VALID.to_owned()));

@@ -264,3 +264,37 @@ async fn without_a_traceparent_or_with_a_malformed_or_unsampled_one_there_is_no_
     assert_eq!(spans().await, 1);
     assert_wait_span(&only_span(&app.client, &app.base, trace).await, trace, parent, &id, "answered");
 }
+
+#[tokio::test]
+#[ignore = "needs Python with the OpenTelemetry SDK (tests/otel): ./scripts/test installs it and runs it"]
+async fn the_wait_sits_under_the_tool_call_span_the_opentelemetry_sdk_exported() {
+    let app = TestApp::spawn().await;
+    let event = crate::sessions::controller_event("session-otel", "weather-query", "QueryExecutionStart", json!({}));
+    assert_eq!(app.post_json("/events", &event).await.status(), 201);
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let python = root.join("tests/otel/.venv/bin/python");
+    assert!(python.exists(), "this test needs the pinned OpenTelemetry SDK; ./scripts/test installs it");
+    let mut command = tokio::process::Command::new(python);
+    command.arg(root.join("tests/otel/ask_in_trace.py")).args([&app.base, "session-otel", "weather-query"]);
+    let output = crate::support::within("the SDK's traced ask", command.output()).await.expect("run python");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "the script failed: {stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    let sdk: Value = serde_json::from_str(stdout.trim()).expect("the script prints the trace");
+    let (trace, call) = (sdk["traceId"].as_str().unwrap(), sdk["callSpanId"].as_str().unwrap());
+    // The SDK also sets W3C level 2's random-trace-id flag (`03`): the sampled bit is what counts.
+    let header = sdk["traceparent"].as_str().expect("the SDK's propagator wrote the header");
+    assert!(header.starts_with(&format!("00-{trace}-{call}-")) && header.ends_with(['1', '3']), "{header}");
+
+    let spans = trace_spans(&app.client, &app.base, trace).await.expect("the trace");
+    let names: Vec<&str> = spans.iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(names.len(), 3, "the SDK's two spans and the broker's: {names:?}");
+    let by_name = |name: &str| spans.iter().find(|s| s["name"] == name).unwrap_or_else(|| panic!("{name}: {names:?}"));
+    let (call_span, wait) = (by_name("tools/call ask_question"), by_name("execute_tool ask_question"));
+    assert_eq!(wait["parentSpanId"], call_span["spanId"], "the wait is a child of the tool call, ids alike");
+    assert_eq!(wait["traceId"], call_span["traceId"]);
+    assert_wait_span(wait, trace, call, sdk["questionId"].as_str().unwrap(), "answered");
+    assert!(time(wait, "startTimeUnixNano") >= time(call_span, "startTimeUnixNano"), "inside the call");
+    assert!(time(wait, "endTimeUnixNano") <= time(call_span, "endTimeUnixNano"), "inside the call");
+    let (_, page) = json_of(app.get("/traces?session_id=session-otel").await).await;
+    assert_eq!(page["items"][0]["spans"].as_array().unwrap().len(), 3, "the session's filter finds all three");
+}
