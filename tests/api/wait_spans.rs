@@ -231,6 +231,28 @@ async fn an_expired_wait_ends_in_error_once_however_many_passes_race() {
 }
 
 #[tokio::test]
+async fn waits_of_one_trace_closed_in_one_transaction_are_a_span_each() {
+    let app = TestApp::spawn().await;
+    let trace = "7bf92f3577b34da6a3ce929d0e0e4736";
+    let body = question(json!({"query": {"namespace": "team-a", "name": "review-9"}}));
+    let mut asked = Vec::new();
+    for parent in ["7000000000000001", "7000000000000002"] {
+        asked.push((parent, ask(&app.client, &app.base, Some(&traceparent(trace, parent)), &body).await));
+    }
+    // The controller deletes the Query: both questions are cancelled in one transaction.
+    let (status, removed) = json_of(app.delete("/sessions/queries/review-9").await).await;
+    assert_eq!(status, 200, "{removed}");
+    let spans = trace_spans(&app.client, &app.base, trace).await.expect("the trace");
+    assert_eq!(spans.len(), 2, "{spans:#?}");
+    for (parent, id) in &asked {
+        let span = spans.iter().find(|s| attribute(s, "ark.question.id") == Some(id)).expect("a span each");
+        assert_wait_span(span, trace, parent, id, "cancelled");
+        assert_eq!(attribute(span, "ark.question.via"), Some("query-deleted"));
+    }
+    assert_ne!(spans[0]["spanId"], spans[1]["spanId"]);
+}
+
+#[tokio::test]
 async fn without_a_traceparent_or_with_a_malformed_or_unsampled_one_there_is_no_span_and_the_ask_works() {
     let app = TestApp::spawn().await;
     let (trace, parent) = ("6bf92f3577b34da6a3ce929d0e0e4736", "60f067aa0ba902b7");
