@@ -320,3 +320,34 @@ async fn the_wait_sits_under_the_tool_call_span_the_opentelemetry_sdk_exported()
     let (_, page) = json_of(app.get("/traces?session_id=session-otel").await).await;
     assert_eq!(page["items"][0]["spans"].as_array().unwrap().len(), 3, "the session's filter finds all three");
 }
+
+#[tokio::test]
+#[ignore = "needs Python with the MCP SDK (tests/mcp): ./scripts/test installs it and runs it"]
+async fn the_official_mcp_python_sdks_meta_context_is_traced_across_replicas() {
+    let python = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/.venv/bin/python");
+    assert!(python.exists(), "this test needs the pinned MCP Python SDK; ./scripts/test installs it");
+    let url = fresh_database().await;
+    let (a, b, c) = tokio::join!(Replica::start(&url), Replica::start(&url), Replica::start(&url));
+    let client = reqwest::Client::new();
+    let (trace, parent) = ("8bf92f3577b34da6a3ce929d0e0e4736", "80f067aa0ba902b7");
+    let mut watch = SseReader::open(&client, &b.url("/questions?watch=true")).await;
+    assert_eq!(watch.next_frame().await.as_deref(), Some(": connected"));
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/ask_with_trace.py");
+    let call = tokio::spawn(
+        tokio::process::Command::new(&python)
+            .arg(script)
+            .args([&a.mcp_url, &traceparent(trace, parent), "sdk"])
+            .output(),
+    );
+    // Asked on A, answered on B, read on C.
+    let id = created(&mut watch).await;
+    assert_eq!(answer(&client, &b.base, &id).await, 200);
+    let output = crate::support::within("the SDK's call", call).await.unwrap().expect("run python");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "the SDK's call failed: {stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    let result: Value = serde_json::from_str(stdout.trim()).expect("the script prints the result");
+    assert_eq!(result["structuredContent"]["response"], "yes", "{result}");
+    let span = only_span(&client, &c.base, trace).await;
+    assert_wait_span(&span, trace, parent, &id, "answered");
+    assert_eq!(attribute(&span, "gen_ai.tool.call.id"), Some("call_sdk"));
+}
