@@ -90,7 +90,11 @@ impl Legacy {
         if !params["name"].as_str().and_then(BrokerTool::named).is_some_and(BrokerTool::supports_tasks) {
             return Err(McpError::new(ErrorCode::METHOD_NOT_FOUND, "This tool does not support task execution", None));
         }
-        let question = tools::ask_arguments(params["arguments"].as_object(), &self.caller, &self.state.config)?;
+        let caller = self
+            .caller
+            .clone()
+            .traced(params.pointer("/_meta/traceparent").and_then(Value::as_str), &self.state.config);
+        let question = tools::ask_arguments(params["arguments"].as_object(), &caller, &self.state.config)?;
         let ttl = params.pointer("/task/ttl").and_then(Value::as_u64);
         let question = self.tasks.create(question, ttl).await?;
         let immediate = format!(

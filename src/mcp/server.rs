@@ -59,7 +59,8 @@ impl BrokerMcp {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let question = tools::ask_arguments(request.arguments.as_ref(), &self.caller(&context), &self.state.config)?;
+        let caller = self.caller(&context).traced(context.meta.get_traceparent(), &self.state.config);
+        let question = tools::ask_arguments(request.arguments.as_ref(), &caller, &self.state.config)?;
         if context.client_capabilities().is_some_and(|c| c.supports_tasks()) {
             let question = self.tasks.create(question, None).await?;
             let task = tasks::modern_task(&question, self.tasks.task_poll_interval_ms());

@@ -20,6 +20,7 @@ use crate::{
         timeout::{EscalateTo, OnTimeout},
     },
     state::AppState,
+    traces::wait::{TraceParent, WaitTrace},
     validate::shape::from_value,
 };
 
@@ -87,6 +88,9 @@ pub struct Caller {
     /// With authentication on, the principal whose tasks and questions these are (no one else's are seen);
     /// `None` with it off.
     pub owner: Option<String>,
+    /// The caller's trace context (the request's `traceparent` header, or the call's `_meta.traceparent`):
+    /// a question asked with one becomes a span of that trace when it closes.
+    pub trace: Option<WaitTrace>,
 }
 
 impl Caller {
@@ -112,7 +116,16 @@ impl Caller {
             Some((namespace, name)) => QueryRef { namespace: Some(namespace.to_owned()), name: name.to_owned() },
             None => QueryRef { namespace: header(&config.query_namespace_header), name: query },
         });
-        Caller { agent, query, owner: None }
+        Caller { agent, query, owner: None, trace: WaitTrace::from_headers(headers, config) }
+    }
+
+    /// The caller as one call's `params._meta.traceparent` (SEP-414) says: a context there that reads is the
+    /// call's own and wins over the request's header; a malformed one is ignored.
+    pub fn traced(mut self, meta_traceparent: Option<&str>, config: &Config) -> Self {
+        if let Some(traceparent) = meta_traceparent.filter(|value| TraceParent::parse(value).is_some()) {
+            self.trace = WaitTrace::of(Some(traceparent), config);
+        }
+        self
     }
 }
 
@@ -219,6 +232,7 @@ pub fn ask_arguments(
         task_id: None,
         task_ttl_ms: None,
         owner: caller.owner.clone(),
+        trace: caller.trace.clone(),
     };
     question.admit(config).map_err(|error| McpError::invalid_params(error.to_string(), None))?;
     Ok(question)

@@ -342,6 +342,9 @@ pub struct NewQuestion {
     /// The authenticated principal asking (its tasks and pending list are its own).
     #[serde(skip)]
     pub owner: Option<String>,
+    /// The caller's trace context, when the ask carried one: its close writes the wait's span.
+    #[serde(skip)]
+    pub trace: Option<crate::traces::wait::WaitTrace>,
 }
 
 /// The body of a 409 on a question: the error, and the question as it is (who answered first, and what).

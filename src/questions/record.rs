@@ -12,7 +12,10 @@ use super::{
     history::{self, Entry, Step},
     model::{Question, QuestionRow},
 };
-use crate::db::{StoreResult, feed::FeedTx};
+use crate::{
+    db::{StoreResult, feed::FeedTx},
+    traces::{wait::ClosedWait, wait_store},
+};
 
 /// Logs the change for watchers, writes it into its Query's stream and queues the NOTIFY; returns the
 /// question as it now is, or `None` when the stream could not be written right now (try again).
@@ -33,10 +36,31 @@ pub(super) async fn record(
         // The Query waits while the question is pending and resumes when it closes (outbox, see migration 0006).
         queue_status_patch(tx.conn(), &question.id, namespace, &query.name, action).await?;
     }
-    if !announce::announce(tx, kind, &question).await? {
+    if !announce::announce(tx, kind, &question).await? || !wait_span(tx, kind, &question, via).await? {
         return Ok(None);
     }
     Ok(Some(question))
+}
+
+/// A closing change writes the span of the wait into the caller's trace, when the question was asked with a
+/// trace context. False when the trace cannot be written right now (try again).
+async fn wait_span(tx: &mut FeedTx, kind: ChangeKind, question: &Question, via: Option<&str>) -> StoreResult<bool> {
+    use ChangeKind::{QuestionAnswered, QuestionCancelled, QuestionDeclined, QuestionExpired};
+    if !matches!(kind, QuestionAnswered | QuestionCancelled | QuestionExpired | QuestionDeclined) {
+        return Ok(true);
+    }
+    let closed = ClosedWait {
+        question_id: &question.id,
+        recipient: &question.recipient,
+        sender: &question.sender,
+        status: question.status.as_str(),
+        answered_by: question.answered_by.as_deref(),
+        via,
+        tool_call_id: question.tool_call_id.as_deref(),
+        query_name: question.query.as_ref().map(|query| query.name.as_str()),
+        query_namespace: question.query.as_ref().and_then(|query| query.namespace.as_deref()),
+    };
+    wait_store::close(tx, &closed).await
 }
 
 /// The history step a change records: who, via what, and what (the question's own fields say it).

@@ -27,6 +27,7 @@ use crate::{
         params::{Flag, PageRequest, flag},
         sse::SseEvent,
     },
+    traces::wait::WaitTrace,
 };
 
 /// Parameters of `GET /questions` (an empty value means "any").
@@ -81,6 +82,7 @@ struct QuestionList {
     tag = "questions",
     operation_id = "create_question",
     request_body = NewQuestion,
+    params(("traceparent" = Option<String>, Header, description = "The asker's W3C trace context: the wait, from now until the question closes, becomes a span of that trace (`execute_tool ask_question`). A malformed or unsampled one is ignored")),
     responses(
         (status = 201, description = "Stored and announced", body = Question, links(
             ("GetQuestion" = (operation_id = "get_question", parameters(("id" = "$response.body#/id")))),
@@ -96,9 +98,11 @@ struct QuestionList {
 pub async fn create(
     State(state): State<RouteState>,
     principal: Option<Extension<Principal>>,
+    headers: HeaderMap,
     ApiJson(mut new): ApiJson<NewQuestion>,
 ) -> Result<(StatusCode, Json<Question>), ApiError> {
     new.admit(&state.config)?;
+    new.trace = WaitTrace::from_headers(&headers, &state.config);
     if state.auth.is_on() {
         new.owner = principal.map(|Extension(principal)| principal.name().to_owned());
     }

@@ -129,6 +129,9 @@ impl QuestionStore {
             )
             .fetch_one(tx.conn())
             .await?;
+            if let Some(trace) = &new.trace {
+                crate::traces::wait_store::remember(tx.conn(), &row.id, trace).await?;
+            }
             // The deliveries commit with the question: never a question without them, nor twice.
             let row = if new.channels.is_empty() {
                 row

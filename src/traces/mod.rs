@@ -1,11 +1,14 @@
 //! Traces: OTLP spans the controller and SDKs export to `POST /v1/traces` (protobuf or JSON, gzip or not),
 //! kept in Postgres in upstream's stored form (upstream keeps them in each process's memory), and served by
-//! `/traces` — newest trace first, one trace, and watches live across replicas.
+//! `/traces` — newest trace first, one trace, and watches live across replicas. The broker adds spans of its
+//! own: the human wait of a question asked with a trace context ([`wait`]).
 
 pub mod model;
 pub mod otlp;
 mod routes;
 pub mod store;
+pub mod wait;
+pub mod wait_store;
 
 pub use store::SpanStore;
 

@@ -43,7 +43,8 @@ pub fn from_protobuf(body: &[u8]) -> Result<Vec<Value>, OtlpError> {
     Ok(spans)
 }
 
-fn stored_span(span: &Span, resource: &Map<String, Value>) -> Value {
+/// A protobuf span in upstream's stored form, with `resource`'s attributes (already flattened).
+pub(super) fn stored_span(span: &Span, resource: &Map<String, Value>) -> Value {
     let kind = SpanKind::try_from(span.kind).map_or_else(|_| json!(span.kind), |k| json!(k.as_str_name()));
     let status = span.status.as_ref().map_or(Value::Null, |status| {
         let code = StatusCode::try_from(status.code).map_or_else(|_| json!(status.code), |c| json!(c.as_str_name()));

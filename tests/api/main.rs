@@ -60,3 +60,4 @@ mod typed_questions;
 mod ui;
 mod ui_forms;
 mod unified;
+mod wait_spans;

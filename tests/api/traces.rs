@@ -23,13 +23,13 @@ pub async fn export_with_the_sdk(base: &str, encoding: &str, session: &str, gzip
     serde_json::from_str(stdout.trim()).expect("the script prints the trace")
 }
 
-fn b64(hex: &str) -> String {
+pub fn b64(hex: &str) -> String {
     let bytes: Vec<u8> = (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap()).collect();
     STANDARD.encode(bytes)
 }
 
 /// A path segment for a trace id (base64 ids hold `/` and `+`).
-fn segment(id: &str) -> String {
+pub fn segment(id: &str) -> String {
     id.replace('+', "%2B").replace('/', "%2F").replace('=', "%3D")
 }
 

@@ -75,14 +75,18 @@ impl Mcp {
         self.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}), &[], None).await
     }
 
-    /// A 2026-07-28 request with the `_meta` and headers that era requires; `tasks` declares the extension.
+    /// A 2026-07-28 request with the `_meta` and headers that era requires (added to any `_meta` of `params`);
+    /// `tasks` declares the extension.
     pub async fn modern(&self, method: &str, name: Option<&str>, mut params: Value, tasks: bool) -> Reply {
         let capabilities = if tasks { json!({"extensions": {"io.modelcontextprotocol/tasks": {}}}) } else { json!({}) };
-        params["_meta"] = json!({
+        let required = json!({
             "io.modelcontextprotocol/protocolVersion": MODERN,
             "io.modelcontextprotocol/clientInfo": {"name": "ark-broker-tests", "version": "1"},
             "io.modelcontextprotocol/clientCapabilities": capabilities,
         });
+        let mut meta = params.get("_meta").cloned().unwrap_or_else(|| json!({}));
+        meta.as_object_mut().expect("_meta is an object").extend(required.as_object().cloned().unwrap_or_default());
+        params["_meta"] = meta;
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
         let mut headers = vec![("mcp-protocol-version", MODERN), ("mcp-method", method)];
         if let Some(name) = name {
