@@ -1,8 +1,9 @@
 //! The 2025-11-25 task era, in front of rmcp (which serves only SEP-2663 tasks): an axum middleware that
 //! answers `tools/call` with `params.task`, `tasks/get`, `tasks/result`, `tasks/list` and `tasks/cancel`
 //! from the same Postgres-backed tasks, and adds the era's `capabilities.tasks` and
-//! `execution.taskSupport` to rmcp's `initialize` and `tools/list` replies. Everything else — including
-//! every 2026-07-28 request — passes through to rmcp untouched.
+//! `execution.taskSupport` to rmcp's `initialize` and `tools/list` replies. A blocking `ask_question` of the
+//! era is answered here too ([`super::blocking`]), for what a waiting caller costs. Everything else —
+//! including every 2026-07-28 request — passes through to rmcp untouched.
 
 use std::{convert::Infallible, time::Duration};
 
@@ -21,6 +22,7 @@ use rmcp::{ErrorData as McpError, model::ErrorCode};
 use serde_json::{Value, json};
 
 use super::{
+    blocking::envelope,
     tasks::{self, RELATED_TASK, Tasks, internal},
     tools::{self, BrokerTool, Caller},
     waiter::{Wait, Waiter},
@@ -63,6 +65,9 @@ pub async fn layer(State(state): State<AppState>, request: Request, next: Next) 
         "initialize" => return patch(next.run(rebuilt(parts, bytes)).await, add_task_capabilities).await,
         "tools/list" => return patch(next.run(rebuilt(parts, bytes)).await, add_task_support).await,
         "tools/call" if params.get("task").is_some_and(Value::is_object) => legacy.create(params).await,
+        "tools/call" if params["name"].as_str().and_then(BrokerTool::named) == Some(BrokerTool::AskQuestion) => {
+            return super::blocking::ask(&state, legacy.caller, id, params).await;
+        }
         "tasks/get" => legacy.get(params).await,
         "tasks/list" => legacy.list(params).await,
         "tasks/cancel" => legacy.cancel(params).await,
@@ -194,14 +199,6 @@ impl Legacy {
 
 fn task_id(params: &Value) -> Result<&str, McpError> {
     params["taskId"].as_str().ok_or_else(|| McpError::invalid_params("taskId is required", None))
-}
-
-/// The JSON-RPC response object for `id`.
-fn envelope(id: Value, outcome: Result<Value, McpError>) -> Value {
-    match outcome {
-        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
-        Err(error) => json!({"jsonrpc": "2.0", "id": id, "error": error}),
-    }
 }
 
 /// A JSON-RPC response; legacy errors travel with HTTP 200, as the era's transport has it.

@@ -3,6 +3,7 @@
 //! serves the 2025-11-25 task methods; both read the same Postgres-backed tasks. One Host/Origin check stands
 //! in front of both (DNS-rebinding protection, on by default).
 
+mod blocking;
 mod legacy;
 mod server;
 mod tasks;
