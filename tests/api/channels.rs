@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use crate::support::{
     Replica, TestApp,
-    fake_channels::{FakeApi, GITHUB_TOKEN, SLACK_TOKEN},
+    fake_channels::{FakeApi, GITHUB_TOKEN, SLACK_TOKEN, channel_args},
     fresh_database,
     github::{deliver, issue_comment},
     json_of,
@@ -24,21 +24,7 @@ fn ask(content: &str, channels: &[&str]) -> Value {
 async fn each_question_reaches_each_channel_exactly_once_while_three_replicas_race() {
     let (slack, github) = tokio::join!(FakeApi::slack(), FakeApi::github());
     let url = fresh_database().await;
-    let args = [
-        "--slack-bot-token",
-        SLACK_TOKEN,
-        "--slack-api-url",
-        &slack.url,
-        "--github-token",
-        GITHUB_TOKEN,
-        "--github-api-url",
-        &github.url,
-    ];
-    let (a, b, c) = tokio::join!(
-        Replica::start_with(&url, &args),
-        Replica::start_with(&url, &args),
-        Replica::start_with(&url, &args)
-    );
+    let (a, b, c) = Replica::three(&url, &channel_args(&slack, &github)).await;
     let client = reqwest::Client::new();
     let mut ids = Vec::new();
     for n in 0..6 {

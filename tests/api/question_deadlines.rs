@@ -180,11 +180,7 @@ async fn three_replicas_apply_a_default_and_escalate_to_a_channel_each_exactly_o
     let slack = FakeApi::slack().await;
     let url = fresh_database().await;
     let args = ["--slack-bot-token", SLACK_TOKEN, "--slack-api-url", &slack.url, "--reap-interval-seconds", "1"];
-    let (a, b, c) = tokio::join!(
-        Replica::start_with(&url, &args),
-        Replica::start_with(&url, &args),
-        Replica::start_with(&url, &args)
-    );
+    let (a, b, c) = Replica::three(&url, &args).await;
     let client = reqwest::Client::new();
     let post = |replica: &Replica, body: Value| client.post(replica.url("/questions")).json(&body).send();
     let form = json!({"type": "object", "properties": {"approve": {"type": "boolean", "default": false}}});

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::support::{
     Replica,
-    fake_channels::{FakeApi, GITHUB_TOKEN, SLACK_TOKEN},
+    fake_channels::{FakeApi, channel_args},
     fresh_database, json_of, settled,
 };
 
@@ -28,21 +28,7 @@ fn reminder_numbers<'a>(texts: impl Iterator<Item = &'a str>) -> BTreeMap<u32, u
 async fn each_channel_is_reminded_once_per_period_across_replicas_until_the_question_closes() {
     let (slack, github) = tokio::join!(FakeApi::slack(), FakeApi::github());
     let url = fresh_database().await;
-    let args = [
-        "--slack-bot-token",
-        SLACK_TOKEN,
-        "--slack-api-url",
-        &slack.url,
-        "--github-token",
-        GITHUB_TOKEN,
-        "--github-api-url",
-        &github.url,
-    ];
-    let (a, b, c) = tokio::join!(
-        Replica::start_with(&url, &args),
-        Replica::start_with(&url, &args),
-        Replica::start_with(&url, &args)
-    );
+    let (a, b, c) = Replica::three(&url, &channel_args(&slack, &github)).await;
     let client = reqwest::Client::new();
     let ask = json!({"sender": "ark://agents/deployer", "recipient": "ark://users/dave", "content": "Deploy to prod?",
                      "channels": ["slack:#ops", "github:acme/app#7"], "remindEverySeconds": 1});

@@ -570,6 +570,17 @@ def _():
     assert volume["secret"] == {"secretName": "ark-broker-tokens", "items": [{"key": "tokens", "path": "tokens"}]}
 
 
+def refused_to_render(cases):
+    """Each (values, expected) fails to render, with `expected` in the message."""
+    for values, expected in cases:
+        try:
+            render(values)
+        except Exception as error:  # noqa: BLE001 - the message is what is checked
+            assert expected in str(error), error
+        else:
+            raise AssertionError(f"rendered {values['auth']}")
+
+
 @check("variant: the answer policy reaches the broker; its ConfigMap is mounted as a directory; kubernetes binds the delegator")
 def _():
     objects = rendered["token auth, the recipient answer policy with an answerers ConfigMap"]
@@ -591,26 +602,14 @@ def _():
     assert binding["roleRef"]["name"] == "system:auth-delegator", binding
     (container,) = find(objects, "Deployment")["spec"]["template"]["spec"]["containers"]
     assert {e["name"]: e.get("value") for e in container["env"]}["ARK_BROKER_ANSWER_POLICY"] == "kubernetes"
-    for values, expected in ((merged(SECRET_DB, {"auth": {"answerPolicy": "recipient"}}), "needs auth.mode token"),
-                             (merged(SECRET_DB, {"auth": {"answerPolicy": "anyone"}}), "answerPolicy")):
-        try:
-            render(values)
-        except Exception as error:  # noqa: BLE001 - the message is what is checked
-            assert expected in str(error), error
-        else:
-            raise AssertionError(f"rendered {values['auth']}")
+    refused_to_render(((merged(SECRET_DB, {"auth": {"answerPolicy": "recipient"}}), "needs auth.mode token"),
+                       (merged(SECRET_DB, {"auth": {"answerPolicy": "anyone"}}), "answerPolicy")))
 
 
 @check("token auth without a tokens Secret, and an unknown auth.mode, fail to render with a clear message")
 def _():
-    for values, expected in ((merged(SECRET_DB, {"auth": {"mode": "token"}}), "auth.tokensSecret.name"),
-                             (merged(SECRET_DB, {"auth": {"mode": "oauth"}}), "'/auth/mode': value must be one of")):
-        try:
-            render(values)
-        except Exception as error:  # noqa: BLE001 - the message is what is checked
-            assert expected in str(error), error
-        else:
-            raise AssertionError(f"rendered {values['auth']}")
+    refused_to_render(((merged(SECRET_DB, {"auth": {"mode": "token"}}), "auth.tokensSecret.name"),
+                       (merged(SECRET_DB, {"auth": {"mode": "oauth"}}), "'/auth/mode': value must be one of")))
 
 
 @check("variant: channel tokens come from their Secrets, never from values")

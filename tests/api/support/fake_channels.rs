@@ -29,6 +29,21 @@ pub const SLACK_TOKEN: &str = "xoxb-test-token";
 /// The token the GitHub fake accepts.
 pub const GITHUB_TOKEN: &str = "ghp_test_token";
 
+/// The flags that point a replica at the fake Slack and the fake GitHub.
+pub fn channel_args<'a>(slack: &'a FakeApi, github: &'a FakeApi) -> [&'a str; 8] {
+    let (slack_url, github_url) = (slack.url.as_str(), github.url.as_str());
+    [
+        "--slack-bot-token",
+        SLACK_TOKEN,
+        "--slack-api-url",
+        slack_url,
+        "--github-token",
+        GITHUB_TOKEN,
+        "--github-api-url",
+        github_url,
+    ]
+}
+
 #[derive(Default)]
 struct Recorded {
     /// Accepted messages: Slack `chat.postMessage` bodies (with the `channelId` and `ts` given), GitHub

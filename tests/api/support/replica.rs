@@ -34,6 +34,12 @@ impl Replica {
         Self::start_with_env(database_url, args, &[]).await
     }
 
+    /// Three replicas of one database, each started with `args`.
+    pub async fn three(database_url: &str, args: &[&str]) -> (Self, Self, Self) {
+        let start = || Self::start_with(database_url, args);
+        tokio::join!(start(), start(), start())
+    }
+
     /// Like [`Replica::start_with`], with variables added to its environment.
     pub async fn start_with_env(database_url: &str, args: &[&str], env: &[(&str, &str)]) -> Self {
         Self::spawn(&[&["--database-url", database_url], args].concat(), env).await

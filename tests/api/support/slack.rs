@@ -27,7 +27,7 @@ pub async fn three_replicas(slack: &FakeApi) -> (Replica, Replica, Replica) {
         "--mcp-progress-interval-ms",
         "60000",
     ];
-    tokio::join!(Replica::start_with(&url, &args), Replica::start_with(&url, &args), Replica::start_with(&url, &args))
+    Replica::three(&url, &args).await
 }
 
 /// `X-Slack-Signature` for `body` sent at `timestamp`, with `secret`.
