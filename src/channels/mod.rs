@@ -24,6 +24,7 @@ mod slack_envelope;
 mod slack_form;
 mod slack_inbound;
 pub mod slack_socket;
+mod slack_text;
 pub mod store;
 pub mod worker;
 

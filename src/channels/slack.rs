@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use super::{
     send::{Message, SendError, Sent, retry_after},
     slack_blocks::{self, Closed},
+    slack_text,
 };
 use crate::config::Secret;
 
@@ -34,7 +35,7 @@ impl Slack {
 
     /// Posts `message` to `channel`.
     pub async fn post(&self, channel: &str, message: &Message<'_>) -> Result<Sent, SendError> {
-        let text = slack_blocks::escape(&message.fallback_text());
+        let text = slack_text::escape(&message.fallback_text());
         let body = json!({"channel": channel, "text": text, "blocks": slack_blocks::question(message, None)});
         let reply = self.call("chat.postMessage", &body).await?;
         let (channel_id, ts) = match (reply["channel"].as_str(), reply["ts"].as_str()) {
@@ -54,7 +55,7 @@ impl Slack {
         let (Some(channel), Some(ts)) = (reference["channel"].as_str(), reference["ts"].as_str()) else {
             return Err(SendError::Permanent(format!("no Slack message at {reference}")));
         };
-        let text = format!("{} — {}", slack_blocks::escape(&message.fallback_text()), slack_blocks::outcome(closed));
+        let text = format!("{} — {}", slack_text::escape(&message.fallback_text()), slack_blocks::outcome(closed));
         let blocks = slack_blocks::question(message, Some(closed));
         self.call("chat.update", &json!({"channel": channel, "ts": ts, "text": text, "blocks": blocks})).await?;
         Ok(())

@@ -15,7 +15,6 @@ use super::{
     slack::Slack,
     slack_blocks::{self, ANSWER_ACTION, ANSWER_BLOCK, ANSWER_BUTTON, Closed, DECLINE_BUTTON},
     slack_form::{self, FieldError, Layout, SUBMIT_BUTTON},
-    slack_inbound::text_field,
 };
 use crate::{
     error::ApiError,
@@ -199,4 +198,12 @@ fn tell(slack: Slack, response_url: Option<String>, text: String) {
             tracing::warn!(?error, "cannot show a Slack user an ephemeral note");
         }
     });
+}
+
+/// A string field of Slack's payload that names something stored (a user, a question, an event): present,
+/// and a key Postgres can store and index (no NUL, not huge); else 400 naming the field.
+pub(super) fn text_field<'a>(value: &'a Value, field: &str) -> Result<&'a str, ApiError> {
+    let text = value.as_str().ok_or_else(|| ApiError::BadRequest(format!("{field}: expected a string")))?;
+    crate::validate::key(field, text)?;
+    Ok(text)
 }

@@ -9,6 +9,7 @@ use super::{
     form::{Form, Kind},
     send::Message,
     slack_form::{self, Layout, SUBMIT_BUTTON},
+    slack_text::{clip_to, escape},
 };
 
 /// Slack refuses a section's text beyond this many characters.
@@ -177,32 +178,15 @@ fn buttons(message: &Message<'_>, layout: Layout, form: Option<&Form>) -> Vec<Va
     buttons
 }
 
-/// Text as mrkdwn shows it literally: Slack reads `&`, `<` and `>` as markup (`<!channel>` would ping).
-pub fn escape(text: &str) -> String {
-    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
-}
-
-/// A message's text as the person typed it: Slack sends `&`, `<` and `>` escaped.
-pub fn unescape(text: &str) -> String {
-    text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
-}
-
 /// Text cut to what a section takes.
 fn clip(text: &str) -> String {
     clip_to(text, SECTION_CHARS)
 }
 
-/// Text cut to `chars` characters, an ellipsis ending what was cut.
-pub fn clip_to(text: &str, chars: usize) -> String {
-    match text.char_indices().nth(chars.saturating_sub(1)) {
-        Some((at, _)) if text.chars().count() > chars => format!("{}…", &text[..at]),
-        _ => text.to_owned(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::channels::slack_text::unescape;
 
     fn message<'a>(options: &'a [String]) -> Message<'a> {
         Message {

@@ -8,7 +8,7 @@ use serde_json::{Map, Number, Value, json};
 
 use super::{
     form::{Field, Form, Kind},
-    slack_blocks::clip_to,
+    slack_text::{clip_to, escape},
 };
 
 /// The `callback_id` of the modal a typed answer is given in.
@@ -72,7 +72,7 @@ pub fn inline_blocks(form: &Form) -> Vec<Value> {
         .iter()
         .enumerate()
         .map(|(index, field)| {
-            let mut label = format!("*{}*", super::slack_blocks::escape(&field.label));
+            let mut label = format!("*{}*", escape(&field.label));
             if field.required {
                 label.push_str(" (required)");
             }
@@ -86,7 +86,7 @@ pub fn inline_blocks(form: &Form) -> Vec<Value> {
 /// rides in `private_metadata`.
 pub fn modal(question_id: &str, content: &str, form: &Form) -> Value {
     let mut blocks = vec![json!({"type": "section", "text": {"type": "mrkdwn",
-                                                             "text": clip_to(&super::slack_blocks::escape(content), 3000)}})];
+                                                             "text": clip_to(&escape(content), 3000)}})];
     blocks.extend(form.fields.iter().enumerate().map(|(index, field)| {
         let mut input = json!({"type": "input", "block_id": block_id(index),
                                "label": {"type": "plain_text", "text": clip_to(&field.label, 2000)},

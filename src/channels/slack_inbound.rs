@@ -19,9 +19,10 @@ use super::{
     receipt::{Challenge, EventReply, InteractionReply, Receipt, Reply},
     signature,
     slack::Slack,
-    slack_actions::{self, already, block_action, submission},
-    slack_blocks::{self, MODAL_CALLBACK},
+    slack_actions::{self, already, block_action, submission, text_field},
+    slack_blocks::MODAL_CALLBACK,
     slack_form::FORM_CALLBACK,
+    slack_text,
 };
 use crate::{
     error::{ApiError, ErrorBody},
@@ -207,7 +208,7 @@ async fn thread_reply(state: &RouteState, slack: Slack, event: &Value) -> Result
         return Ok("ignored: not a question's thread");
     };
     // Slack escapes &, < and > in message text; the answer is what the person typed.
-    let typed = slack_blocks::unescape(text("text"));
+    let typed = slack_text::unescape(text("text"));
     let (note, outcome) = match answer(state, &question_id, Given::Text(&typed), format!("slack:{user}")).await? {
         Answered::Made => return Ok("answered"),
         Answered::Closed(question) => (already(&question), "already closed"),
@@ -222,12 +223,4 @@ async fn thread_reply(state: &RouteState, slack: Slack, event: &Value) -> Result
         }
     });
     Ok(outcome)
-}
-
-/// A string field of Slack's payload that names something stored (a user, a question, an event): present,
-/// and a key Postgres can store and index (no NUL, not huge); else 400 naming the field.
-pub(super) fn text_field<'a>(value: &'a Value, field: &str) -> Result<&'a str, ApiError> {
-    let text = value.as_str().ok_or_else(|| ApiError::BadRequest(format!("{field}: expected a string")))?;
-    crate::validate::key(field, text)?;
-    Ok(text)
 }
