@@ -220,8 +220,8 @@ mod tests {
     fn a_schema_reads_as_fields_with_their_kinds_and_defaults() {
         let form = form();
         let names: Vec<&str> = form.fields.iter().map(|f| f.name.as_str()).collect();
-        // In the order of the stored schema's keys (PostgreSQL's jsonb keeps no other).
-        assert_eq!(names, ["decision", "note", "notify", "regions", "replicas"]);
+        // In the order the asker wrote them.
+        assert_eq!(names, ["decision", "replicas", "regions", "note", "notify"]);
         let field = |name: &str| form.fields.iter().find(|f| f.name == name).unwrap();
         assert_eq!(field("decision").label, "Decision");
         assert!(field("decision").required && !field("replicas").required, "a default answers a required field");
@@ -248,8 +248,8 @@ mod tests {
     #[test]
     fn an_error_is_traced_to_the_field_it_names() {
         let form = form();
-        assert_eq!(form.field_named_in("response.replicas: must be between 1 and 10, got 0"), Some(4));
-        assert_eq!(form.field_named_in("response.note: must be 0 to 200 characters, got 300"), Some(1));
+        assert_eq!(form.field_named_in("response.replicas: must be between 1 and 10, got 0"), Some(1));
+        assert_eq!(form.field_named_in("response.note: must be 0 to 200 characters, got 300"), Some(3));
         assert_eq!(form.field_named_in("response: expected an object"), None);
         assert_eq!(form.field_named_in("response.colour: not a field of this question"), None);
     }

@@ -220,9 +220,9 @@ mod tests {
         assert!(text.contains("- `replicas`: integer, 1 to 10, default `3`\n"), "{text}");
         assert!(text.contains("- `regions`: a list of `eu`, `us`\n"), "{text}");
         assert!(text.contains("(or `/answer Q-0A1B` when several"), "{text}");
-        let json_block = "````\n/answer\n```json\n{\n  \"decision\": \"approve\",\n  \"regions\": [\n    \"eu\"\n  ],\n  \"replicas\": 3\n}\n```\n````";
+        let json_block = "````\n/answer\n```json\n{\n  \"decision\": \"approve\",\n  \"replicas\": 3,\n  \"regions\": [\n    \"eu\"\n  ]\n}\n```\n````";
         assert!(text.contains(json_block), "{text}");
-        assert!(text.contains("```\n/answer\ndecision: approve\nregions: [\"eu\"]\nreplicas: 3\n```"), "{text}");
+        assert!(text.contains("```\n/answer\ndecision: approve\nreplicas: 3\nregions: [\"eu\"]\n```"), "{text}");
         // Each example is an answer the broker takes.
         let schema = crate::questions::schema::ResponseSchema::parse(&schema).unwrap();
         for example in [

@@ -35,11 +35,11 @@ fn the_modal_has_an_input_per_field_with_its_bounds_and_defaults() {
     let form = form(
         json!({
             "decision": {"type": "string", "oneOf": [{"const": "approve", "title": "Approve"}, {"const": "reject", "title": "Reject"}]},
-            "replicas": {"type": "integer", "minimum": 1, "maximum": 10, "default": 3},
-            "ratio": {"type": "number", "maximum": 0.5},
             "note": {"type": "string", "minLength": 2, "maxLength": 40, "description": "Why"},
             "notify": {"type": "boolean", "default": true},
-            "regions": {"type": "array", "items": {"type": "string", "enum": ["eu", "us"]}, "default": ["us"]}
+            "ratio": {"type": "number", "maximum": 0.5},
+            "regions": {"type": "array", "items": {"type": "string", "enum": ["eu", "us"]}, "default": ["us"]},
+            "replicas": {"type": "integer", "minimum": 1, "maximum": 10, "default": 3}
         }),
         &["decision", "replicas", "note"],
     );
@@ -47,7 +47,7 @@ fn the_modal_has_an_input_per_field_with_its_bounds_and_defaults() {
     assert_eq!((view["callback_id"].as_str(), view["private_metadata"].as_str()), (Some(FORM_CALLBACK), Some("q-1")));
     let blocks = view["blocks"].as_array().unwrap();
     assert_eq!(blocks.len(), 7, "the question, then a block per field");
-    // Fields in the stored schema's order: decision, note, notify, ratio, regions, replicas.
+    // Fields in the order the asker wrote them: decision, note, notify, ratio, regions, replicas.
     let input = |n: usize| &blocks[n + 1];
     assert_eq!(input(0)["block_id"], "f:0");
     assert_eq!(input(0)["element"]["type"], "static_select");

@@ -53,10 +53,24 @@ pub struct AppendMessages {
     pub ttl_seconds: Option<i64>,
 }
 
+/// `value` with every object's keys sorted (serde_json keeps them in the order they came).
+fn canonical(value: Value) -> Value {
+    match value {
+        Value::Object(object) => {
+            let mut entries: Vec<(String, Value)> = object.into_iter().map(|(k, v)| (k, canonical(v))).collect();
+            entries.sort_by(|(a, _), (b, _)| a.cmp(b));
+            Value::Object(entries.into_iter().collect())
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(canonical).collect()),
+        other => other,
+    }
+}
+
 impl AppendMessages {
-    /// What identifies this request under an idempotency key: its canonical JSON (object keys sorted).
+    /// What identifies this request under an idempotency key: its canonical JSON (object keys sorted, so the
+    /// same messages written with their keys in another order are the same request).
     pub fn fingerprint(&self) -> String {
-        json!([self.conversation_id, self.query_id, self.messages, self.ttl_seconds]).to_string()
+        canonical(json!([self.conversation_id, self.query_id, self.messages, self.ttl_seconds])).to_string()
     }
 
     /// Checks what serde cannot: ids present and indexable, a positive TTL, and no `\u0000` (which jsonb refuses).

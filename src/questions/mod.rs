@@ -8,6 +8,7 @@ pub mod channel;
 pub mod checks;
 pub mod deadline;
 pub mod deliveries;
+mod field_order;
 pub mod history;
 pub mod list;
 pub mod model;

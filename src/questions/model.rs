@@ -7,7 +7,10 @@ use serde_json::Value;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use super::timeout::{EscalateTo, OnTimeout};
+use super::{
+    field_order,
+    timeout::{EscalateTo, OnTimeout},
+};
 use crate::{error::ErrorObject, timestamp::iso_timestamp};
 
 /// Where a question is in its life.
@@ -83,6 +86,7 @@ pub struct QuestionRow {
     pub escalate_to: Option<Value>,
     pub escalated_at: Option<DateTime<Utc>>,
     pub remind_every_seconds: Option<i32>,
+    pub response_fields: Option<Vec<String>>,
 }
 
 /// The Query that asked, when known.
@@ -258,7 +262,9 @@ impl From<QuestionRow> for Question {
             options: row.options,
             deliveries: row.deliveries,
             content: row.content,
-            response_schema: row.response_schema,
+            response_schema: row
+                .response_schema
+                .map(|schema| field_order::restored(schema, row.response_fields.as_deref())),
             on_timeout: OnTimeout::parse(&row.on_timeout),
             escalate_to: row.escalate_to.and_then(|to| serde_json::from_value(to).ok()),
             escalated_at: row.escalated_at.map(iso_timestamp),

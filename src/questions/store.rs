@@ -96,17 +96,18 @@ impl QuestionStore {
             Some(query) => (query.namespace.as_deref(), Some(query.name.as_str())),
             None => (None, None),
         };
+        let fields = super::field_order::of(new.response_schema.as_ref());
         change!(&self.pool, |tx| async {
             let row = sqlx::query_as!(
                 QuestionRow,
                 r#"insert into questions (id, sender, recipient, channels, content, query_namespace, query_name,
                                           tool_call_id, task_id, task_ttl_ms, expires_at, resource_version, owner,
                                           options, response_schema, on_timeout, escalate_to,
-                                          remind_every_seconds)
+                                          remind_every_seconds, response_fields)
                    values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::bigint,
                            coalesce($17::timestamptz, now() + coalesce(make_interval(secs => $11::bigint),
                                                                        $10::bigint * interval '1 millisecond')),
-                           nextval('question_versions'), $12, $13, $14, $15, $16, $18::bigint::integer)
+                           nextval('question_versions'), $12, $13, $14, $15, $16, $18::bigint::integer, $19)
                    returning *"#,
                 id,
                 new.sender,
@@ -126,6 +127,7 @@ impl QuestionStore {
                 new.escalate_to.as_ref().map(|to| serde_json::to_value(to).expect("serialises")),
                 new.expires_at,
                 new.remind_every_seconds,
+                fields.as_deref(),
             )
             .fetch_one(tx.conn())
             .await?;

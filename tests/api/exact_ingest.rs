@@ -122,6 +122,17 @@ async fn concurrent_retries_of_a_message_post_on_two_replicas_append_once_and_ge
     }
     let page: Value = client.get(b.url("/messages?conversation_id=c")).send().await.unwrap().json().await.unwrap();
     assert_eq!(page["items"].as_array().unwrap().len(), 2, "appended once: {page}");
+    // The same request with its keys written in another order is a retry too (the key compares canonical JSON).
+    let reordered = r#"{"messages": [{"content": "hi", "role": "user"}, 2], "query_id": "q", "conversation_id": "c"}"#;
+    let retried = client
+        .post(b.url("/messages"))
+        .header("idempotency-key", "retry-1")
+        .header("content-type", "application/json")
+        .body(reordered)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(retried.status(), 200, "a retry, not a reused key");
 
     let other = json!({"conversation_id": "c", "query_id": "q", "messages": ["different"]});
     let reused =

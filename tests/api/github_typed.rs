@@ -38,7 +38,7 @@ async fn a_typed_question_on_github_documents_its_syntax_quotes_a_bad_replys_err
         "- `decision` (Decision): one of `approve`, `reject`, required\n",
         "- `regions`: a list of `eu`, `us`\n",
         "- `replicas`: integer, 1 to 10, default `3`\n",
-        "```\n/answer\ndecision: approve\nregions: [\"eu\"]\nreplicas: 3\n```",
+        "```\n/answer\ndecision: approve\nreplicas: 3\nregions: [\"eu\"]\n```",
     ] {
         assert!(comment.contains(line), "the comment documents {line:?}: {comment}");
     }

@@ -195,3 +195,32 @@ async fn an_mcp_waiter_of_a_declined_question_gets_a_tool_error_naming_who_decli
     let task = mcp.legacy("tasks/get", json!({"taskId": task_id})).await;
     assert_eq!(task.result()["status"], "failed", "the 2025-11-25 task of a tool error");
 }
+
+#[tokio::test]
+async fn the_fields_keep_the_order_the_asker_wrote_them_in_on_rest_mcp_and_the_page() {
+    let app = TestApp::spawn().await;
+    let schema = json!({"type": "object", "properties": {
+        "zone": {"type": "string"}, "approve": {"type": "boolean"}, "mode": {"type": "string", "enum": ["a", "b"]}}});
+    let names = |question: &Value| -> Vec<String> {
+        question["responseSchema"]["properties"].as_object().unwrap().keys().cloned().collect()
+    };
+    let body = json!({"sender": "ark://agents/deployer", "recipient": "ark://users/dave", "content": "Where?",
+                      "responseSchema": schema});
+    let (status, asked) = ask(&app, body).await;
+    assert_eq!(status, 201, "{asked}");
+    assert_eq!(names(&asked), ["zone", "approve", "mode"], "not alphabetical: as asked");
+    let id = asked["id"].as_str().unwrap();
+    let (_, read) = json_of(app.get(&format!("/questions/{id}")).await).await;
+    assert_eq!(names(&read), ["zone", "approve", "mode"], "read back from jsonb in the asker's order");
+
+    let mcp = Mcp::new(&app.mcp_url);
+    let arguments = json!({"recipient": "ark://users/erin", "content": "Which?", "responseSchema": {"type": "object",
+        "properties": {"size": {"type": "integer"}, "colour": {"type": "string"}}}});
+    mcp.legacy("tools/call", json!({"name": "ask_question", "arguments": arguments, "task": {}})).await.result();
+    let (_, listed) = json_of(app.get("/questions?recipient=ark%3A%2F%2Fusers%2Ferin").await).await;
+    assert_eq!(names(&listed["items"][0]), ["size", "colour"], "{listed}");
+
+    let page = app.get("/ui").await.text().await.unwrap();
+    let at = |name: &str| page.find(&format!("name=\"field.{name}\"")).unwrap_or_else(|| panic!("{name} on the page"));
+    assert!(at("zone") < at("approve") && at("approve") < at("mode"), "the page's form follows the asker's order");
+}
