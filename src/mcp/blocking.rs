@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use super::{
     tasks::internal,
     tools::{self, Caller},
-    waiter::{Wait, Waiter},
+    waiter::{Wait, Waiter, pending_message, shutting_down},
 };
 use crate::{questions::model::Question, state::AppState};
 
@@ -79,7 +79,7 @@ fn messages(state: AppState, question: Question, id: Value, token: Option<Value>
                     yield envelope(id, Err(internal(error)));
                     return;
                 }
-                Ok(Some(Wait::Tick)) => vec![format!("Question pending — waiting for response ({})", question.id)],
+                Ok(Some(Wait::Tick)) => vec![pending_message(&question.id)],
                 Ok(Some(Wait::Delivered(reports))) => reports,
             };
             let Some(token) = &token else { continue };
@@ -93,19 +93,11 @@ fn messages(state: AppState, question: Question, id: Value, token: Option<Value>
 }
 
 /// The tool's result for a closed question, as this era's clients get it.
-fn result_of(closed: &Question) -> Value {
+pub fn result_of(closed: &Question) -> Value {
     let mut result = serde_json::to_value(tools::outcome(closed)).unwrap_or_default();
     // `resultType` belongs to 2026-07-28; this era's clients never see it.
     result.as_object_mut().map(|r| r.remove("resultType"));
     result
-}
-
-/// What a caller waiting at shutdown is told: retry; the question stays pending.
-fn shutting_down(question_id: &str) -> McpError {
-    McpError::internal_error(
-        format!("the broker is shutting down: retry (question {question_id} stays pending and can be answered)"),
-        Some(json!({"questionId": question_id, "retry": true})),
-    )
 }
 
 /// The JSON-RPC response object for `id`.

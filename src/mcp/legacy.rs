@@ -22,7 +22,7 @@ use rmcp::{ErrorData as McpError, model::ErrorCode};
 use serde_json::{Value, json};
 
 use super::{
-    blocking::envelope,
+    blocking::{envelope, result_of},
     tasks::{self, RELATED_TASK, Tasks, internal},
     tools::{self, BrokerTool, Caller},
     waiter::{Wait, Waiter},
@@ -164,9 +164,7 @@ impl Legacy {
             loop {
                 match waiter.next().await {
                     Ok(Some(Wait::Closed(closed))) => {
-                        let mut result = serde_json::to_value(tools::outcome(&closed)).unwrap_or_default();
-                        // `resultType` belongs to 2026-07-28; this era's clients never see it.
-                        result.as_object_mut().map(|r| r.remove("resultType"));
+                        let mut result = result_of(&closed);
                         result["_meta"] = json!({RELATED_TASK: {"taskId": task}});
                         return Ok(result);
                     }

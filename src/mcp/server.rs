@@ -18,7 +18,7 @@ use rmcp::{
 use super::{
     tasks::{self, Tasks, internal},
     tools::{self, BrokerTool, Caller},
-    waiter::{Wait, Waiter},
+    waiter::{Wait, Waiter, pending_message, shutting_down},
 };
 use crate::{
     questions::{
@@ -87,22 +87,13 @@ impl BrokerMcp {
                     tracing::info!(question.id = %question.id, "caller went away; the question stays pending");
                     return Err(McpError::internal_error("request cancelled; the question stays pending", None));
                 }
-                _ = self.state.shutdown.cancelled() => {
-                    return Err(McpError::internal_error(
-                        format!(
-                            "the broker is shutting down: retry (question {} stays pending and can be answered)",
-                            question.id
-                        ),
-                        Some(serde_json::json!({"questionId": question.id, "retry": true})),
-                    ));
-                }
+                _ = self.state.shutdown.cancelled() => return Err(shutting_down(&question.id)),
             };
             match next {
                 Some(Wait::Closed(closed)) => return Ok(tools::outcome(&closed).expect("a closed question")),
                 None => return Err(McpError::internal_error("the question disappeared", None)),
                 Some(Wait::Tick) => {
-                    let message = format!("Question pending — waiting for response ({})", question.id);
-                    self.report(token.as_ref(), &mut progress, message, context).await;
+                    self.report(token.as_ref(), &mut progress, pending_message(&question.id), context).await;
                 }
                 Some(Wait::Delivered(reports)) => {
                     for message in reports {

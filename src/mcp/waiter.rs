@@ -110,3 +110,16 @@ fn past_expiry(question: &Question) -> bool {
         .and_then(|at| chrono::DateTime::parse_from_rfc3339(at).ok())
         .is_some_and(|at| at <= chrono::Utc::now())
 }
+
+/// The progress a blocking call reports while its question is pending.
+pub fn pending_message(question_id: &str) -> String {
+    format!("Question pending — waiting for response ({question_id})")
+}
+
+/// What a caller still waiting at shutdown is told: retry; the question stays pending.
+pub fn shutting_down(question_id: &str) -> rmcp::ErrorData {
+    rmcp::ErrorData::internal_error(
+        format!("the broker is shutting down: retry (question {question_id} stays pending and can be answered)"),
+        Some(serde_json::json!({"questionId": question_id, "retry": true})),
+    )
+}

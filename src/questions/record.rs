@@ -63,6 +63,23 @@ async fn wait_span(tx: &mut FeedTx, kind: ChangeKind, question: &Question, via: 
     wait_store::close(tx, &closed).await
 }
 
+/// Records each of `rows` as changed by `kind` (via `via`), in order; `None` as soon as one's Query stream
+/// could not be written (the caller rolls back and tries the whole change again), else how many.
+pub(super) async fn record_all(
+    tx: &mut FeedTx,
+    kind: ChangeKind,
+    rows: Vec<QuestionRow>,
+    via: Option<&str>,
+) -> StoreResult<Option<usize>> {
+    let count = rows.len();
+    for row in rows {
+        if record(tx, kind, row, via).await?.is_none() {
+            return Ok(None);
+        }
+    }
+    Ok(Some(count))
+}
+
 /// The history step a change records: who, via what, and what (the question's own fields say it).
 fn history_entry<'a>(kind: ChangeKind, question: &'a Question, via: Option<&'a str>) -> Option<Entry<'a>> {
     let entry =

@@ -13,7 +13,7 @@ use super::{
     change_kind::ChangeKind,
     deadline,
     model::{NewQuestion, Question, QuestionRow, QuestionStatus},
-    record::record,
+    record::{record, record_all},
 };
 use crate::db::{
     StoreResult,
@@ -274,10 +274,8 @@ impl QuestionStore {
             )
             .fetch_all(tx.conn())
             .await?;
-            for row in expired {
-                if record(tx, ChangeKind::QuestionExpired, row, None).await?.is_none() {
-                    return Ok(None);
-                }
+            if record_all(tx, ChangeKind::QuestionExpired, expired, None).await?.is_none() {
+                return Ok(None);
             }
             for row in acting {
                 if deadline::act(tx, row).await?.is_none() {

@@ -11,7 +11,7 @@ use crate::{
         feed::Feed,
         retry::{Attempt, in_feed_tx},
     },
-    questions::{change_kind::ChangeKind, model::QuestionRow, record::record},
+    questions::{change_kind::ChangeKind, model::QuestionRow, record::record_all},
 };
 
 impl QuestionStore {
@@ -31,13 +31,7 @@ impl QuestionStore {
             )
             .fetch_all(tx.conn())
             .await?;
-            let count = rows.len();
-            for row in rows {
-                if record(tx, ChangeKind::QuestionCancelled, row, Some("query-deleted")).await?.is_none() {
-                    return Ok(None);
-                }
-            }
-            Ok(Some(count))
+            record_all(tx, ChangeKind::QuestionCancelled, rows, Some("query-deleted")).await
         })
     }
 
@@ -61,13 +55,7 @@ impl QuestionStore {
             )
             .fetch_all(tx.conn())
             .await?;
-            let count = rows.len();
-            for row in rows {
-                if record(tx, ChangeKind::QuestionCancelled, row, Some("query-ended")).await?.is_none() {
-                    return Ok(None);
-                }
-            }
-            Ok(Some(count))
+            record_all(tx, ChangeKind::QuestionCancelled, rows, Some("query-ended")).await
         })
     }
 }
