@@ -164,7 +164,7 @@ pub struct Question {
     pub status: QuestionStatus,
     /// The answer: the form's fields for a typed question, else the text.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(nullable = false, value_type = Object)]
+    #[schema(schema_with = text_or_fields)]
     pub response: Option<Value>,
     /// The answer as text, for messages and the page (a typed answer's compact JSON).
     #[serde(skip)]
@@ -366,12 +366,23 @@ pub struct QuestionConflict {
     question: Question,
 }
 
+/// An answer in the OpenAPI document: the text, or a typed question's object of fields.
+fn text_or_fields() -> utoipa::openapi::Schema {
+    use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Schema, Type};
+    Schema::OneOf(
+        OneOfBuilder::new()
+            .item(ObjectBuilder::new().schema_type(Type::String))
+            .item(ObjectBuilder::new().schema_type(Type::Object))
+            .build(),
+    )
+}
+
 /// The body of `PATCH /questions/{id}` and `POST /questions/{id}/answer`.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Answer {
     /// The answer: text (not only white space), or for a typed question an object of its form's fields.
-    #[schema(value_type = Object)]
+    #[schema(schema_with = text_or_fields)]
     pub response: Value,
     /// Who answered (a user, or a channel's identity).
     #[serde(default)]
