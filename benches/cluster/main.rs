@@ -15,6 +15,7 @@ mod machine;
 mod meter;
 mod phases;
 mod postgres;
+mod records;
 mod replicas;
 mod report;
 mod soak;
@@ -41,6 +42,8 @@ struct Plan {
     hitl_iterations: usize,
     /// Waiters of each kind held on one replica to measure their memory.
     waiters: usize,
+    /// The record phases' sizes.
+    records: records::Sizes,
 }
 
 impl Plan {
@@ -71,6 +74,13 @@ impl Plan {
                 },
                 hitl_iterations: 20,
                 waiters: 50,
+                records: records::Sizes {
+                    team_queries: 10,
+                    sessions: 500,
+                    conversations: 20,
+                    messages_per_conversation: 100,
+                    duration: Duration::from_secs(2),
+                },
             };
         }
         Plan {
@@ -91,6 +101,13 @@ impl Plan {
             },
             hitl_iterations: 1000,
             waiters: 1000,
+            records: records::Sizes {
+                team_queries: 50,
+                sessions: 100_000,
+                conversations: 1000,
+                messages_per_conversation: 1000,
+                duration: Duration::from_secs(10),
+            },
         }
     }
 }
@@ -163,6 +180,9 @@ async fn main() -> ExitCode {
     }
     if runs("hitl") {
         report.add(bench.hitl(plan.hitl_iterations).await);
+    }
+    if runs("records") {
+        add_all(&mut report, bench.records(&plan.records).await);
     }
     if runs("memory") {
         for kind in waiters::Kind::ALL {

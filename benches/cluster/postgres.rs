@@ -13,6 +13,8 @@ use sqlx::{AssertSqlSafe, Connection, Executor, PgConnection, postgres::PgConnec
 pub const BROKER_DB: &str = "ark_bench";
 /// The database the baselines use, so the brokers' tables are untouched.
 pub const BASELINE_DB: &str = "bench_baseline";
+/// The record phases' raw baseline, dropped after them.
+pub const RECORDS_DB: &str = "bench_records";
 
 /// Server settings on top of the embedded defaults; the memory and WAL ones are those of the reference
 /// measurements (`performance.md` §2).

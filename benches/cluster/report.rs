@@ -25,6 +25,11 @@ pub struct Row {
     pub p50_ms: Option<f64>,
     pub p99_ms: Option<f64>,
     pub max_ms: Option<f64>,
+    /// The raw baseline's latency quantiles, ms (record phases).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub baseline_p50_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub baseline_p99_ms: Option<f64>,
     /// Broker + PostgreSQL + bench CPU per acknowledged chunk, µs (to compare with CN's per row).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu_us_per_chunk: Option<f64>,
@@ -157,8 +162,11 @@ impl Report {
              | CPU µs/chunk | stmts/event | broker CPU s | PG CPU s | bench CPU s | RSS peak MB | gaps/dup/ooo/lost | warnings |\n",
         );
         md.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
-        for row in self.rows.iter().filter(|r| !r.phase.starts_with("baseline")) {
+        for row in self.rows.iter().filter(|r| !r.phase.starts_with("baseline") && !r.phase.starts_with("records")) {
             md.push_str(&table_row(row));
+        }
+        if self.rows.iter().any(|r| r.phase.starts_with("records")) {
+            md.push_str(&records_table(&self.rows));
         }
         md.push_str("\nVerdicts (time goals never fail the run; only gaps, duplicates and losses do):\n\n");
         for (goal, verdict) in verdicts(&self.rows) {
@@ -204,6 +212,35 @@ fn table_row(row: &Row) -> String {
         dec(row.rss_mb, 0),
         row.broker_warnings.map_or("–".to_owned(), |w| w.to_string()),
     )
+}
+
+/// The record phases beside their raw PostgreSQL baselines.
+fn records_table(rows: &[Row]) -> String {
+    let mut md = String::from(
+        "\nRecords (rows/s through the replicas beside the same work straight in PostgreSQL, same run):\n\n\
+         | phase | rows/s | raw PG rows/s | ÷ raw | p50 / p99 / max ms | raw p50 / p99 ms | errors | what |\n\
+         |---|---|---|---|---|---|---|---|\n",
+    );
+    let num = |v: Option<f64>| v.map_or("–".to_owned(), thousands);
+    let pair = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) => format!("{a:.1} / {b:.1}"),
+        _ => "–".to_owned(),
+    };
+    for row in rows.iter().filter(|r| r.phase.starts_with("records")) {
+        md.push_str(&format!(
+            "| {} | {} | {} | {} | {} / {} | {} | {} | {} |\n",
+            row.phase,
+            thousands(row.value),
+            num(row.baseline),
+            row.ratio.map_or("–".to_owned(), |r| format!("{r:.2}")),
+            pair(row.p50_ms, row.p99_ms),
+            row.max_ms.map_or("–".to_owned(), |m| format!("{m:.0}")),
+            pair(row.baseline_p50_ms, row.baseline_p99_ms),
+            row.errors.unwrap_or(0),
+            row.note.as_deref().unwrap_or(""),
+        ));
+    }
+    md
 }
 
 /// The goals of `performance.md` §5 this bench checks, each with PASS, MISS or "not run".

@@ -124,9 +124,12 @@ impl SessionStore {
         offset: i64,
         limit: i64,
     ) -> StoreResult<(Vec<SessionEntry>, i64, StatusCounts)> {
+        // Filters, counts and sorts the sessions' own columns; only the page's rows go through the
+        // `session_entries` view, whose queries aggregate would otherwise run for every matching session.
         let rows = sqlx::query!(
             r#"with matching as (
-                 select * from session_entries s
+                 select s.session_id, s.sequence, s.name, s.status, s.last_activity, s.conversation_count
+                 from sessions s
                  where expires_at > now()
                    and ($1::text is null or status = $1)
                    and ($2::timestamptz is null or last_activity >= $2)
@@ -141,21 +144,26 @@ impl SessionStore {
                         count(*) filter (where status = 'idle') as idle,
                         count(*) filter (where status = 'error') as error
                  from matching
-               ), ranked as (
-                 select *, row_number() over (order by
-                          case when $5 = 'date' and $6 then last_activity end desc,
-                          case when $5 = 'date' and not $6 then last_activity end,
-                          case when $5 = 'name' and $6 then lower(name) end desc,
-                          case when $5 = 'name' and not $6 then lower(name) end,
-                          case when $5 = 'conversations' and $6 then conversation_count end desc,
-                          case when $5 = 'conversations' and not $6 then conversation_count end,
-                          sequence) as rank
-                 from matching
+               ), sorted as (
+                 select m.*, case when $5 = 'date' then extract(epoch from last_activity)
+                                  when $5 = 'conversations' then conversation_count end as number_key,
+                        case when $5 = 'name' then lower(name) end as text_key
+                 from matching m
+               ), page as (
+                 select session_id, row_number() over (
+                          order by case when $6 then number_key end desc, case when not $6 then number_key end,
+                                   case when $6 then text_key end desc, case when not $6 then text_key end,
+                                   sequence) as rank
+                 from (select * from sorted
+                       order by case when $6 then number_key end desc, case when not $6 then number_key end,
+                                case when $6 then text_key end desc, case when not $6 then text_key end,
+                                sequence
+                       offset $7 limit $8) top
                )
                select c.total as "total!", c.active as "active!", c.idle as "idle!", c.error as "error!",
-                      to_jsonb(r) - 'rank' || jsonb_build_object('tx', r.tx::text::bigint) as "entry?"
-               from counts c left join ranked r on r.rank > $7 and r.rank - $7 <= $8
-               order by r.rank"#,
+                      to_jsonb(e) || jsonb_build_object('tx', e.tx::text::bigint) as "entry?"
+               from counts c left join (page p join session_entries e on e.session_id = p.session_id) on true
+               order by p.rank"#,
             filter.status as _,
             filter.date_from,
             filter.date_to,
