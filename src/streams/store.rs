@@ -9,7 +9,7 @@ use sqlx::{PgConnection, PgPool};
 use super::model::{ChunkRow, Line};
 use crate::db::{
     StoreResult,
-    feed::{Feed, FeedTx, GlobalCursor},
+    feed::{CHANNEL, Feed, FeedTx, GlobalCursor},
     follow::{BATCH, BATCH_BYTES, Page},
     tail::FeedSource,
     watch::KeyPages,
@@ -76,7 +76,7 @@ impl ChunkStore {
             }
         }
         let mut tx = FeedTx::begin(&self.pool, Feed::Chunks).await?;
-        let written = sqlx::query_scalar!(
+        let written = sqlx::query!(
             r#"with wanted as (
                  select stream_id, count(*) as n from unnest($1::text[]) as w(stream_id) group by stream_id
                ), free as (
@@ -99,21 +99,26 @@ impl ChunkStore {
                  from numbered n join claimed cl on cl.stream_id = n.stream_id
                  order by n.ordinal
                  returning 1
+               ), notified as (
+                 select pg_notify($4, $5 || pg_current_xact_id()::text) from (select 1 from claimed limit 1) c
                )
-               select stream_id as "stream_id!" from claimed"#,
+               select c.stream_id as "stream_id!", pg_current_xact_id()::text as "tx!"
+               from claimed c cross join (select count(*) from notified) n"#,
             &stream_ids as &[&str],
             &chunks as &[&str],
             &events as &[Option<&str>],
+            CHANNEL,
+            format!("{}:", Feed::Chunks.name()),
         )
         .fetch_all(tx.conn())
         .await?;
-        if written.is_empty() {
+        let Some(tx_id) = written.first().map(|row| row.tx.clone()) else {
             tx.rollback().await?;
-        } else {
-            tx.wrote();
-            tx.commit().await?;
-        }
-        Ok(written)
+            return Ok(Vec::new());
+        };
+        tx.wrote_and_notified(tx_id);
+        tx.commit().await?;
+        Ok(written.into_iter().map(|row| row.stream_id).collect())
     }
 
     /// Appends one hand-over of a request that carries an idempotency key, in a transaction of its own: of

@@ -18,6 +18,10 @@ use ark_broker::{
     },
     idempotency::{IdempotencyKey, KeyState},
     messages::store::MessageStore,
+    streams::{
+        model::Line,
+        store::{Append, ChunkStore},
+    },
 };
 use serde_json::{Value, json};
 use sqlx::{PgPool, postgres::PgListener};
@@ -110,4 +114,34 @@ async fn a_repeated_idempotency_key_appends_nothing_and_says_so(pool: PgPool) {
     let again = store.append("c", "q", &batch, None, TTLS, Some((&key, "fingerprint"))).await.expect("answered");
     assert_ne!(again, KeyState::New, "the retry is recognised");
     assert_eq!(conversation(&store, "c").await.len(), 1, "and appends nothing (its transaction rolled back)");
+}
+
+#[ignore = "needs DATABASE_URL: a PostgreSQL whose user may create databases (scripts/test starts one)"]
+#[sqlx::test(migrations = false)]
+async fn a_chunk_flush_notifies_once_from_its_own_statement_naming_its_transaction(pool: PgPool) {
+    migrated(&pool).await;
+    let store = ChunkStore::new(pool.clone(), 1);
+    let mut listener = PgListener::connect_with(&pool).await.expect("a LISTEN connection");
+    listener.listen(CHANNEL).await.expect("LISTEN");
+    store.create_streams(&["s1", "s2"]).await.expect("the streams");
+    let line = |text: &str| Line { text: text.to_owned(), event: None };
+    let first = Append { stream_id: "s1".into(), chunks: vec![line(r#"{"n":1}"#), line(r#"{"n":2}"#)] };
+    let second = Append { stream_id: "s2".into(), chunks: vec![line(r#"{"n":3}"#)] };
+    let mut written = store.append(&[&first, &second]).await.expect("flushed");
+    written.sort();
+    assert_eq!(written, ["s1", "s2"], "both streams were free and written");
+    let notification = listener.recv().await.expect("a notification");
+    let (feed, tx) = Feed::parse(notification.payload()).expect("a feed's payload");
+    assert_eq!(feed, Feed::Chunks);
+    let rows = store.rows_of(&[tx]).await.expect("the transaction's rows");
+    let stored: Vec<(&str, i64, &str)> =
+        rows.iter().map(|r| (r.stream_id.as_str(), r.position, r.chunk.as_str())).collect();
+    assert_eq!(stored, [("s1", 1, r#"{"n":1}"#), ("s1", 2, r#"{"n":2}"#), ("s2", 1, r#"{"n":3}"#)]);
+    // One flush, one notification: the next one names the next flush's transaction.
+    store.append(&[&second]).await.expect("flushed again");
+    let next = listener.recv().await.expect("the next notification");
+    let (_, next_tx) = Feed::parse(next.payload()).expect("a feed's payload");
+    assert!(next_tx > tx, "the first flush notified once");
+    // A flush that writes nothing (an empty batch) says nothing.
+    assert!(store.append(&[]).await.expect("nothing to flush").is_empty());
 }
