@@ -130,6 +130,9 @@ impl MessageStore {
     /// Up to `limit` visible messages after sequence `after`, oldest first.
     #[tracing::instrument(level = "debug", skip_all)]
     pub async fn list(&self, filter: &MessageFilter, after: i64, limit: i64) -> StoreResult<Vec<MessageItem>> {
+        if let Some(conversation_id) = &filter.conversation_id {
+            return self.list_conversation(conversation_id, filter.query_id.as_deref(), after, limit).await;
+        }
         let mut tx = self.pool.begin().await?;
         db::plan_per_execution(&mut tx).await?;
         let rows = sqlx::query!(
@@ -150,6 +153,36 @@ impl MessageStore {
         .fetch_all(&mut *tx)
         .await?;
         tx.commit().await?;
+        Ok(rows.into_iter().map(|row| item!(row)).collect())
+    }
+
+    /// A conversation's page: one statement whose cached plan walks the conversation's index in position
+    /// order, which is its sequence order (a writer draws both while it holds the conversation's counter row),
+    /// so neither a transaction nor a per-execution plan is needed.
+    async fn list_conversation(
+        &self,
+        conversation_id: &str,
+        query_id: Option<&str>,
+        after: i64,
+        limit: i64,
+    ) -> StoreResult<Vec<MessageItem>> {
+        let rows = sqlx::query!(
+            r#"select sequence_number, conversation_id, query_id, message, created_at, position,
+                      tx::text::bigint as "tx!", bytes
+               from messages
+               where conversation_id = $1
+                 and ($2::text is null or query_id = $2)
+                 and sequence_number > $3
+                 and (expires_at is null or expires_at > now())
+               order by position
+               limit $4"#,
+            conversation_id,
+            query_id,
+            after,
+            limit,
+        )
+        .fetch_all(&self.pool)
+        .await?;
         Ok(rows.into_iter().map(|row| item!(row)).collect())
     }
 
