@@ -29,7 +29,9 @@ pub async fn require_credentials(State(auth): State<Authenticator>, mut request:
     if OPEN_PATHS.contains(&request.uri().path()) {
         return next.run(request).await;
     }
-    let identified = auth.identify(request.method(), request.uri().path(), request.headers()).await;
+    // Boxed: checking a token can call the API server, and that future inline would stay in this layer's
+    // state for as long as the request runs (a blocking MCP call or a watch holds it for hours).
+    let identified = Box::pin(auth.identify(request.method(), request.uri().path(), request.headers())).await;
     let error = match identified {
         Identified::Anonymous => return next.run(request).await,
         Identified::Principal(principal) => {

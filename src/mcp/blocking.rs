@@ -29,10 +29,14 @@ use crate::{questions::model::Question, state::AppState};
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// Asks the question of `params` for `caller` and answers JSON-RPC request `id` once it closes.
-pub async fn ask(state: &AppState, caller: Caller, id: Value, params: &Value) -> Response {
+pub async fn ask(state: &AppState, caller: Caller, id: Value, params: Value) -> Response {
     let caller = caller.traced(params.pointer("/_meta/traceparent").and_then(Value::as_str), &state.config);
     let asked = match tools::ask_arguments(params["arguments"].as_object(), &caller, &state.config) {
-        Ok(question) => state.questions.create(&question).await.map_err(internal),
+        Ok(question) => {
+            // Boxed: the store's future is ~17 KB and would otherwise stay in this future's layout for the
+            // whole wait (issue 27's waiter memory).
+            Box::pin(state.questions.create(&question)).await.map_err(internal)
+        }
         Err(error) => Err(error),
     };
     let question = match asked {
@@ -40,8 +44,10 @@ pub async fn ask(state: &AppState, caller: Caller, id: Value, params: &Value) ->
         Err(error) => return Json(envelope(id, Err(error))).into_response(),
     };
     let token = params.pointer("/_meta/progressToken").filter(|t| t.is_string() || t.is_number()).cloned();
+    // Only the question's id is kept for the wait, and the request's JSON is let go: a caller may wait hours.
+    drop(params);
     let progress = token.is_some();
-    let messages = messages(state.clone(), question, id, token);
+    let messages = messages(state.clone(), question.id, id, token);
     if !progress {
         let mut messages = std::pin::pin!(messages);
         let last = messages.next().await.unwrap_or_else(|| json!({"jsonrpc": "2.0"}));
@@ -52,17 +58,17 @@ pub async fn ask(state: &AppState, caller: Caller, id: Value, params: &Value) ->
     Sse::new(events).keep_alive(KeepAlive::new().interval(KEEP_ALIVE)).into_response()
 }
 
-/// The messages of the reply: progress notifications while `question` is pending (with a token), then the
+/// The messages of the reply: progress notifications while question `question_id` is pending (with a token), then the
 /// response.
-fn messages(state: AppState, question: Question, id: Value, token: Option<Value>) -> impl Stream<Item = Value> {
+fn messages(state: AppState, question_id: String, id: Value, token: Option<Value>) -> impl Stream<Item = Value> {
     async_stream::stream! {
-        let mut waiter = Waiter::new(&state, &question.id, state.config.mcp_progress_interval());
+        let mut waiter = Waiter::new(&state, &question_id, state.config.mcp_progress_interval());
         let mut progress = 0u32;
         loop {
             let next = tokio::select! {
                 next = waiter.next() => next,
                 () = state.shutdown.cancelled() => {
-                    yield envelope(id, Err(shutting_down(&question.id)));
+                    yield envelope(id, Err(shutting_down(&question_id)));
                     return;
                 }
             };
@@ -79,7 +85,7 @@ fn messages(state: AppState, question: Question, id: Value, token: Option<Value>
                     yield envelope(id, Err(internal(error)));
                     return;
                 }
-                Ok(Some(Wait::Tick)) => vec![pending_message(&question.id)],
+                Ok(Some(Wait::Tick)) => vec![pending_message(&question_id)],
                 Ok(Some(Wait::Delivered(reports))) => reports,
             };
             let Some(token) = &token else { continue };

@@ -53,7 +53,7 @@ pub async fn layer(State(state): State<AppState>, request: Request, next: Next) 
         }
     };
     let rebuilt = |parts: Parts, bytes: Bytes| Request::from_parts(parts, Body::from(bytes));
-    let message: Value = match serde_json::from_slice(&bytes) {
+    let mut message: Value = match serde_json::from_slice(&bytes) {
         Ok(message) if is_legacy(&parts.headers, &message) && message.get("id").is_some() => message,
         _ => return next.run(rebuilt(parts, bytes)).await,
     };
@@ -61,17 +61,25 @@ pub async fn layer(State(state): State<AppState>, request: Request, next: Next) 
     let params = &message["params"];
     let caller = Caller::from_request(&parts, &state);
     let legacy = Legacy { tasks: Tasks::new(state.clone()), state: state.clone(), caller };
+    // Each branch's future is boxed: this future lives as long as the longest of them (a blocking ask or
+    // `tasks/result` waits for a person), and inline it would be as large as the largest branch, the store
+    // calls included (issue 27's waiter memory).
     let outcome = match message["method"].as_str().unwrap_or_default() {
-        "initialize" => return patch(next.run(rebuilt(parts, bytes)).await, add_task_capabilities).await,
-        "tools/list" => return patch(next.run(rebuilt(parts, bytes)).await, add_task_support).await,
-        "tools/call" if params.get("task").is_some_and(Value::is_object) => legacy.create(params).await,
+        "initialize" => return Box::pin(patch(next.run(rebuilt(parts, bytes)).await, add_task_capabilities)).await,
+        "tools/list" => return Box::pin(patch(next.run(rebuilt(parts, bytes)).await, add_task_support)).await,
+        "tools/call" if params.get("task").is_some_and(Value::is_object) => Box::pin(legacy.create(params)).await,
         "tools/call" if params["name"].as_str().and_then(BrokerTool::named) == Some(BrokerTool::AskQuestion) => {
-            return super::blocking::ask(&state, legacy.caller, id, params).await;
+            // The request's JSON moves into the call, which lets it go once the question is asked, and the
+            // body and head are let go now: a caller may wait hours, and the body's bytes can share the
+            // connection's read buffer.
+            let params = message.get_mut("params").map(Value::take).unwrap_or_default();
+            drop((parts, bytes, message));
+            return Box::pin(super::blocking::ask(&state, legacy.caller, id, params)).await;
         }
-        "tasks/get" => legacy.get(params).await,
-        "tasks/list" => legacy.list(params).await,
-        "tasks/cancel" => legacy.cancel(params).await,
-        "tasks/result" => return legacy.result(id, params, &parts.headers).await,
+        "tasks/get" => Box::pin(legacy.get(params)).await,
+        "tasks/list" => Box::pin(legacy.list(params)).await,
+        "tasks/cancel" => Box::pin(legacy.cancel(params)).await,
+        "tasks/result" => return Box::pin(legacy.result(id, params, &parts.headers)).await,
         _ => return next.run(rebuilt(parts, bytes)).await,
     };
     reply(id, outcome)

@@ -62,7 +62,9 @@ impl Waiter {
     /// Waits until the question closes or the next tick. `None` if the question does not exist.
     pub async fn next(&mut self) -> StoreResult<Option<Wait>> {
         loop {
-            let Some(question) = self.questions.get(&self.id).await? else { return Ok(None) };
+            // The store's futures are boxed: inline they would make every waiting call's state ~16 KB larger
+            // for the whole wait, though they run only once per wake-up.
+            let Some(question) = Box::pin(self.questions.get(&self.id)).await? else { return Ok(None) };
             if question.status != QuestionStatus::Pending {
                 return Ok(Some(Wait::Closed(Box::new(question))));
             }
@@ -72,7 +74,7 @@ impl Waiter {
             }
             if question.expires_at.is_some() && past_expiry(&question) {
                 // Expire it now rather than waiting for the reaper; the change wakes us.
-                self.questions.expire_if_due(&self.id).await?;
+                Box::pin(self.questions.expire_if_due(&self.id)).await?;
                 continue;
             }
             tokio::select! {
