@@ -179,12 +179,17 @@ impl FeedTx {
             feeds.insert(0, self.feed);
         }
         let mut tx_id = self.notified.take();
-        for feed in feeds {
+        if !feeds.is_empty() {
+            // Every feed's notification in one statement: a round trip fewer while the rows' locks are held
+            // (an event changes its session too).
+            let prefixes: Vec<String> = feeds.iter().map(|feed| format!("{}:", feed.name())).collect();
             tx_id = Some(
                 sqlx::query_scalar!(
-                    r#"select pg_current_xact_id()::text as "tx!" from (select pg_notify($1, $2 || pg_current_xact_id()::text)) n"#,
+                    r#"select pg_current_xact_id()::text as "tx!"
+                       from (select count(pg_notify($1, p || pg_current_xact_id()::text))
+                             from unnest($2::text[]) with ordinality as f(p, n)) notified"#,
                     CHANNEL,
-                    format!("{}:", feed.name()),
+                    &prefixes,
                 )
                 .fetch_one(&mut *self.tx)
                 .await?,
