@@ -187,7 +187,7 @@ impl FeedTx {
                 sqlx::query_scalar!(
                     r#"select pg_current_xact_id()::text as "tx!"
                        from (select count(pg_notify($1, p || pg_current_xact_id()::text))
-                             from unnest($2::text[]) with ordinality as f(p, n)) notified"#,
+                             from unnest($2::text[]) as p) notified"#,
                     CHANNEL,
                     &prefixes,
                 )

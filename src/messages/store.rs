@@ -133,19 +133,19 @@ impl MessageStore {
         if let Some(conversation_id) = &filter.conversation_id {
             return self.list_conversation(conversation_id, filter.query_id.as_deref(), after, limit).await;
         }
+        // Without a conversation: the whole feed, or one query's messages (the optional filter needs a plan
+        // for its value).
         let mut tx = self.pool.begin().await?;
         db::plan_per_execution(&mut tx).await?;
         let rows = sqlx::query!(
             r#"select sequence_number, conversation_id, query_id, message, created_at, position,
                       tx::text::bigint as "tx!", bytes
                from messages
-               where ($1::text is null or conversation_id = $1)
-                 and ($2::text is null or query_id = $2)
-                 and sequence_number > $3
+               where ($1::text is null or query_id = $1)
+                 and sequence_number > $2
                  and (expires_at is null or expires_at > now())
                order by sequence_number
-               limit $4"#,
-            filter.conversation_id,
+               limit $3"#,
             filter.query_id,
             after,
             limit,
