@@ -1,6 +1,7 @@
 //! What a phase cost: broker CPU seconds (utime + stime of all three processes), PostgreSQL and bench
-//! CPU seconds, broker memory, the brokers' statements (`pg_stat_statements`, filtered to their database)
-//! and the WARN/ERROR lines they logged.
+//! CPU seconds, broker memory, the brokers' statements (`pg_stat_statements`, filtered to their database),
+//! the WARN/ERROR lines they logged, and from their `/metrics` how the writers' group commits and the
+//! readers' tails went (where a burst's time goes).
 
 use crate::{
     postgres::Postgres,
@@ -13,6 +14,54 @@ pub struct Meter {
     postgres_cpu: f64,
     own_cpu: f64,
     warnings: u64,
+    pipeline: Pipeline,
+}
+
+/// Sums of the brokers' flush and tail histograms (all replicas), from `/metrics`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Pipeline {
+    /// Group commits of the chunk writers.
+    pub flushes: f64,
+    /// Rows they wrote.
+    pub flushed_rows: f64,
+    /// Seconds they took.
+    pub flush_s: f64,
+    /// Chunk notifications the tails handled (several queued ones count once).
+    pub tail_reads: f64,
+    /// Seconds from those notifications to their rows handed to the readers.
+    pub tail_s: f64,
+}
+
+impl Pipeline {
+    async fn scrape(client: &reqwest::Client, replicas: &[Replica]) -> Self {
+        let mut sum = Pipeline::default();
+        for replica in replicas {
+            let Ok(response) = client.get(format!("{}/metrics", replica.base)).send().await else { continue };
+            let text = response.text().await.unwrap_or_default();
+            let value = |series: &str| {
+                text.lines()
+                    .find(|line| line.strip_prefix(series).is_some_and(|rest| rest.starts_with(' ')))
+                    .and_then(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+                    .unwrap_or(0.0)
+            };
+            sum.flushes += value("ark_broker_flush_rows_count");
+            sum.flushed_rows += value("ark_broker_flush_rows_sum");
+            sum.flush_s += value("ark_broker_flush_duration_seconds_sum");
+            sum.tail_reads += value("ark_broker_notify_delivery_lag_seconds_count{feed=\"chunks\"}");
+            sum.tail_s += value("ark_broker_notify_delivery_lag_seconds_sum{feed=\"chunks\"}");
+        }
+        sum
+    }
+
+    fn since(self, start: Pipeline) -> Pipeline {
+        Pipeline {
+            flushes: self.flushes - start.flushes,
+            flushed_rows: self.flushed_rows - start.flushed_rows,
+            flush_s: self.flush_s - start.flush_s,
+            tail_reads: self.tail_reads - start.tail_reads,
+            tail_s: self.tail_s - start.tail_s,
+        }
+    }
 }
 
 /// What the phase used.
@@ -33,6 +82,8 @@ pub struct Usage {
     pub statements: i64,
     /// WARN/ERROR lines the brokers logged.
     pub warnings: u64,
+    /// The writers' group commits and the readers' tails over the phase.
+    pub pipeline: Pipeline,
 }
 
 impl Meter {
@@ -45,6 +96,7 @@ impl Meter {
             postgres_cpu: postgres_cpu_seconds(),
             own_cpu: cpu_seconds(std::process::id()),
             warnings: replicas.iter().map(Replica::warnings).sum(),
+            pipeline: Pipeline::scrape(&reqwest::Client::new(), replicas).await,
         }
     }
 
@@ -60,6 +112,7 @@ impl Meter {
             rss_now_mb: memory.iter().map(|m| m.0).sum(),
             statements,
             warnings: replicas.iter().map(Replica::warnings).sum::<u64>() - self.warnings,
+            pipeline: Pipeline::scrape(&reqwest::Client::new(), replicas).await.since(self.pipeline),
         }
     }
 }

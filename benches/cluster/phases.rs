@@ -69,7 +69,8 @@ impl Bench<'_> {
         let mut row = self.shape_row(id, &outcome, &usage);
         [row.commit_p50_ms, row.commit_p99_ms, row.commit_max_ms] = commit.map_or([None; 3], |q| q.map(Some));
         let top = self.pg.top_broker_statements(TOP_STATEMENTS).await;
-        row.top_statements = top.into_iter().map(|(calls, query)| format!("{calls} × {query}")).collect();
+        row.top_statements =
+            top.into_iter().map(|(calls, total_ms, query)| format!("{calls} × {total_ms:.0} ms: {query}")).collect();
         (row, outcome)
     }
 
@@ -204,7 +205,12 @@ impl Bench<'_> {
 
 /// The metered fields of a row.
 fn usage_fields(usage: &Usage) -> Row {
+    let pipeline = &usage.pipeline;
+    let per = |total: f64, count: f64| (count > 0.0).then(|| total / count);
     Row {
+        rows_per_flush: per(pipeline.flushed_rows, pipeline.flushes),
+        flush_ms: per(pipeline.flush_s * 1e3, pipeline.flushes),
+        tail_ms: per(pipeline.tail_s * 1e3, pipeline.tail_reads),
         cpu_s: Some(usage.broker_cpu_s),
         rss_mb: Some(usage.rss_peak_mb),
         postgres_cpu_s: Some(usage.postgres_cpu_s),

@@ -132,12 +132,13 @@ impl Postgres {
             .expect("pg_stat_statements")
     }
 
-    /// The busiest statements of the brokers' database since the last reset: `(calls, query)`.
-    pub async fn top_broker_statements(&mut self, limit: i64) -> Vec<(i64, String)> {
+    /// The statements of the brokers' database that took the most time since the last reset:
+    /// `(calls, total ms, query)`.
+    pub async fn top_broker_statements(&mut self, limit: i64) -> Vec<(i64, f64, String)> {
         let oid = sqlx::postgres::types::Oid(self.broker_db_oid.expect("the broker database exists"));
         sqlx::query_as(
-            "select calls, left(regexp_replace(query, '\\s+', ' ', 'g'), 120) from pg_stat_statements
-             where dbid = $1 order by calls desc limit $2",
+            "select calls, total_exec_time, left(regexp_replace(query, '\\s+', ' ', 'g'), 120)
+             from pg_stat_statements where dbid = $1 order by total_exec_time desc limit $2",
         )
         .bind(oid)
         .bind(limit)

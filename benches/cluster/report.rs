@@ -40,6 +40,14 @@ pub struct Row {
     pub commit_p99_ms: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub commit_max_ms: Option<f64>,
+    /// The writers' group commits: mean rows each and mean ms each; the readers' tails: mean ms from a
+    /// notification to its rows handed out (where a burst's time goes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rows_per_flush: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flush_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tail_ms: Option<f64>,
     /// Broker CPU seconds over the phase (all replicas).
     pub cpu_s: Option<f64>,
     /// Peak RSS of the largest replica (VmHWM, since start), MiB.
@@ -88,7 +96,7 @@ pub struct Row {
     pub errors: Option<u64>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub error_samples: Vec<String>,
-    /// The brokers' busiest statements in the phase, `calls × query`.
+    /// The brokers' statements that took the most time in the phase, `calls × total ms: query`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub top_statements: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -158,10 +166,10 @@ impl Report {
             baselines.l_p50, baselines.l_p99, baselines.l_max
         ));
         md.push_str(
-            "| phase | requested/s | achieved/s | delivered ev/s | commit p50 / p99 ms | p50 / p99 / max ms | p50÷L | p99÷L | ingest÷CN \
+            "| phase | requested/s | achieved/s | delivered ev/s | commit p50 / p99 ms | rows/flush · flush ms · tail ms | p50 / p99 / max ms | p50÷L | p99÷L | ingest÷CN \
              | CPU µs/chunk | stmts/event | broker CPU s | PG CPU s | bench CPU s | RSS peak MB | gaps/dup/ooo/lost | warnings |\n",
         );
-        md.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+        md.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
         for row in self.rows.iter().filter(|r| !r.phase.starts_with("baseline") && !r.phase.starts_with("records")) {
             md.push_str(&table_row(row));
         }
@@ -188,6 +196,10 @@ fn table_row(row: &Row) -> String {
         (Some(p50), Some(p99)) => format!("{p50:.1} / {p99:.1}"),
         _ => "–".to_owned(),
     };
+    let pipeline = match (row.rows_per_flush, row.flush_ms, row.tail_ms) {
+        (Some(rows), Some(flush), Some(tail)) => format!("{rows:.1} · {flush:.2} · {tail:.2}"),
+        _ => "–".to_owned(),
+    };
     let checks = match (row.gaps, row.duplicates, row.out_of_order, row.lost) {
         (Some(g), Some(d), o, Some(l)) => format!("{g}/{d}/{}/{l}", o.unwrap_or(0)),
         _ => "–".to_owned(),
@@ -197,7 +209,7 @@ fn table_row(row: &Row) -> String {
         _ => "–".to_owned(),
     };
     format!(
-        "| {} | {} | {} | {} | {commit} | {latency} | {} | {} | {ingest_vs_cn} | {} | {} | {} | {} | {} | {} | {checks} | {} |\n",
+        "| {} | {} | {} | {} | {commit} | {pipeline} | {latency} | {} | {} | {ingest_vs_cn} | {} | {} | {} | {} | {} | {} | {checks} | {} |\n",
         row.phase,
         num(row.requested_per_s),
         num(row.achieved_per_s),

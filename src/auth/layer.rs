@@ -25,18 +25,27 @@ pub const OPEN_PATHS: &[&str] = &[
 ];
 
 /// The middleware: puts the caller's [`super::Principal`] into the request's extensions.
-pub async fn require_credentials(State(auth): State<Authenticator>, mut request: Request, next: Next) -> Response {
+pub async fn require_credentials(State(auth): State<Authenticator>, request: Request, next: Next) -> Response {
+    match admit(&auth, request).await {
+        Ok(request) => next.run(request).await,
+        Err(refusal) => refusal,
+    }
+}
+
+/// The check itself, for a layer that makes it among others: the request with its caller's principal, or the
+/// refusal to answer instead.
+pub async fn admit(auth: &Authenticator, mut request: Request) -> Result<Request, Response> {
     if OPEN_PATHS.contains(&request.uri().path()) {
-        return next.run(request).await;
+        return Ok(request);
     }
     // Boxed: checking a token can call the API server, and that future inline would stay in this layer's
     // state for as long as the request runs (a blocking MCP call or a watch holds it for hours).
     let identified = Box::pin(auth.identify(request.method(), request.uri().path(), request.headers())).await;
     let error = match identified {
-        Identified::Anonymous => return next.run(request).await,
+        Identified::Anonymous => return Ok(request),
         Identified::Principal(principal) => {
             request.extensions_mut().insert(principal);
-            return next.run(request).await;
+            return Ok(request);
         }
         Identified::Refused { presented } => ApiError::Unauthorized {
             message: if presented {
@@ -51,5 +60,5 @@ pub async fn require_credentials(State(auth): State<Authenticator>, mut request:
             ApiError::Unverifiable("the broker cannot check credentials right now; retry".to_owned())
         }
     };
-    crate::error::refuse(&request, error)
+    Err(crate::error::refuse(&request, error))
 }

@@ -15,7 +15,7 @@ use axum::http::{HeaderMap, HeaderName, Method, header};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-pub use layer::{OPEN_PATHS, require_credentials};
+pub use layer::{OPEN_PATHS, admit, require_credentials};
 pub use token_review::ReviewError;
 pub use tokens::TokensFileError;
 

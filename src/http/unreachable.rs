@@ -18,10 +18,16 @@ use crate::{
 
 /// The middleware.
 pub async fn fail_fast(State(listener): State<ListenerStatus>, request: Request, next: Next) -> Response {
+    match refusal(&listener, &request) {
+        Some(refusal) => refusal,
+        None => next.run(request).await,
+    }
+}
+
+/// The 503 to answer `request` with at once, if Postgres is known to be unreachable and it needs it.
+pub fn refusal(listener: &ListenerStatus, request: &Request) -> Option<Response> {
     let path = request.uri().path();
     let answers_itself = POLLED_PATHS.contains(&path) || path == "/ui" || path.starts_with("/ui/");
-    if !answers_itself && listener.database_unreachable() {
-        return error::refuse(&request, ApiError::Unavailable("the database cannot be reached".into()));
-    }
-    next.run(request).await
+    (!answers_itself && listener.database_unreachable())
+        .then(|| error::refuse(request, ApiError::Unavailable("the database cannot be reached".into())))
 }

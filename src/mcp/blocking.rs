@@ -39,15 +39,16 @@ pub async fn ask(state: &AppState, caller: Caller, id: Value, params: Value) -> 
         }
         Err(error) => Err(error),
     };
-    let question = match asked {
-        Ok(question) => question,
+    // Only the question's id is kept for the wait, and the request's JSON is let go: a caller may wait hours.
+    // (Moving the id out of a bound question would keep its other fields until this function ends.)
+    let question_id = match asked {
+        Ok(question) => question.id,
         Err(error) => return Json(envelope(id, Err(error))).into_response(),
     };
     let token = params.pointer("/_meta/progressToken").filter(|t| t.is_string() || t.is_number()).cloned();
-    // Only the question's id is kept for the wait, and the request's JSON is let go: a caller may wait hours.
     drop(params);
     let progress = token.is_some();
-    let messages = messages(state.clone(), question.id, id, token);
+    let messages = messages(state.clone(), question_id, id, token);
     if !progress {
         let mut messages = std::pin::pin!(messages);
         let last = messages.next().await.unwrap_or_else(|| json!({"jsonrpc": "2.0"}));

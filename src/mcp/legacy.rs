@@ -1,16 +1,16 @@
-//! The 2025-11-25 task era, in front of rmcp (which serves only SEP-2663 tasks): an axum middleware that
-//! answers `tools/call` with `params.task`, `tasks/get`, `tasks/result`, `tasks/list` and `tasks/cancel`
-//! from the same Postgres-backed tasks, and adds the era's `capabilities.tasks` and
-//! `execution.taskSupport` to rmcp's `initialize` and `tools/list` replies. A blocking `ask_question` of the
-//! era is answered here too ([`super::blocking`]), for what a waiting caller costs. Everything else —
-//! including every 2026-07-28 request — passes through to rmcp untouched.
+//! The 2025-11-25 task era, in front of rmcp (which serves only SEP-2663 tasks), as the last step of the MCP
+//! router's one middleware ([`super::admit`]): it answers `tools/call` with `params.task`, `tasks/get`,
+//! `tasks/result`, `tasks/list` and `tasks/cancel` from the same Postgres-backed tasks, and adds the era's
+//! `capabilities.tasks` and `execution.taskSupport` to rmcp's `initialize` and `tools/list` replies. A
+//! blocking `ask_question` of the era is answered here too ([`super::blocking`]), for what a waiting caller
+//! costs. Everything else — including every 2026-07-28 request — passes through to rmcp untouched.
 
 use std::{convert::Infallible, time::Duration};
 
 use axum::{
     Json,
     body::{Body, Bytes, to_bytes},
-    extract::{Request, State},
+    extract::Request,
     http::{HeaderMap, Method, StatusCode, header, request::Parts},
     middleware::Next,
     response::{
@@ -36,8 +36,8 @@ const LIST_PAGE: i64 = 50;
 /// How often a blocked `tasks/result` re-checks when no notification comes (the wake-ups are also backed by the poll).
 const RESULT_TICK: Duration = Duration::from_secs(30);
 
-/// The middleware: legacy task traffic is answered here, the rest goes on to rmcp.
-pub async fn layer(State(state): State<AppState>, request: Request, next: Next) -> Response {
+/// Answers legacy task traffic here, and sends the rest on to rmcp.
+pub async fn serve(state: AppState, request: Request, next: Next) -> Response {
     if request.method() != Method::POST {
         return next.run(request).await;
     }
@@ -70,10 +70,10 @@ pub async fn layer(State(state): State<AppState>, request: Request, next: Next) 
         "tools/call" if params.get("task").is_some_and(Value::is_object) => Box::pin(legacy.create(params)).await,
         "tools/call" if params["name"].as_str().and_then(BrokerTool::named) == Some(BrokerTool::AskQuestion) => {
             // The request's JSON moves into the call, which lets it go once the question is asked, and the
-            // body and head are let go now: a caller may wait hours, and the body's bytes can share the
-            // connection's read buffer.
+            // body, the head and rmcp's copy of the service are let go now: a caller may wait hours, and the
+            // body's bytes can share the connection's read buffer.
             let params = message.get_mut("params").map(Value::take).unwrap_or_default();
-            drop((parts, bytes, message));
+            drop((parts, bytes, message, next));
             return Box::pin(super::blocking::ask(&state, legacy.caller, id, params)).await;
         }
         "tasks/get" => Box::pin(legacy.get(params)).await,

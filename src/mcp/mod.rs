@@ -33,7 +33,7 @@ pub use server::BrokerMcp;
 
 use crate::{
     error::ApiError,
-    http::{access_log, hosts::host_allowed},
+    http::{access_log, hosts::host_allowed, unreachable},
     state::AppState,
 };
 
@@ -53,10 +53,7 @@ pub fn router(state: AppState) -> Router {
         StreamableHttpService::new(move || Ok(handler.clone()), Arc::new(NeverSessionManager::default()), transport);
     Router::new()
         .route_service("/mcp", service)
-        .layer(middleware::from_fn_with_state(state.clone(), legacy::layer))
-        .layer(middleware::from_fn_with_state(state.listener.clone(), crate::http::unreachable::fail_fast))
-        .layer(middleware::from_fn_with_state(state.auth.clone(), crate::auth::require_credentials))
-        .layer(middleware::from_fn_with_state(state, refuse_foreign_callers))
+        .layer(middleware::from_fn_with_state(state, admit))
         .layer(middleware::from_fn(access_log::record))
         .layer(TraceLayer::new_for_http().on_failure(()).make_span_with(access_log::request_span))
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
@@ -79,13 +76,25 @@ fn transport_stop(shutdown: &CancellationToken) -> CancellationToken {
     stop
 }
 
-/// DNS-rebinding protection in front of both protocol eras: a request whose `Host` is not an allowed host,
-/// or whose `Origin` (a browser's) is not allowed, gets 403 before anything reads it.
-async fn refuse_foreign_callers(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    match foreign_caller(&state.config.mcp_allowed_hosts, &state.config.mcp_allowed_origins, request.headers()) {
-        Some(what) => (StatusCode::FORBIDDEN, format!("Forbidden: {what} is not allowed")).into_response(),
-        None => next.run(request).await,
+/// Every check in front of both protocol eras, then the 2025-11-25 task layer ([`legacy::serve`]):
+/// DNS-rebinding protection (a request whose `Host` is not an allowed host, or whose `Origin`, a browser's,
+/// is not allowed, gets 403 before anything reads it), credentials, and PostgreSQL's reachability. One
+/// middleware rather than four: each layer's `Next` keeps a boxed copy of the layers under it, and each
+/// layer's future stays, for as long as a call runs, which for a blocking `ask_question` is until a person
+/// answers (issue 27's waiter memory).
+async fn admit(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let config = &state.config;
+    if let Some(what) = foreign_caller(&config.mcp_allowed_hosts, &config.mcp_allowed_origins, request.headers()) {
+        return (StatusCode::FORBIDDEN, format!("Forbidden: {what} is not allowed")).into_response();
     }
+    let request = match crate::auth::admit(&state.auth, request).await {
+        Ok(request) => request,
+        Err(refusal) => return refusal,
+    };
+    if let Some(refusal) = unreachable::refusal(&state.listener, &request) {
+        return refusal;
+    }
+    legacy::serve(state, request, next).await
 }
 
 /// What about the request is not allowed (`Host …` or `Origin …`), if anything. Without configured origins, a

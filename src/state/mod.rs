@@ -50,9 +50,23 @@ use crate::{
 /// How long start-up waits for the LISTEN connection before giving up.
 const LISTENER_START_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Everything a handler needs; cheap to clone.
+/// Everything a handler needs; cheap to clone: one pointer to the replica's [`SharedState`]. Every request
+/// clones it into each layer that takes it (some several times over, as each middleware's `Next` holds a copy
+/// of the layers under it), and an MCP call or an SSE reader keeps those copies for hours.
 #[derive(Debug, Clone)]
-pub struct AppState {
+pub struct AppState(Arc<SharedState>);
+
+impl std::ops::Deref for AppState {
+    type Target = SharedState;
+
+    fn deref(&self) -> &SharedState {
+        &self.0
+    }
+}
+
+/// What [`AppState`] points to.
+#[derive(Debug)]
+pub struct SharedState {
     /// The settings this replica runs with.
     pub config: Arc<Config>,
     /// The request pool.
@@ -97,7 +111,7 @@ pub struct AppState {
     pub stream_ends: StreamEnds,
     /// The bytes all open chunk POSTs may hold in partly received NDJSON lines.
     pub ndjson_budget: NdjsonBudget,
-    background: Arc<Mutex<Background>>,
+    background: Mutex<Background>,
 }
 
 /// The replica's background tasks, for the end of the shutdown sequence.
@@ -212,7 +226,7 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
         policy: answer_policy.clone(),
     };
     background.extend(slack_socket::spawn(inbound, shutdown.clone()));
-    Ok(AppState {
+    Ok(AppState(Arc::new(SharedState {
         config,
         messages,
         query_state: QueryStore::new(pool.clone()),
@@ -235,8 +249,8 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
         open_writers,
         stream_ends,
         ndjson_budget,
-        background: Arc::new(Mutex::new(Background { local: background, outbound, drained })),
-    })
+        background: Mutex::new(Background { local: background, outbound, drained }),
+    })))
 }
 
 impl AppState {
