@@ -84,6 +84,14 @@ async fn get_sessions_serves_the_whole_store_or_a_filtered_sorted_page_with_stat
     let ids: Vec<&String> = whole["sessions"].as_object().unwrap().keys().collect();
     assert_eq!(ids.len(), 3, "{whole}");
     assert_eq!(whole["sessions"]["session-c"]["status"], "error");
+    // The whole store is read by a statement of its own (not through the view one session is read by):
+    // every entry is the same both ways, queries in their order included.
+    for id in ids {
+        let (_, one) = json_of(app.get(&format!("/sessions/{id}")).await).await;
+        assert_eq!(whole["sessions"][id], one, "{id}");
+    }
+    let queries: Vec<&String> = whole["sessions"]["session-a"]["queries"].as_object().unwrap().keys().collect();
+    assert_eq!(queries, ["qa", "qa2", "qa3"]);
 
     let (_, page) = json_of(app.get("/sessions?limit=2").await).await;
     assert_eq!(
