@@ -24,6 +24,24 @@ pub struct SessionStore {
     pool: PgPool,
 }
 
+/// Builds a [`SessionState`] from a row of any query selecting the `sessions` columns (typed, the JSON ones as
+/// `Json<…>`); `$queries` is the session's queries. Defined before `writes`, which uses it too.
+macro_rules! state {
+    ($row:expr, $queries:expr) => {
+        SessionState {
+            session_id: $row.session_id,
+            name: $row.name,
+            queries: $queries,
+            status: $row.status,
+            error_count: $row.error_count as usize,
+            participants: $row.participants.0,
+            conversations: $row.conversations.0,
+            created_at: $row.created_at,
+            last_activity: $row.last_activity,
+        }
+    };
+}
+
 mod writes;
 
 pub use writes::{apply_event, apply_message};
@@ -129,22 +147,7 @@ impl SessionStore {
         )
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows
-            .into_iter()
-            .map(|row| {
-                SessionEntry::from(&SessionState {
-                    session_id: row.session_id,
-                    name: row.name,
-                    queries: row.queries.0,
-                    status: row.status,
-                    error_count: row.error_count as usize,
-                    participants: row.participants.0,
-                    conversations: row.conversations.0,
-                    created_at: row.created_at,
-                    last_activity: row.last_activity,
-                })
-            })
-            .collect())
+        Ok(rows.into_iter().map(|row| SessionEntry::from(&state!(row, row.queries.0))).collect())
     }
 
     /// A page of the sessions matching `filter`, sorted, from offset `offset`; with how many match in total

@@ -15,24 +15,6 @@ use crate::{
     },
 };
 
-/// Builds a [`SessionState`] from a row of any query selecting the `session_entries` (or `sessions`)
-/// columns; `$queries` is the session's queries.
-macro_rules! state {
-    ($row:expr, $queries:expr) => {
-        SessionState {
-            session_id: $row.session_id,
-            name: $row.name,
-            queries: $queries,
-            status: $row.status,
-            error_count: $row.error_count as usize,
-            participants: $row.participants.0,
-            conversations: $row.conversations.0,
-            created_at: $row.created_at,
-            last_activity: $row.last_activity,
-        }
-    };
-}
-
 /// Timestamps are kept to the millisecond, as upstream's ISO strings are.
 fn to_millis(at: DateTime<Utc>) -> DateTime<Utc> {
     at.duration_trunc(TimeDelta::milliseconds(1)).unwrap_or(at)
