@@ -5,7 +5,7 @@
 
 use crate::{
     postgres::Postgres,
-    replicas::{Replica, cpu_seconds, memory_mib, postgres_cpu_seconds},
+    replicas::{Replica, cpu_seconds, memory_mib, postgres_cpu_seconds, sample},
 };
 
 /// Counters at the start of a phase.
@@ -36,14 +36,8 @@ impl Pipeline {
     async fn scrape(client: &reqwest::Client, replicas: &[Replica]) -> Self {
         let mut sum = Pipeline::default();
         for replica in replicas {
-            let Ok(response) = client.get(format!("{}/metrics", replica.base)).send().await else { continue };
-            let text = response.text().await.unwrap_or_default();
-            let value = |series: &str| {
-                text.lines()
-                    .find(|line| line.strip_prefix(series).is_some_and(|rest| rest.starts_with(' ')))
-                    .and_then(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
-                    .unwrap_or(0.0)
-            };
+            let scrape = replica.metrics(client).await;
+            let value = |series: &str| sample(&scrape, series).unwrap_or(0.0);
             sum.flushes += value("ark_broker_flush_rows_count");
             sum.flushed_rows += value("ark_broker_flush_rows_sum");
             sum.flush_s += value("ark_broker_flush_duration_seconds_sum");

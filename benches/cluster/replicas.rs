@@ -85,6 +85,14 @@ impl Replica {
         self.child.id().expect("still running")
     }
 
+    /// The replica's `/metrics` scrape (empty if it did not answer).
+    pub async fn metrics(&self, client: &reqwest::Client) -> String {
+        match client.get(format!("{}/metrics", self.base)).send().await {
+            Ok(response) => response.text().await.unwrap_or_default(),
+            Err(_) => String::new(),
+        }
+    }
+
     /// WARN/ERROR lines logged since start.
     pub fn warnings(&self) -> u64 {
         self.warnings.load(Ordering::Relaxed)
@@ -103,6 +111,14 @@ impl Replica {
             let _ = self.child.kill().await;
         }
     }
+}
+
+/// The value of `series` (a metric's name with its labels, exactly as exported) in a `/metrics` scrape.
+pub fn sample(scrape: &str, series: &str) -> Option<f64> {
+    scrape
+        .lines()
+        .find(|line| line.strip_prefix(series).is_some_and(|rest| rest.starts_with(' ')))
+        .and_then(|line| line.rsplit(' ').next()?.parse().ok())
 }
 
 /// The HTTP and MCP addresses from the "listening" log line.

@@ -10,7 +10,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    replicas::{Replica, memory_mib},
+    replicas::{Replica, memory_mib, sample},
     report::Row,
 };
 
@@ -124,15 +124,8 @@ async fn open(
 
 /// Pending questions on `replica` (its exact gauge), for MCP waiters: their replies come only with the answer.
 async fn pending(client: &reqwest::Client, replica: &Replica) -> usize {
-    let metrics = client.get(format!("{}/metrics", replica.base)).send().await;
-    let text = match metrics {
-        Ok(response) => response.text().await.unwrap_or_default(),
-        Err(_) => return 0,
-    };
-    text.lines()
-        .find(|line| line.starts_with("ark_broker_questions{status=\"pending\"}"))
-        .and_then(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
-        .map_or(0, |n| n as usize)
+    let scrape = replica.metrics(client).await;
+    sample(&scrape, "ark_broker_questions{status=\"pending\"}").map_or(0, |n| n as usize)
 }
 
 /// Waits until `replica` holds `count` MCP waiters (their questions are pending).
