@@ -13,7 +13,10 @@ use uuid::Uuid;
 use super::tools::{self, Caller};
 use crate::{
     db::StoreError,
-    questions::model::{NewQuestion, Question, QuestionStatus},
+    questions::{
+        bodies::NewQuestion,
+        model::{Question, QuestionStatus},
+    },
     state::AppState,
 };
 

@@ -16,7 +16,8 @@ use crate::{
     auth::Principal,
     config::Config,
     questions::{
-        model::{NewQuestion, QueryRef, Question, QuestionStatus},
+        bodies::NewQuestion,
+        model::{QueryRef, Question, QuestionStatus},
         timeout::{EscalateTo, OnTimeout},
     },
     state::AppState,

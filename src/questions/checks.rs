@@ -2,7 +2,7 @@
 //! [`super::answering`]). Each check returns the
 //! domain's [`Invalid`], which REST answers with 400 and MCP with invalid params.
 
-use super::{channel::check_entries, model::NewQuestion, schema::ResponseSchema, timeout::OnTimeout};
+use super::{bodies::NewQuestion, channel::check_entries, schema::ResponseSchema, timeout::OnTimeout};
 use crate::{
     config::Config,
     validate::{self, Checked, Invalid},

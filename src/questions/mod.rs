@@ -3,6 +3,7 @@
 
 mod announce;
 pub mod answering;
+pub mod bodies;
 pub mod change_kind;
 pub mod channel;
 pub mod checks;

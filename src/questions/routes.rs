@@ -13,8 +13,9 @@ use utoipa::{IntoParams, ToSchema};
 use super::{
     RouteState,
     answering::{self, Outcome},
+    bodies::{Answer, Decline, NewQuestion, QuestionConflict},
     history::HistoryItem,
-    model::{Answer, Decline, NewQuestion, Question, QuestionConflict, QuestionStatus},
+    model::{Question, QuestionStatus},
     policy::Answerer,
     store::{Change, QuestionFilter},
     watch,

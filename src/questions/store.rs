@@ -10,9 +10,10 @@ use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
 use super::{
+    bodies::NewQuestion,
     change_kind::ChangeKind,
     deadline,
-    model::{NewQuestion, Question, QuestionRow, QuestionStatus},
+    model::{Question, QuestionRow, QuestionStatus},
     record::{record, record_all},
 };
 use crate::db::{
