@@ -223,6 +223,12 @@ pub struct Config {
           value_parser = clap::value_parser!(u64).range(1_000..=600_000))]
     pub db_network_timeout_ms: u64,
 
+    /// Milliseconds a write waits for PostgreSQL to answer again (a switchover or failover of the primary, a
+    /// restart) before it fails with 503: an open chunk POST keeps its lines meanwhile, other writes wait.
+    #[arg(long, env = "ARK_BROKER_DB_RIDE_THROUGH_MS", default_value_t = 15_000,
+          value_parser = clap::value_parser!(u64).range(0..=600_000))]
+    pub db_ride_through_ms: u64,
+
     /// Largest number of pooled Postgres connections per replica (the LISTEN connection is extra).
     #[arg(long, env = "DATABASE_POOL_MAX", default_value_t = 10)]
     pub database_pool_max: u32,

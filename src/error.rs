@@ -249,6 +249,9 @@ impl From<StoreError> for ApiError {
                 ApiError::Draining("the broker is shutting down; retry on another replica".into())
             }
             StoreError::Contended(what) => ApiError::Unavailable(format!("too many concurrent writers of one {what}")),
+            StoreError::Unsettled => ApiError::Unavailable(
+                "the database did not answer whether the write was stored; it is not counted as stored".into(),
+            ),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The reaper, so no table grows forever: deletes messages, events, sessions and spans whose TTL has passed (and the
 //! oldest events and spans beyond their caps), finished streams and their chunks after the stream retention, the questions
 //! watch log after its window, done (or day-old undone) Query status patches, day-old idempotency keys and inbound
-//! channel delivery ids; and expires pending questions past their expiry. Every replica runs it, but a pass is made by
+//! channel delivery ids, and commit receipts past any settlement; and expires pending questions past their expiry. Every replica runs it, but a pass is made by
 //! whichever replica takes the turn (an advisory try-lock); each statement deletes at most a batch (`skip locked`), so
 //! no pass holds many locks or a long transaction.
 
@@ -87,7 +87,7 @@ impl Duty {
 
 /// The `kind` labels of the reaper's deletions, in the order a pass takes them: what the README lists and a
 /// dashboard expects. The registry checks at start-up that exactly these are registered, in this order.
-pub const KINDS: [&str; 12] = [
+pub const KINDS: [&str; 13] = [
     "messages",
     "events",
     "sessions",
@@ -100,6 +100,7 @@ pub const KINDS: [&str; 12] = [
     "streams",
     "status_patches",
     "inbound_deliveries",
+    "commit_receipts",
 ];
 
 /// The duties of every table, in the order a pass takes them.

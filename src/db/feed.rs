@@ -25,12 +25,12 @@
 //! Notifications carry the feed and the writer's transaction id (`chunks:1234`), never bodies: each replica
 //! reads that transaction's rows once and hands them to its readers in memory.
 
-use std::time::Duration;
-
 use sqlx::{PgPool, Postgres, Transaction};
-use tokio::time::Instant;
 
-use super::StoreResult;
+use super::{
+    StoreError, StoreResult,
+    receipt::{self, Receipt, Settled},
+};
 
 /// The one NOTIFY channel every replica LISTENs on.
 pub const CHANNEL: &str = "ark_broker";
@@ -120,7 +120,8 @@ impl Feed {
 }
 
 /// A write to a feed: begin, write rows (the store's SQL on [`FeedTx::conn`]), then [`FeedTx::commit`], which
-/// queues the NOTIFY naming this transaction when rows were written and commits. Dropping it rolls back.
+/// queues the NOTIFY naming this transaction when rows were written, inserts the transaction's commit receipt
+/// ([`super::receipt`]) and commits. Dropping it rolls back.
 #[derive(Debug)]
 pub struct FeedTx {
     tx: Transaction<'static, Postgres>,
@@ -129,8 +130,10 @@ pub struct FeedTx {
     wrote: bool,
     /// Other feeds the transaction wrote to (e.g. an event changes its session).
     also: Vec<Feed>,
-    /// This transaction's id, when a statement already sent the feed's notification and said so.
-    notified: Option<String>,
+    /// What settles this transaction if its COMMIT goes unanswered.
+    receipt: Receipt,
+    /// Whether a statement already sent the feed's notification and inserted the receipt.
+    receipted: bool,
 }
 
 impl FeedTx {
@@ -140,7 +143,8 @@ impl FeedTx {
         if feed.serialised() {
             sqlx::query!("select pg_advisory_xact_lock($1)", feed.lock_key()).execute(&mut *tx).await?;
         }
-        Ok(FeedTx { tx, pool: pool.clone(), feed, wrote: false, also: Vec::new(), notified: None })
+        let receipt = Receipt::new();
+        Ok(FeedTx { tx, pool: pool.clone(), feed, wrote: false, also: Vec::new(), receipt, receipted: false })
     }
 
     /// The connection to run the store's statements on.
@@ -153,12 +157,17 @@ impl FeedTx {
         self.wrote = true;
     }
 
+    /// The receipt token, for a statement that inserts the receipt itself (see [`FeedTx::wrote_with_receipt`]).
+    pub fn receipt_token(&self) -> uuid::Uuid {
+        self.receipt.token()
+    }
+
     /// Records that rows were written and that the statement writing them also sent the feed's notification
-    /// (`pg_notify(CHANNEL, '<feed>:' || pg_current_xact_id())`), returning the transaction's id: one round
-    /// trip fewer on the hottest path, the chunk flush.
-    pub fn wrote_and_notified(&mut self, tx_id: String) {
+    /// (`pg_notify(CHANNEL, '<feed>:' || pg_current_xact_id())`) and inserted the commit receipt
+    /// ([`FeedTx::receipt_token`]): one round trip fewer on the hottest path, the chunk flush.
+    pub fn wrote_with_receipt(&mut self) {
         self.wrote = true;
-        self.notified = Some(tx_id);
+        self.receipted = true;
     }
 
     /// Records that rows of another feed were written too, so its readers hear of this transaction as well.
@@ -168,43 +177,49 @@ impl FeedTx {
         }
     }
 
-    /// Notifies (each feed rows were written to) and commits.
+    /// Notifies (each feed rows were written to), inserts the receipt and commits.
     ///
-    /// When the COMMIT fails without an answer (the connection or the server died meanwhile), it may still
-    /// have committed; the writer's reply must say exactly what is stored, so the transaction's fate is then
-    /// asked of Postgres (`pg_xact_status`) once it answers again.
+    /// When the COMMIT goes unanswered (the connection or the server died meanwhile) it may still have
+    /// committed, and the server answering next may be another one: the receipt settles it
+    /// ([`receipt::settle`]). Not committed is [`StoreError::Unavailable`], which a writer may try again;
+    /// unknown past the ride-through window is [`StoreError::Unsettled`].
     pub async fn commit(mut self) -> StoreResult<()> {
-        let mut feeds = std::mem::take(&mut self.also);
-        if self.wrote && self.notified.is_none() {
-            feeds.insert(0, self.feed);
-        }
-        let mut tx_id = self.notified.take();
-        if !feeds.is_empty() {
-            // Every feed's notification in one statement: a round trip fewer while the rows' locks are held
-            // (an event changes its session too).
+        if !self.receipted {
+            let mut feeds = std::mem::take(&mut self.also);
+            if self.wrote {
+                feeds.insert(0, self.feed);
+            }
+            // Every feed's notification and the receipt in one statement: a round trip fewer while the rows'
+            // locks are held (an event changes its session too).
             let prefixes: Vec<String> = feeds.iter().map(|feed| format!("{}:", feed.name())).collect();
-            tx_id = Some(
-                sqlx::query_scalar!(
-                    r#"select pg_current_xact_id()::text as "tx!"
-                       from (select count(pg_notify($1, p || pg_current_xact_id()::text))
-                             from unnest($2::text[]) as p) notified"#,
-                    CHANNEL,
-                    &prefixes,
-                )
-                .fetch_one(&mut *self.tx)
-                .await?,
-            );
+            sqlx::query!(
+                r#"with receipt as (insert into commit_receipts (token) values ($3))
+                   select count(pg_notify($1, p || pg_current_xact_id()::text)) as "notified!"
+                   from unnest($2::text[]) as p"#,
+                CHANNEL,
+                &prefixes,
+                self.receipt.token(),
+            )
+            .fetch_one(&mut *self.tx)
+            .await?;
+        } else if !self.also.is_empty() {
+            let prefixes: Vec<String> = self.also.iter().map(|feed| format!("{}:", feed.name())).collect();
+            sqlx::query!(
+                r#"select count(pg_notify($1, p || pg_current_xact_id()::text)) as "notified!"
+                   from unnest($2::text[]) as p"#,
+                CHANNEL,
+                &prefixes,
+            )
+            .fetch_one(&mut *self.tx)
+            .await?;
         }
-        let Some(tx_id) = tx_id else {
-            self.tx.commit().await?;
-            return Ok(());
-        };
         match self.tx.commit().await {
             Ok(()) => Ok(()),
-            Err(error) => match commit_outcome(&self.pool, &tx_id).await {
-                Some(true) => Ok(()),
-                _ => Err(error.into()),
+            Err(error) if super::is_unreachable(&error) => match receipt::settle(&self.pool, self.receipt).await? {
+                Settled::Committed => Ok(()),
+                Settled::NotCommitted => Err(StoreError::Unavailable(error)),
             },
+            Err(error) => Err(error.into()),
         }
     }
 
@@ -213,28 +228,6 @@ impl FeedTx {
         self.tx.rollback().await?;
         Ok(())
     }
-}
-
-/// How long to keep asking whether a transaction whose COMMIT went unanswered committed.
-const OUTCOME_PATIENCE: Duration = Duration::from_secs(15);
-/// Pause between those questions while Postgres does not answer.
-const OUTCOME_RETRY: Duration = Duration::from_millis(200);
-
-/// Whether transaction `tx_id` committed (`Some(true)`), aborted (`Some(false)`), or nobody could say within
-/// [`OUTCOME_PATIENCE`] (`None`). A session that died mid-COMMIT is aborted or committed once Postgres has
-/// noticed (at once, or after crash recovery); never "in progress" for long.
-async fn commit_outcome(pool: &PgPool, tx_id: &str) -> Option<bool> {
-    let deadline = Instant::now() + OUTCOME_PATIENCE;
-    while Instant::now() < deadline {
-        let status = sqlx::query_scalar!("select pg_xact_status($1::text::xid8)", tx_id).fetch_one(pool).await;
-        match status {
-            Ok(Some(status)) if status == "committed" => return Some(true),
-            Ok(Some(status)) if status == "aborted" => return Some(false),
-            Ok(_) | Err(_) => tokio::time::sleep(OUTCOME_RETRY).await,
-        }
-    }
-    tracing::warn!(tx = tx_id, "could not learn whether a transaction whose COMMIT failed committed");
-    None
 }
 
 /// A position in a global feed: everything at or before it was delivered. Ordered by transaction id, then by

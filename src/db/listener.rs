@@ -8,14 +8,7 @@
 //! heartbeat ([`super::heartbeat`]).
 
 use crate::telemetry::chain;
-use std::{
-    collections::HashMap,
-    sync::{
-        Arc,
-        atomic::{AtomicBool, Ordering},
-    },
-    time::Duration,
-};
+use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use sqlx::{PgPool, postgres::PgListener};
 use tokio::sync::{mpsc, watch};
@@ -48,12 +41,12 @@ pub type CompletionRequests = mpsc::UnboundedSender<Option<String>>;
 /// known to be unreachable (requests then fail at once instead of waiting for the pool). The connection also
 /// holds the replica's liveness lock ([`ListenerStatus::replica_key`]).
 #[derive(Debug, Clone)]
-pub struct ListenerStatus(Arc<watch::Sender<bool>>, Arc<AtomicBool>, i64);
+pub struct ListenerStatus(Arc<watch::Sender<bool>>, Arc<watch::Sender<bool>>, i64);
 
 impl Default for ListenerStatus {
     fn default() -> Self {
         let key = i64::from_le_bytes(uuid::Uuid::new_v4().as_bytes()[..8].try_into().expect("8 bytes"));
-        ListenerStatus(Arc::new(watch::channel(false).0), Arc::new(AtomicBool::new(false)), key)
+        ListenerStatus(Arc::new(watch::channel(false).0), Arc::new(watch::channel(false).0), key)
     }
 }
 
@@ -74,7 +67,13 @@ impl ListenerStatus {
     /// Whether this replica knows Postgres cannot be reached right now: the LISTEN connection was lost and
     /// connecting again failed for want of a connection (not for a Postgres error). Cleared once it is back.
     pub fn database_unreachable(&self) -> bool {
-        self.1.load(Ordering::Relaxed)
+        *self.1.borrow()
+    }
+
+    /// Waits up to `window` for Postgres to be reachable again (at once when it is); whether it is.
+    pub async fn reachable_within(&self, window: Duration) -> bool {
+        let mut receiver = self.1.subscribe();
+        tokio::time::timeout(window, receiver.wait_for(|unreachable| !*unreachable)).await.is_ok_and(|r| r.is_ok())
     }
 
     /// The channel this replica's heartbeat pings go to ([`heartbeat`]).
@@ -127,7 +126,10 @@ pub async fn run(
         let listener = match connect(&listen_pool, status.replica_key(), heartbeat.channel()).await {
             Ok(listener) => listener,
             Err(error) => {
-                status.1.store(super::is_unreachable(&error), Ordering::Relaxed);
+                status.1.send_if_modified(|unreachable| {
+                    let now = super::is_unreachable(&error);
+                    std::mem::replace(unreachable, now) != now
+                });
                 tracing::warn!(error = %chain(&error), retry_ms = backoff.as_millis() as u64, "LISTEN connection failed");
                 tokio::select! {
                     _ = cancel.cancelled() => break,
@@ -138,7 +140,7 @@ pub async fn run(
             }
         };
         backoff = Duration::from_millis(50);
-        status.1.store(false, Ordering::Relaxed);
+        status.1.send_if_modified(|unreachable| std::mem::replace(unreachable, false));
         status.set(true);
         tracing::info!(channel = CHANNEL, "listening for notifications");
         // Notifications sent while we were away are gone: every reader re-reads what it may have missed.

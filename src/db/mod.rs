@@ -15,7 +15,9 @@ mod migrate;
 pub mod wakeup;
 
 pub use migrate::{migrate, migrate_on};
+pub mod outage;
 pub mod outbox;
+pub mod receipt;
 pub mod retry;
 pub mod sizes;
 pub mod tail;
@@ -46,6 +48,10 @@ pub enum StoreError {
     /// The replica is shutting down and takes no more writes.
     #[error("shutting down")]
     ShuttingDown,
+    /// A write's COMMIT went unanswered and no server could say, within the ride-through window, whether it
+    /// committed ([`receipt::settle`]): it is not counted as stored.
+    #[error("whether the write committed could not be learnt")]
+    Unsettled,
 }
 
 impl From<sqlx::Error> for StoreError {
@@ -94,6 +100,8 @@ pub struct Timeouts {
     /// `idle_in_transaction_session_timeout`: a replica that stops mid-transaction (frozen, partitioned) has
     /// its session ended, and its locks released, after this long.
     pub idle_in_transaction: Duration,
+    /// How long a write waits for a primary to answer before it fails ([`outage`]).
+    pub ride_through: Duration,
 }
 
 impl Timeouts {
@@ -103,6 +111,7 @@ impl Timeouts {
             statement: Duration::from_millis(config.db_statement_timeout_ms),
             lock: Duration::from_millis(config.db_lock_timeout_ms),
             idle_in_transaction: Duration::from_millis(config.db_idle_in_transaction_timeout_ms),
+            ride_through: Duration::from_millis(config.db_ride_through_ms),
         }
     }
 }
@@ -117,6 +126,7 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
 /// harms only itself: Postgres ends its session and releases what it held. The LISTEN connection and
 /// migrations use their own connections without them (LISTEN idles forever; a migration may take long).
 pub async fn connect(database: &Database, max_connections: u32, timeouts: Timeouts) -> Result<PgPool, sqlx::Error> {
+    outage::set_window(timeouts.ride_through);
     let ms = |d: Duration| format!("{}ms", d.as_millis());
     let options = database.options("ark-broker")?.options([
         ("statement_timeout", ms(timeouts.statement)),

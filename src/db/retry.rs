@@ -1,6 +1,6 @@
 //! Retrying a feed write in a new transaction: a key's claim lost to a writer whose transaction began later
 //! (the per-key rule in [`super::feed`]), or a question change whose Query stream another transaction holds.
-//! [`in_feed_tx!`] is the one loop every store's write goes through.
+//! [`in_feed_tx!`] is the one loop every store's write goes through; it also rides through an outage.
 
 use std::time::Duration;
 
@@ -41,39 +41,57 @@ impl Retries {
 
 /// Runs a write to `$feed` in a transaction of its own until an attempt is done: the attempt (an async block
 /// using `$tx`, a `&mut FeedTx`) answers an [`Attempt`]; `Retry` rolls back, pauses as `$retries` says and
-/// begins again. Every attempt lost gives [`super::StoreError::Contended`]. (A macro, not a function taking
-/// an async closure: such a closure's future cannot be proven `Send`.)
+/// begins again. Every attempt lost gives [`super::StoreError::Contended`]. An attempt that failed for want
+/// of a database, or whose COMMIT was settled as not committed, is tried again within the ride-through
+/// window ([`super::outage`]). (A macro, not a function taking an async closure: such a closure's future
+/// cannot be proven `Send`.)
 macro_rules! in_feed_tx {
     ($pool:expr, $feed:expr, $retries:expr, |$tx:ident| $attempt:expr) => {{
         let retries: $crate::db::retry::Retries = $retries;
-        let mut outcome = Err($crate::db::StoreError::Contended(retries.contended));
-        for round in 0..retries.attempts {
-            let mut transaction = $crate::db::feed::FeedTx::begin($pool, $feed).await?;
-            let attempt: $crate::db::StoreResult<$crate::db::retry::Attempt<_>> = {
-                let $tx = &mut transaction;
-                $attempt.await
-            };
-            match attempt? {
-                $crate::db::retry::Attempt::Commit(done) => {
-                    transaction.commit().await?;
-                    outcome = Ok(done);
-                    break;
+        let mut outage = $crate::db::outage::Outage::new();
+        let mut lost = 0;
+        loop {
+            let round: $crate::db::StoreResult<Option<_>> = async {
+                let mut transaction = $crate::db::feed::FeedTx::begin($pool, $feed).await?;
+                let attempt: $crate::db::StoreResult<$crate::db::retry::Attempt<_>> = {
+                    let $tx = &mut transaction;
+                    $attempt.await
+                };
+                match attempt? {
+                    $crate::db::retry::Attempt::Commit(done) => {
+                        transaction.commit().await?;
+                        Ok(Some(done))
+                    }
+                    $crate::db::retry::Attempt::Rollback(done) => {
+                        transaction.rollback().await?;
+                        Ok(Some(done))
+                    }
+                    $crate::db::retry::Attempt::Retry => {
+                        transaction.rollback().await?;
+                        Ok(None)
+                    }
                 }
-                $crate::db::retry::Attempt::Rollback(done) => {
-                    transaction.rollback().await?;
-                    outcome = Ok(done);
-                    break;
-                }
-                $crate::db::retry::Attempt::Retry => {
-                    transaction.rollback().await?;
-                    let pause = retries.pause(round);
+            }
+            .await;
+            match round {
+                Ok(Some(done)) => break Ok(done),
+                Ok(None) => {
+                    lost += 1;
+                    if lost >= retries.attempts {
+                        break Err($crate::db::StoreError::Contended(retries.contended));
+                    }
+                    let pause = retries.pause(lost - 1);
                     if !pause.is_zero() {
                         tokio::time::sleep(pause).await;
                     }
                 }
+                Err(error) => {
+                    if !outage.again(&error).await {
+                        break Err(error);
+                    }
+                }
             }
         }
-        outcome
     }};
 }
 pub(crate) use in_feed_tx;

@@ -91,9 +91,10 @@ async fn admit(State(state): State<AppState>, request: Request, next: Next) -> R
         Ok(request) => request,
         Err(refusal) => return refusal,
     };
-    if let Some(refusal) = unreachable::refusal(&state.listener, &request) {
-        return refusal;
-    }
+    let request = match unreachable::admit(&state.listener, request).await {
+        Ok(request) => request,
+        Err(refusal) => return refusal,
+    };
     legacy::serve(state, request, next).await
 }
 

@@ -114,6 +114,7 @@ pub fn internal(error: StoreError) -> McpError {
         StoreError::Unavailable(_) => "the broker could not reach its database; retry",
         StoreError::ShuttingDown => "the broker is shutting down; retry on another replica",
         StoreError::Contended(_) => "too many concurrent changes of the same question; retry",
+        StoreError::Unsettled => "the broker could not learn whether the change was stored; read the question",
         StoreError::Database(_) => "the broker failed to complete the request",
     };
     McpError::internal_error(message, None)

@@ -12,6 +12,7 @@ use crate::{
         feed::Feed,
         listener::Tails,
         live::LiveFeed,
+        receipt,
         tail::{self, FeedSource, TailEvent},
         wakeup::Wakeups,
     },
@@ -145,6 +146,9 @@ pub fn register(pool: &PgPool, replica_key: i64, wakeups: &Wakeups, deliveries: 
         ),
         Duty::new("inbound_deliveries", "inbound delivery ids", deliveries.clone(), |s, keep| async move {
             s.forget_inbound(DONE_KEEP_SECONDS, keep.batch).await
+        }),
+        Duty::new("commit_receipts", "commit receipts", pool.clone(), |pool, keep| async move {
+            receipt::reap(&pool, receipt::KEEP, keep.batch).await
         }),
     ]);
     (Tables { chunks, messages, events, sessions, spans, questions }, registry)

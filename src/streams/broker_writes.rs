@@ -8,6 +8,7 @@ use super::{ChunkStore, store, typed::EventType};
 use crate::db::{
     StoreResult,
     feed::{Feed, FeedTx},
+    outage,
 };
 
 /// The frame readers of an aborted stream get (then `[DONE]`), stored as the stream's last chunk.
@@ -77,13 +78,17 @@ impl ChunkStore {
     /// Records that a chunk POST to `stream_id` broke mid-body: unless something is written to the stream,
     /// or it is completed, within the grace period, [`ChunkStore::abort_lost`] marks it aborted.
     pub async fn writer_lost(&self, stream_id: &str) -> StoreResult<()> {
-        sqlx::query!(
-            "update streams set writer_lost_at = now() where stream_id = $1 and completed_at is null",
-            stream_id,
-        )
-        .execute(self.pool())
-        .await?;
-        Ok(())
+        // Repeatable, so it rides an outage.
+        outage::ride(|| async {
+            sqlx::query!(
+                "update streams set writer_lost_at = now() where stream_id = $1 and completed_at is null",
+                stream_id,
+            )
+            .execute(self.pool())
+            .await?;
+            Ok(())
+        })
+        .await
     }
 
     /// Marks aborted up to `limit` streams whose writer was lost more than `grace` ago and that nothing was

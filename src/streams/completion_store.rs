@@ -11,6 +11,7 @@ use super::ChunkStore;
 use crate::db::{
     StoreError, StoreResult,
     feed::{self, Feed, FeedTx},
+    outage,
     retry::{Attempt, Retries, in_feed_tx},
 };
 
@@ -56,16 +57,21 @@ impl ChunkStore {
     /// (the POST then seals as soon as it has read what arrived).
     #[tracing::instrument(level = "debug", skip_all)]
     pub async fn register_writer(&self, writer: Uuid, stream_id: &str) -> StoreResult<bool> {
-        Ok(sqlx::query_scalar!(
-            r#"with registered as (insert into stream_writers (writer_id, stream_id, replica_key) values ($1, $2, $3))
-               select exists (select 1 from streams where stream_id = $2 and complete_requested_at is not null
-                                and completed_at is null) as "requested!""#,
-            writer,
-            stream_id,
-            self.replica_key(),
-        )
-        .fetch_one(self.pool())
-        .await?)
+        // Repeatable (an attempt whose answer was lost registered the writer already), so it rides an outage.
+        outage::ride(|| async {
+            Ok(sqlx::query_scalar!(
+                r#"with registered as (insert into stream_writers (writer_id, stream_id, replica_key)
+                                       values ($1, $2, $3) on conflict (writer_id) do nothing)
+                   select exists (select 1 from streams where stream_id = $2 and complete_requested_at is not null
+                                    and completed_at is null) as "requested!""#,
+                writer,
+                stream_id,
+                self.replica_key(),
+            )
+            .fetch_one(self.pool())
+            .await?)
+        })
+        .await
     }
 
     /// Releases `writer` of `stream_id` once every line it handed over is stored: for good when its POST ended

@@ -76,7 +76,7 @@ impl ChunkStore {
             }
         }
         let mut tx = FeedTx::begin(&self.pool, Feed::Chunks).await?;
-        let written = sqlx::query!(
+        let written = sqlx::query_scalar!(
             r#"with wanted as (
                  select stream_id, count(*) as n from unnest($1::text[]) as w(stream_id) group by stream_id
                ), free as (
@@ -101,24 +101,27 @@ impl ChunkStore {
                  returning 1
                ), notified as (
                  select pg_notify($4, $5 || pg_current_xact_id()::text) from (select 1 from claimed limit 1) c
+               ), receipt as (
+                 insert into commit_receipts (token) select $6 from (select 1 from claimed limit 1) c
                )
-               select c.stream_id as "stream_id!", pg_current_xact_id()::text as "tx!"
+               select c.stream_id as "stream_id!"
                from claimed c cross join (select count(*) from notified) n"#,
             &stream_ids as &[&str],
             &chunks as &[&str],
             &events as &[Option<&str>],
             CHANNEL,
             format!("{}:", Feed::Chunks.name()),
+            tx.receipt_token(),
         )
         .fetch_all(tx.conn())
         .await?;
-        let Some(tx_id) = written.first().map(|row| row.tx.clone()) else {
+        if written.is_empty() {
             tx.rollback().await?;
             return Ok(Vec::new());
-        };
-        tx.wrote_and_notified(tx_id);
+        }
+        tx.wrote_with_receipt();
         tx.commit().await?;
-        Ok(written.into_iter().map(|row| row.stream_id).collect())
+        Ok(written)
     }
 
     /// Appends one hand-over of a request that carries an idempotency key, in a transaction of its own: of

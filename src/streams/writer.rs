@@ -27,7 +27,7 @@ use super::{
     store::{Append, ChunkStore},
 };
 use crate::{
-    db::{StoreError, StoreResult},
+    db::{StoreError, StoreResult, outage::Outage},
     idempotency::IdempotencyKey,
     telemetry::metrics,
 };
@@ -101,7 +101,13 @@ impl ChunkWriter {
     /// Starts the writer task. It runs until every `ChunkWriter` clone is dropped, then drains and ends.
     pub fn spawn(store: ChunkStore, max_rows: usize) -> (Self, JoinHandle<()>) {
         let (queue, receiver) = mpsc::channel(QUEUE_DEPTH);
-        let writer = Writer { store, max_rows: max_rows.max(1), known: HashSet::new(), held: VecDeque::new() };
+        let writer = Writer {
+            store,
+            max_rows: max_rows.max(1),
+            known: HashSet::new(),
+            held: VecDeque::new(),
+            outage: Outage::new(),
+        };
         (ChunkWriter { queue }, tokio::spawn(writer.run(receiver)))
     }
 
@@ -126,8 +132,10 @@ struct Writer {
     store: ChunkStore,
     max_rows: usize,
     known: HashSet<Arc<str>>,
-    /// Hand-overs whose streams were held by another transaction, oldest first.
+    /// Hand-overs whose streams were held by another transaction, or that wait out an outage, oldest first.
     held: VecDeque<HandOver>,
+    /// The outage being ridden through, if a flush failed for want of a database.
+    outage: Outage,
 }
 
 impl Writer {
@@ -139,6 +147,9 @@ impl Writer {
                     Some(first) => Some(first),
                     None => return,
                 }
+            } else if self.outage.started() {
+                // Riding through an outage: only what is held is tried again (the pause was taken).
+                None
             } else {
                 // Held streams are retried soon, or as soon as something new arrives.
                 tokio::time::timeout(HELD_RETRY, receiver.recv()).await.ok().flatten()
@@ -146,7 +157,7 @@ impl Writer {
             batch.extend(first);
             let mut rows: usize = batch.iter().map(|h| h.append.chunks.len()).sum();
             // Take whatever else is already waiting: this is the group in group commit.
-            while rows < self.max_rows {
+            while rows < self.max_rows && !self.outage.started() {
                 match receiver.try_recv() {
                     Ok(next) => {
                         rows += next.append.chunks.len();
@@ -167,11 +178,11 @@ impl Writer {
         if batch.is_empty() {
             return;
         }
+        let mut outage = Waiting::default();
         metrics::ingested(batch.iter().map(|h| h.append.chunks.len()).sum());
         if let Err(error) = self.create_streams(&batch).await {
-            tracing::warn!(error = %chain(&error), requests = batch.len(), "chunk flush failed");
-            batch.into_iter().for_each(|h| h.finish(Err(NotStored)));
-            return;
+            outage.or_fail(error, batch, "chunk flush failed");
+            return self.ride_through(outage).await;
         }
         let (keyed, batch): (Vec<_>, Vec<_>) = batch.into_iter().partition(|h| h.request.key.is_some());
         let mut held_streams: HashSet<Arc<str>> = HashSet::new();
@@ -179,13 +190,18 @@ impl Writer {
             // Once a hand-over is held, the later ones of its stream wait too: a request's lines stay in order.
             if held_streams.contains(&hand_over.append.stream_id) {
                 self.settle(vec![hand_over], &[]);
-            } else if let Some(held) = self.write_keyed(hand_over).await {
+            } else if let Some(held) = self.write_keyed(hand_over, &mut outage).await {
                 held_streams.insert(held);
             }
         }
-        if batch.is_empty() {
-            return;
+        if !batch.is_empty() {
+            self.append(batch, &mut outage).await;
         }
+        self.ride_through(outage).await;
+    }
+
+    /// Appends the hand-overs without an idempotency key in one transaction (each alone, if that fails).
+    async fn append(&mut self, batch: Vec<HandOver>, outage: &mut Waiting) {
         let appends: Vec<&Append> = batch.iter().map(|h| &h.append).collect();
         let (rows, started) = (appends.iter().map(|a| a.chunks.len()).sum(), Instant::now());
         match self.store.append(&appends).await {
@@ -204,22 +220,36 @@ impl Writer {
                     match self.store.append(&[&hand_over.append]).await {
                         Ok(written) => self.settle(vec![hand_over], &written),
                         Err(error) => {
-                            tracing::warn!(error = %chain(&error), stream.id = %hand_over.append.stream_id, "chunks not stored");
-                            hand_over.finish(Err(NotStored));
+                            outage.or_fail(error, vec![hand_over], "chunks not stored");
                         }
                     }
                 }
             }
             Err(error) => {
-                tracing::warn!(error = %chain(&error), requests = batch.len(), "chunk flush failed");
-                batch.into_iter().for_each(|h| h.finish(Err(NotStored)));
+                outage.or_fail(error, batch, "chunk flush failed");
             }
+        }
+    }
+
+    /// Holds what failed for want of a database for the next flush, after a pause, while the ride-through
+    /// window lasts; past it, those hand-overs fail. A flush that met no outage ends the one ridden through.
+    async fn ride_through(&mut self, waiting: Waiting) {
+        let Some(error) = waiting.error else {
+            self.outage = Outage::new();
+            return;
+        };
+        if self.outage.again(&error).await {
+            self.held.extend(waiting.hand_overs);
+        } else {
+            tracing::warn!(error = %chain(&error), requests = waiting.hand_overs.len(), "chunks not stored: the database did not answer within the ride-through window");
+            waiting.hand_overs.into_iter().for_each(|h| h.finish(Err(NotStored)));
+            self.outage = Outage::new();
         }
     }
 
     /// Writes a hand-over of a request with an idempotency key, unless an earlier one of it failed. Returns
     /// its stream if another transaction held it (the hand-over is then held for the next flush).
-    async fn write_keyed(&mut self, hand_over: HandOver) -> Option<Arc<str>> {
+    async fn write_keyed(&mut self, hand_over: HandOver, outage: &mut Waiting) -> Option<Arc<str>> {
         let Some(key) = hand_over.request.key.as_ref().filter(|_| !hand_over.request.has_failed()) else {
             hand_over.finish(Err(NotStored));
             return None;
@@ -232,8 +262,10 @@ impl Writer {
                 return Some(stream_id);
             }
             Err(error) => {
-                tracing::warn!(error = %chain(&error), stream.id = %hand_over.append.stream_id, "chunks not stored");
-                hand_over.finish(Err(NotStored));
+                let stream_id = hand_over.append.stream_id.clone();
+                if outage.or_fail(error, vec![hand_over], "chunks not stored") {
+                    return Some(stream_id);
+                }
             }
         }
         None
@@ -278,5 +310,27 @@ impl Writer {
                 self.held.push_back(hand_over);
             }
         }
+    }
+}
+
+/// What one flush holds back for want of a database.
+#[derive(Default)]
+struct Waiting {
+    /// The first such error.
+    error: Option<StoreError>,
+    hand_overs: Vec<HandOver>,
+}
+
+impl Waiting {
+    /// Keeps `hand_overs` for the ride-through if `error` is an outage (returns true); fails them otherwise.
+    fn or_fail(&mut self, error: StoreError, hand_overs: Vec<HandOver>, what: &'static str) -> bool {
+        if matches!(error, StoreError::Unavailable(_)) {
+            self.error.get_or_insert(error);
+            self.hand_overs.extend(hand_overs);
+            return true;
+        }
+        tracing::warn!(error = %chain(&error), requests = hand_overs.len(), "{what}");
+        hand_overs.into_iter().for_each(|h| h.finish(Err(NotStored)));
+        false
     }
 }

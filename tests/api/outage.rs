@@ -1,6 +1,7 @@
 //! A database outage seen from real broker processes: once a replica knows Postgres cannot be reached, a
-//! request gets 503 with `Retry-After` at once (not after the pool's timeout), REST and MCP alike, `/health`
-//! and `/metrics` still answer, and everything works again when Postgres is back.
+//! read gets 503 with `Retry-After` at once (not after the pool's timeout), a write (MCP calls included) once
+//! the ride-through window has passed, `/health` and `/metrics` still answer, and everything works again
+//! when Postgres is back. A write made while it is away for less than the window waits and succeeds.
 
 use std::time::{Duration, Instant};
 
@@ -11,7 +12,7 @@ use crate::support::{OwnServer, Replica, within};
 #[tokio::test]
 async fn with_postgres_stopped_requests_fail_fast_and_recover_when_it_is_back() {
     let (server, url) = OwnServer::start().await;
-    let a = Replica::start(&url).await;
+    let a = Replica::start_with(&url, &["--db-ride-through-ms", "1500"]).await;
     let client = reqwest::Client::new();
     assert_eq!(client.get(a.url("/questions")).send().await.unwrap().status(), 200);
 
@@ -36,7 +37,15 @@ async fn with_postgres_stopped_requests_fail_fast_and_recover_when_it_is_back() 
         // Well under the pool's 5 s acquire timeout, which is what every request waited before.
         assert!(took < Duration::from_secs(3), "{path} took {took:?}; the replica logged:\n{}", a.log());
     }
-    // MCP too: a task call fails as fast, with the same 503.
+    // A write waits out the ride-through window for the database to come back, then gets the same 503.
+    let started = Instant::now();
+    let message =
+        serde_json::json!({"conversation_id": "c", "query_id": "q", "messages": [{"role": "user", "content": "hi"}]});
+    let response = client.post(a.url("/messages")).json(&message).send().await.unwrap();
+    let took = started.elapsed();
+    assert_eq!(response.status(), 503);
+    assert!(took >= Duration::from_millis(1500) && took < Duration::from_secs(4), "the write took {took:?}");
+    // MCP too (every call waits as a write does), with the same 503.
     let started = Instant::now();
     let list = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tasks/list", "params": {}});
     let response = client
@@ -47,7 +56,9 @@ async fn with_postgres_stopped_requests_fail_fast_and_recover_when_it_is_back() 
         .send()
         .await
         .unwrap();
-    assert_eq!((response.status().as_u16(), started.elapsed() < Duration::from_secs(3)), (503, true));
+    let took = started.elapsed();
+    assert_eq!(response.status().as_u16(), 503);
+    assert!(took >= Duration::from_millis(1500) && took < Duration::from_secs(4), "the MCP call took {took:?}");
     assert_eq!(response.headers()["retry-after"], "1");
     assert_eq!(client.get(a.url("/health")).send().await.unwrap().status(), 200, "the process still answers");
     // The scrape answers at once from what was recorded, so the outage itself can be watched.
@@ -67,4 +78,38 @@ async fn with_postgres_stopped_requests_fail_fast_and_recover_when_it_is_back() 
     })
     .await;
     assert_eq!(client.get(a.url("/readyz")).send().await.unwrap().status(), 200);
+}
+
+#[tokio::test]
+async fn writes_made_while_postgres_is_briefly_away_wait_for_it_and_are_stored_once() {
+    let (server, url) = OwnServer::start().await;
+    let a = Replica::start(&url).await;
+    let client = reqwest::Client::new();
+    let post = |n: usize| {
+        let message = serde_json::json!({"conversation_id": "c", "query_id": "q", "messages": [{"role": "user", "content": format!("m{n}")}]});
+        client.post(a.url("/messages")).json(&message).send()
+    };
+    assert_eq!(post(0).await.unwrap().status(), 200);
+
+    server.stop().await;
+    within("the replica to notice", async {
+        while !a.log().contains("LISTEN connection failed") {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    // Writes made now wait (the default window is 15 s) instead of failing.
+    let waiting: Vec<_> = (1..=3).map(|n| tokio::spawn(post(n))).collect();
+    assert_eq!(client.get(a.url("/messages")).send().await.unwrap().status(), 503, "reads still fail fast");
+    assert!(waiting.iter().all(|w| !w.is_finished()), "the writes wait for the database");
+    server.start_again().await;
+    for write in waiting {
+        let response = within("a waiting write to be answered", write).await.unwrap().unwrap();
+        assert_eq!(response.status(), 200, "{}", a.log());
+    }
+    let stored: Value = client.get(a.url("/messages?conversation_id=c")).send().await.unwrap().json().await.unwrap();
+    let mut contents: Vec<&str> =
+        stored["items"].as_array().unwrap().iter().map(|m| m["message"]["content"].as_str().unwrap()).collect();
+    contents.sort();
+    assert_eq!(contents, ["m0", "m1", "m2", "m3"], "each write stored once");
 }

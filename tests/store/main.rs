@@ -6,6 +6,8 @@
 //! `#[sqlx::test]` takes its server from `DATABASE_URL`: `scripts/test` starts a throwaway PostgreSQL and runs
 //! this tier with it; plain `cargo test` lists these tests as ignored, saying what they need.
 
+mod receipts;
+
 use std::collections::BTreeMap;
 
 use ark_broker::{
