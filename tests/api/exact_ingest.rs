@@ -54,10 +54,65 @@ impl OpenPost {
 }
 
 #[tokio::test]
-async fn a_postgres_crash_under_a_long_post_leaves_a_stored_prefix_the_reply_and_readers_agree_on() {
-    // A server of its own, restarted by the test.
+async fn a_postgres_crash_under_a_long_post_is_ridden_through_and_every_line_is_stored_once_in_order() {
     let (server, url) = OwnServer::start().await;
     let (a, b) = tokio::join!(Replica::start(&url), Replica::start(&url));
+    let mut hold = install_hold(&url).await;
+    let client = reqwest::Client::new();
+    let mut reader = SseReader::open(&client, &b.url("/stream/long")).await;
+
+    let post = OpenPost::start(&client, a.url("/stream/long"), None);
+    for i in 0..20 {
+        post.send(line(i));
+    }
+    let mut expected: Vec<String> = (0..20).map(line).collect();
+    assert_eq!(reader.take_data(20).await, expected, "the reader on B sees the first lines live");
+    // The next line's flush stops inside its transaction; PostgreSQL crashes with it open. The writer holds
+    // the line and writes it again once PostgreSQL is back (the hold went with the test's session).
+    let held = "{\"i\":20,\"hold\":1}".to_owned();
+    post.send(held.clone());
+    wait_until_held(&mut hold).await;
+    for i in 21..30 {
+        post.send(line(i));
+    }
+    server.crash_restart().await;
+    let OpenPost { lines, reply } = post;
+    drop(lines);
+
+    let reply = within("the reply of the POST", reply).await.unwrap().expect("a reply");
+    assert_eq!(reply.status(), 200, "the POST rode the crash through");
+    let body: Value = reply.json().await.unwrap();
+    assert_eq!(body["chunks_stored"], 30, "{body}");
+    expected.push(held);
+    expected.extend((21..30).map(line));
+    assert_eq!(stored_chunks(&url, "long").await, expected, "every line stored once, in order");
+    let completed = client.post(b.url("/stream/long/complete")).send().await.unwrap();
+    assert_eq!(completed.status(), 200);
+    let mut rest = Vec::new();
+    while let Some(data) = reader.next_data().await {
+        rest.push(data);
+        if rest.last().is_some_and(|d| d == "[DONE]") {
+            break;
+        }
+    }
+    if rest.last().is_none_or(|d| d != "[DONE]") {
+        // A restart that took over five seconds: B ended its readers (with a retry hint). One coming back
+        // replays the stream from its beginning.
+        reader = SseReader::open(&client, &b.url("/stream/long?from-beginning=true")).await;
+        rest = reader.take_data(31).await;
+        assert_eq!(rest[..30], expected[..], "a reader coming back replays every line once");
+    } else {
+        assert_eq!(rest[..rest.len() - 1], expected[20..], "the reader on B saw each line once, in order");
+    }
+}
+
+#[tokio::test]
+async fn a_postgres_crash_under_a_long_post_past_the_ride_through_leaves_a_stored_prefix_the_reply_and_readers_agree_on()
+ {
+    // A server of its own, restarted by the test; no ride-through, so the crash outlasts it.
+    let (server, url) = OwnServer::start().await;
+    let start = || Replica::start_with(&url, &["--db-ride-through-ms", "0"]);
+    let (a, b) = tokio::join!(start(), start());
     let mut hold = install_hold(&url).await;
     let client = reqwest::Client::new();
     let mut reader = SseReader::open(&client, &b.url("/stream/long")).await;
