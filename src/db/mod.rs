@@ -4,6 +4,7 @@
 //! ([`outbox`]).
 
 pub mod embedded;
+pub mod epoch;
 pub mod fanout;
 pub mod feed;
 pub mod follow;
@@ -182,17 +183,17 @@ type AfterConnect = dyn Fn(&mut PgConnection, sqlx::pool::PoolConnectionMetadata
     + Send
     + Sync;
 
-/// Sets keepalive on each connection a pool makes, once it is made ([`keepalive`]); the server's port is
-/// read once, here.
+/// Sets keepalive on each connection a pool makes, once it is made ([`keepalive`]), and enters the server's
+/// timeline ([`epoch`]) before the connection is used; the server's port is read once, here.
 fn guard_connection(database: &Database) -> Box<AfterConnect> {
     let (port, timeout) = (database.tcp_port(), database.network_timeout());
-    Box::new(move |_, _| {
+    Box::new(move |conn, _| {
         Box::pin(async move {
             if let Some(port) = port {
                 // A scan of the process's descriptors: off the async workers.
                 let _ = tokio::task::spawn_blocking(move || keepalive::guard_sockets_to(port, timeout)).await;
             }
-            Ok(())
+            epoch::enter(conn).await
         })
     })
 }
