@@ -11,7 +11,7 @@ use super::{
     store::{Change, QuestionStore},
 };
 use crate::{
-    db::StoreResult,
+    db::{StoreResult, outage},
     validate::{self, Invalid},
 };
 
@@ -52,7 +52,10 @@ pub async fn answer(
     {
         return Ok(Outcome::Refused(invalid));
     }
-    let Some(question) = store.get(id).await? else { return Ok(Outcome::Changed(Box::new(Change::NotFound))) };
+    // A read before the write: repeatable, so it rides an outage as the write does (a primary switching over).
+    let Some(question) = outage::ride(|| store.get(id)).await? else {
+        return Ok(Outcome::Changed(Box::new(Change::NotFound)));
+    };
     // Before anything else: a 409 would show someone who may not answer what the answer was.
     if let Err(why) = policy.check(&question, answerer).await {
         store.record_refusal(id, answered_by, via, &why).await?;
@@ -141,7 +144,10 @@ pub async fn decline(
     {
         return Ok(Outcome::Refused(invalid));
     }
-    let Some(question) = store.get(id).await? else { return Ok(Outcome::Changed(Box::new(Change::NotFound))) };
+    // A read before the write: repeatable, so it rides an outage as the write does (a primary switching over).
+    let Some(question) = outage::ride(|| store.get(id)).await? else {
+        return Ok(Outcome::Changed(Box::new(Change::NotFound)));
+    };
     if let Err(why) = policy.check(&question, answerer).await {
         store.record_refusal(id, declined_by, via, &why).await?;
         return Ok(Outcome::Forbidden(why));

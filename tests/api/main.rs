@@ -21,6 +21,7 @@ mod end_of_query;
 mod events;
 mod events_replicas;
 mod exact_ingest;
+mod failover;
 mod frozen;
 mod github_typed;
 mod heartbeat;
