@@ -178,30 +178,35 @@ impl Writer {
         if batch.is_empty() {
             return;
         }
-        let mut outage = Waiting::default();
+        let mut waiting = Waiting::default();
         metrics::ingested(batch.iter().map(|h| h.append.chunks.len()).sum());
         if let Err(error) = self.create_streams(&batch).await {
-            outage.or_fail(error, batch, "chunk flush failed");
-            return self.ride_through(outage).await;
+            waiting.or_fail(error, batch, "chunk flush failed");
+            return self.ride_through(waiting).await;
         }
         let (keyed, batch): (Vec<_>, Vec<_>) = batch.into_iter().partition(|h| h.request.key.is_some());
         let mut held_streams: HashSet<Arc<str>> = HashSet::new();
         for hand_over in keyed {
             // Once a hand-over is held, the later ones of its stream wait too: a request's lines stay in order.
-            if held_streams.contains(&hand_over.append.stream_id) {
+            // Once the database is found gone, the rest of the flush waits for it in its order.
+            if waiting.is_waiting() {
+                waiting.hand_overs.push(hand_over);
+            } else if held_streams.contains(&hand_over.append.stream_id) {
                 self.settle(vec![hand_over], &[]);
-            } else if let Some(held) = self.write_keyed(hand_over, &mut outage).await {
+            } else if let Some(held) = self.write_keyed(hand_over, &mut waiting).await {
                 held_streams.insert(held);
             }
         }
-        if !batch.is_empty() {
-            self.append(batch, &mut outage).await;
+        if waiting.is_waiting() {
+            waiting.hand_overs.extend(batch);
+        } else if !batch.is_empty() {
+            self.append(batch, &mut waiting).await;
         }
-        self.ride_through(outage).await;
+        self.ride_through(waiting).await;
     }
 
     /// Appends the hand-overs without an idempotency key in one transaction (each alone, if that fails).
-    async fn append(&mut self, batch: Vec<HandOver>, outage: &mut Waiting) {
+    async fn append(&mut self, batch: Vec<HandOver>, waiting: &mut Waiting) {
         let appends: Vec<&Append> = batch.iter().map(|h| &h.append).collect();
         let (rows, started) = (appends.iter().map(|a| a.chunks.len()).sum(), Instant::now());
         match self.store.append(&appends).await {
@@ -217,16 +222,20 @@ impl Writer {
                         hand_over.finish(Err(NotStored));
                         continue;
                     }
+                    if waiting.is_waiting() {
+                        waiting.hand_overs.push(hand_over);
+                        continue;
+                    }
                     match self.store.append(&[&hand_over.append]).await {
                         Ok(written) => self.settle(vec![hand_over], &written),
                         Err(error) => {
-                            outage.or_fail(error, vec![hand_over], "chunks not stored");
+                            waiting.or_fail(error, vec![hand_over], "chunks not stored");
                         }
                     }
                 }
             }
             Err(error) => {
-                outage.or_fail(error, batch, "chunk flush failed");
+                waiting.or_fail(error, batch, "chunk flush failed");
             }
         }
     }
@@ -249,7 +258,7 @@ impl Writer {
 
     /// Writes a hand-over of a request with an idempotency key, unless an earlier one of it failed. Returns
     /// its stream if another transaction held it (the hand-over is then held for the next flush).
-    async fn write_keyed(&mut self, hand_over: HandOver, outage: &mut Waiting) -> Option<Arc<str>> {
+    async fn write_keyed(&mut self, hand_over: HandOver, waiting: &mut Waiting) -> Option<Arc<str>> {
         let Some(key) = hand_over.request.key.as_ref().filter(|_| !hand_over.request.has_failed()) else {
             hand_over.finish(Err(NotStored));
             return None;
@@ -263,7 +272,7 @@ impl Writer {
             }
             Err(error) => {
                 let stream_id = hand_over.append.stream_id.clone();
-                if outage.or_fail(error, vec![hand_over], "chunks not stored") {
+                if waiting.or_fail(error, vec![hand_over], "chunks not stored") {
                     return Some(stream_id);
                 }
             }
@@ -322,6 +331,11 @@ struct Waiting {
 }
 
 impl Waiting {
+    /// Whether the database was found gone in this flush: nothing more of it is tried.
+    fn is_waiting(&self) -> bool {
+        self.error.is_some()
+    }
+
     /// Keeps `hand_overs` for the ride-through if `error` is an outage (returns true); fails them otherwise.
     fn or_fail(&mut self, error: StoreError, hand_overs: Vec<HandOver>, what: &'static str) -> bool {
         if matches!(error, StoreError::Unavailable(_)) {

@@ -22,6 +22,7 @@ mod events;
 mod events_replicas;
 mod exact_ingest;
 mod failover;
+mod failover_async;
 mod frozen;
 mod github_typed;
 mod heartbeat;

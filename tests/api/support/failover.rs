@@ -1,5 +1,6 @@
 //! The failover lab: a PostgreSQL primary with a streaming standby (synchronous or not), a TCP proxy standing in
-//! for CloudNativePG's `-rw` Service, and the switchover and failover that promote the standby behind it.
+//! for CloudNativePG's `-rw` Service, and the switchover and failover that promote the standby behind it; and,
+//! optionally, a replication link (a proxy the standby streams through) to cut, so a failover loses commits.
 
 use std::{
     ffi::OsStr,
@@ -13,7 +14,7 @@ use std::{
 };
 
 use ark_broker::db::embedded::{EmbeddedOptions, EmbeddedPostgres};
-use sqlx::{Connection, Executor, PgConnection};
+use sqlx::{AssertSqlSafe, Connection, Executor, PgConnection};
 use tokio::{
     net::{TcpListener, TcpStream},
     process::Command,
@@ -66,6 +67,11 @@ pub struct PrimaryStandby {
     /// Which of `servers` is the primary now.
     primary: usize,
     proxy: ServiceProxy,
+    replication: Replication,
+    /// The proxy the standby streams through, if the lab has one ([`PrimaryStandby::cut_replication`]).
+    link: Option<ServiceProxy>,
+    /// Whether the link was cut: the promotion then checks that the new primary lacks what came after.
+    cut: bool,
 }
 
 /// The servers' settings beyond the embedded defaults: a throwaway cluster (no fsync) whose commits still wait
@@ -83,6 +89,16 @@ impl PrimaryStandby {
     /// Starts a primary with a database `broker`, a standby streaming from it, and the proxy in front of the
     /// primary; with [`Replication::Sync`], returns once the standby is the primary's synchronous one.
     pub async fn start(replication: Replication) -> Self {
+        Self::launch(replication, false).await
+    }
+
+    /// Like [`PrimaryStandby::start`], with the standby streaming through a replication link of its own (a proxy
+    /// in front of the primary), which [`PrimaryStandby::cut_replication`] cuts.
+    pub async fn start_with_replication_link(replication: Replication) -> Self {
+        Self::launch(replication, true).await
+    }
+
+    async fn launch(replication: Replication, with_link: bool) -> Self {
         super::install_tls_provider();
         static LABS: AtomicUsize = AtomicUsize::new(0);
         let name = format!("ark-failover-{}-{}", std::process::id(), LABS.fetch_add(1, Ordering::Relaxed));
@@ -93,9 +109,13 @@ impl PrimaryStandby {
         let standby_dir = dir.0.join("standby");
         std::fs::create_dir_all(&standby_dir).unwrap();
         as_postgres_owner(&standby_dir);
-        let port = port_of(&primary).to_string();
+        // `-R` writes the connection the backup used into the standby's `primary_conninfo`: through the link.
+        let link = if with_link { Some(ServiceProxy::start(port_of(&primary)).await) } else { None };
+        let port = link.as_ref().map_or(port_of(&primary), |link| link.port).to_string();
         let backup = ["-h", "127.0.0.1", "-p", &port, "-U", "postgres", "-R", "-X", "stream", "-c", "fast", "-N"];
         run(pg("pg_basebackup").args(backup).arg("-D").arg(standby_dir.join("data"))).await;
+        let conninfo = std::fs::read_to_string(standby_dir.join("data/postgresql.auto.conf")).unwrap();
+        assert!(conninfo.contains(&format!("port={port}")), "the standby streams from port {port}: {conninfo}");
         // Its own port: the embedded start finds the data directory initialised and only starts it.
         let standby = EmbeddedPostgres::start(&standby_dir, options()).await.expect("start the standby");
         replication_is(&mut admin, "streaming async").await;
@@ -107,7 +127,30 @@ impl PrimaryStandby {
         let commit: String = sqlx::query_scalar("show synchronous_commit").fetch_one(&mut admin).await.unwrap();
         assert_eq!(commit, "on", "commits wait for what synchronous_commit promises");
         let proxy = ServiceProxy::start(port_of(&primary)).await;
-        PrimaryStandby { dir, servers: [primary, standby], primary: 0, proxy }
+        PrimaryStandby { dir, servers: [primary, standby], primary: 0, proxy, replication, link, cut: false }
+    }
+
+    /// Cuts the standby off from the primary, asynchronous replication only (a synchronous primary would wait
+    /// for it forever). Once the standby has replayed what the primary has written so far, the link resets the
+    /// connection it carries and refuses new ones, so nothing the primary commits from now on reaches the
+    /// standby: a failover loses it. Checked: a row the primary commits after the cut is not on the standby,
+    /// and [`PrimaryStandby::failover`] checks that the promoted standby lacks it.
+    pub async fn cut_replication(&mut self) {
+        assert_eq!(self.replication, Replication::Async, "a synchronous primary would wait for a cut standby");
+        let link = self.link.as_ref().expect("a lab started with a replication link");
+        let mut primary = PgConnection::connect(&self.servers[0].url()).await.expect("connect to the primary");
+        let mut standby = PgConnection::connect(&self.servers[1].url()).await.expect("connect to the standby");
+        primary.execute("create table lab_cut (probe text)").await.unwrap();
+        let written: String =
+            sqlx::query_scalar("select pg_current_wal_lsn()::text").fetch_one(&mut primary).await.unwrap();
+        let replayed = format!("select pg_last_wal_replay_lsn() >= '{written}'::pg_lsn");
+        until(&mut standby, "the standby to replay what the primary wrote", replayed).await;
+        link.cut();
+        let stopped = "select not exists (select 1 from pg_stat_wal_receiver where status = 'streaming')";
+        until(&mut standby, "the standby to stop streaming", stopped.into()).await;
+        primary.execute("insert into lab_cut values ('after the cut')").await.unwrap();
+        assert_eq!(probes(&mut standby).await, 0, "a row committed after the cut reached the standby");
+        self.cut = true;
     }
 
     /// The database through the Service, for the brokers: `postgres://postgres@127.0.0.1:<proxy>/broker`.
@@ -127,7 +170,8 @@ impl PrimaryStandby {
     }
 
     /// A failover: the primary dies (`-m immediate`: what its standby has not received is lost), the standby
-    /// is promoted, the Service points at it.
+    /// is promoted, the Service points at it. After [`PrimaryStandby::cut_replication`], checks first that the
+    /// new primary lacks what the old one committed after the cut.
     pub async fn failover(&mut self) -> Steps {
         self.promote("immediate").await
     }
@@ -143,6 +187,9 @@ impl PrimaryStandby {
         // Alone now, the new primary must not wait for a standby (pg_basebackup copied the configuration from
         // before the primary's was made synchronous, so there is nothing to clear unless that changes).
         let mut admin = PgConnection::connect(&self.servers[1].url()).await.expect("connect to the new primary");
+        if self.cut {
+            assert_eq!(probes(&mut admin).await, 0, "the new primary has a row committed after the cut");
+        }
         let names: String = sqlx::query_scalar("show synchronous_standby_names").fetch_one(&mut admin).await.unwrap();
         if !names.is_empty() {
             admin.execute("alter system reset synchronous_standby_names").await.unwrap();
@@ -197,6 +244,21 @@ async fn replication_is(primary: &mut PgConnection, state: &'static str) {
     .await;
 }
 
+/// Waits until `query` (one boolean) is true on `server`.
+async fn until(server: &mut PgConnection, what: &'static str, query: String) {
+    within(what, async {
+        while !sqlx::query_scalar::<_, bool>(AssertSqlSafe(query.as_str())).fetch_one(&mut *server).await.unwrap() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+}
+
+/// The rows [`PrimaryStandby::cut_replication`] committed on the primary after the cut that `server` has.
+async fn probes(server: &mut PgConnection) -> i64 {
+    sqlx::query_scalar("select count(*) from lab_cut").fetch_one(server).await.unwrap()
+}
+
 /// The port a server listens on, from its URL.
 fn port_of(server: &EmbeddedPostgres) -> u16 {
     let url = server.url();
@@ -249,7 +311,7 @@ fn as_postgres_owner(dir: &Path) {
 /// A stand-in for the `-rw` Service: forwards each new connection to the current primary's port; a switch
 /// points new connections at another port and drops every connection it carries, at once (a reset both ways).
 /// While the old primary is down and the switch has not happened, a new connection is closed at once (the
-/// old port refuses it), as a Service with no ready endpoint does.
+/// old port refuses it), as a Service with no ready endpoint does. [`ServiceProxy::cut`] leaves it with none.
 pub struct ServiceProxy {
     /// The port it listens on (127.0.0.1).
     pub port: u16,
@@ -271,6 +333,9 @@ impl ServiceProxy {
                 let mut switched = routes.subscribe();
                 let target = *switched.borrow_and_update();
                 tokio::spawn(async move {
+                    if target == NOWHERE {
+                        return;
+                    }
                     let Ok(server) = TcpStream::connect(("127.0.0.1", target)).await else { return };
                     carry(client, server, switched).await;
                 });
@@ -283,7 +348,15 @@ impl ServiceProxy {
     pub fn switch_to(&self, port: u16) {
         self.route.send_replace(port);
     }
+
+    /// Drops every connection carried now and closes each new one at once: nothing goes through any more.
+    pub fn cut(&self) {
+        self.switch_to(NOWHERE);
+    }
 }
+
+/// The route of a cut proxy.
+const NOWHERE: u16 = 0;
 
 impl Drop for ServiceProxy {
     fn drop(&mut self) {
