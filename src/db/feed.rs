@@ -184,31 +184,22 @@ impl FeedTx {
     /// ([`receipt::settle`]). Not committed is [`StoreError::Unavailable`], which a writer may try again;
     /// unknown past the ride-through window is [`StoreError::Unsettled`].
     pub async fn commit(mut self) -> StoreResult<()> {
-        if !self.receipted {
-            let mut feeds = std::mem::take(&mut self.also);
-            if self.wrote {
-                feeds.insert(0, self.feed);
-            }
+        let mut feeds = std::mem::take(&mut self.also);
+        if self.wrote && !self.receipted {
+            feeds.insert(0, self.feed);
+        }
+        if !self.receipted || !feeds.is_empty() {
             // Every feed's notification and the receipt in one statement: a round trip fewer while the rows'
             // locks are held (an event changes its session too).
             let prefixes: Vec<String> = feeds.iter().map(|feed| format!("{}:", feed.name())).collect();
             sqlx::query!(
-                r#"with receipt as (insert into commit_receipts (token) values ($3))
+                r#"with receipt as (insert into commit_receipts (token) select $3 where not $4)
                    select count(pg_notify($1, p || pg_current_xact_id()::text)) as "notified!"
                    from unnest($2::text[]) as p"#,
                 CHANNEL,
                 &prefixes,
                 self.receipt.token(),
-            )
-            .fetch_one(&mut *self.tx)
-            .await?;
-        } else if !self.also.is_empty() {
-            let prefixes: Vec<String> = self.also.iter().map(|feed| format!("{}:", feed.name())).collect();
-            sqlx::query!(
-                r#"select count(pg_notify($1, p || pg_current_xact_id()::text)) as "notified!"
-                   from unnest($2::text[]) as p"#,
-                CHANNEL,
-                &prefixes,
+                self.receipted,
             )
             .fetch_one(&mut *self.tx)
             .await?;
