@@ -220,17 +220,29 @@ async fn lock(tx: &mut FeedTx, stream_id: &str) -> StoreResult<Option<Locked>> {
     }))
 }
 
+/// How long after PostgreSQL's primary changed a writer registered before it counts as alive whatever
+/// `live_replicas` says: the new primary holds no replica's liveness lock until that replica's LISTEN
+/// connection is back (within a second of the new primary answering), while its open POSTs ride the change
+/// through with lines still to write.
+const NEW_PRIMARY_GRACE_MS: i64 = 10_000;
+
 /// Whether open POSTs of the stream remain on live replicas. A writer row of a replica that died (its
 /// liveness lock is gone from `live_replicas`: PostgreSQL released it with the replica's connection) does not
 /// count, so a killed writer replica does not hold the stream's end back; the row itself is left alone (the
 /// replica may only be reconnecting) and goes with the stream's end or [`ChunkStore::forget_writers_older_than`].
+/// Right after a change of primary ([`NEW_PRIMARY_GRACE_MS`]) the writers registered before it count too.
 async fn has_writers(tx: &mut FeedTx, stream_id: &str) -> StoreResult<bool> {
     Ok(sqlx::query_scalar!(
-        r#"select exists (
+        r#"with epoch as (select began_at from primary_epochs order by timeline desc limit 1)
+           select exists (
              select 1 from stream_writers w
-             where w.stream_id = $1 and exists (select 1 from live_replicas r where r.replica_key = w.replica_key)
+             where w.stream_id = $1
+               and (exists (select 1 from live_replicas r where r.replica_key = w.replica_key)
+                    or exists (select 1 from epoch e where w.opened_at < e.began_at
+                                 and e.began_at > now() - $2::bigint * interval '1 millisecond'))
            ) as "exists!""#,
-        stream_id
+        stream_id,
+        NEW_PRIMARY_GRACE_MS,
     )
     .fetch_one(tx.conn())
     .await?)

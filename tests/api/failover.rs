@@ -110,7 +110,12 @@ async fn run_once(name: &str, switch: Switch, replication: Replication) -> Resul
         .map(|w| format!("{}/stream/w{w}?from-beginning=true", bases[(w + 1) % 3]))
         .map(|url| tokio::spawn(read(url, Some(flowing.clone()), readers_stop.clone())))
         .collect();
-    let writers: Vec<_> = (0..streams).map(|w| tokio::spawn(write(bases.clone(), w, stop.clone(), t0))).collect();
+    // Every fourth writer ends its POST and completes its stream while the primary changes, as Ark's executor
+    // does when its answer ends then: a stream's end must still come after every line the POST received.
+    let ending: Vec<(usize, CancellationToken)> =
+        (0..streams).filter(|w| w % 4 == 3).map(|w| (w, stop.child_token())).collect();
+    let stop_of = |w: usize| ending.iter().find(|(e, _)| *e == w).map_or_else(|| stop.clone(), |(_, t)| t.clone());
+    let writers: Vec<_> = (0..streams).map(|w| tokio::spawn(write(bases.clone(), w, stop_of(w), t0))).collect();
     let mcps: Vec<String> = replicas.iter().map(|r| r.mcp_url.clone()).collect();
     let side: Vec<_> =
         (0..4).map(|kind| tokio::spawn(side_load(kind, bases.clone(), mcps.clone(), stop.clone(), t0))).collect();
@@ -119,6 +124,14 @@ async fn run_once(name: &str, switch: Switch, replication: Replication) -> Resul
     within("every stream to flow", flowing.acquire_many(streams as u32)).await.unwrap().forget();
     tokio::time::sleep(BEFORE).await;
     let switched_at = t0.elapsed().as_secs_f64();
+    for (k, (_, token)) in ending.iter().enumerate() {
+        // Spread over the switch's half second (stop 0.1-0.3 s, promote 0.05-0.2 s here): some land in the gap.
+        let (token, at) = (token.clone(), Duration::from_millis(100 * k as u64));
+        tokio::spawn(async move {
+            tokio::time::sleep(at).await;
+            token.cancel();
+        });
+    }
     let steps = if switch == Switch::Switchover { lab.switchover().await } else { lab.failover().await };
     tokio::time::sleep(AFTER).await;
     stop.cancel();
@@ -278,7 +291,8 @@ async fn call(request: reqwest::RequestBuilder) -> Result<(u16, String), String>
 }
 
 /// One stream as Ark's executor writes it: one chunk POST held open, a line every 20–50 ms until `stop` (or
-/// until the body takes no more), then the body ends and the stream is completed on another replica.
+/// until the body takes no more), then the body ends and the stream is completed on another replica (every
+/// fourth writer calls `/complete` before it ends its body).
 async fn write(bases: Vec<String>, w: usize, stop: CancellationToken, t0: Instant) -> Writer {
     let (stream, client) = (format!("w{w}"), reqwest::Client::new());
     let (sender, body) = open_body();
@@ -300,12 +314,23 @@ async fn write(bases: Vec<String>, w: usize, stop: CancellationToken, t0: Instan
         }
         sent.push(line);
     }
+    let complete = client.post(format!("{}/stream/{stream}/complete", bases[(w + 2) % 3])).json(&json!({}));
+    // The writers that end during the switch call `/complete` at once, with their POST still open (its last
+    // lines possibly still held for the new primary), as Ark's executor does; the others after their reply.
+    let completing = (w % 4 == 3).then(|| tokio::spawn(call(complete.try_clone().expect("a JSON body"))));
+    if completing.is_some() {
+        // The executor closes its body once it has called: let the call reach the broker first.
+        tokio::task::yield_now().await;
+    }
     drop(sender);
     let reply = post.await.expect("the POST task").map(|(status, body)| {
         (status, serde_json::from_str::<Value>(&body).ok().and_then(|v| v["chunks_stored"].as_u64()))
     });
-    let complete = client.post(format!("{}/stream/{stream}/complete", bases[(w + 2) % 3])).json(&json!({}));
-    let complete = call(complete).await.map(|(status, _)| status);
+    let complete = match completing {
+        Some(completing) => completing.await.expect("the /complete task"),
+        None => call(complete).await,
+    };
+    let complete = complete.map(|(status, _)| status);
     Writer { stream, sent, cut_at, reply, complete }
 }
 
