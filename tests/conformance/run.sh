@@ -58,7 +58,9 @@ if [ "${#tasks_scenarios[@]}" -eq 0 ]; then
 fi
 scenarios=(server-initialize http-header-validation server-stateless "${tasks_scenarios[@]}")
 for s in "${scenarios[@]}"; do
-  printf '%s\n' "$listing" | grep -q "^ *- $s " || { echo "run.sh: the suite has no scenario '$s'" >&2; exit 1; }
+  # A here-string, not `printf | grep -q`: grep -q exits at its first match, printf can then die of SIGPIPE,
+  # and pipefail would take that for a missing scenario.
+  grep -q "^ *- $s " <<<"$listing" || { echo "run.sh: the suite has no scenario '$s'" >&2; exit 1; }
 done
 
 # Flags per scenario, as in shared/reference/mcp-tasks.md §6: the legacy handshake and the header checks at
@@ -104,7 +106,7 @@ for s in "${scenarios[@]}"; do
   expected="$(printf '%s\n' "$plain" | grep -c '^  ~ ' || true)"
   note=""
   [ "$expected" -gt 0 ] && note=" ($expected expected by baseline)"
-  if printf '%s\n' "$plain" | grep -q '^SKIPPED: scenario'; then
+  if grep -q '^SKIPPED: scenario' <<<"$plain"; then
     rc=1
     note="$note; the suite skipped the scenario"
   fi
