@@ -64,18 +64,13 @@ impl Outage {
     }
 
     /// Whether the window has passed since the first failure.
-    pub fn expired(&self) -> bool {
+    fn expired(&self) -> bool {
         self.since.is_some_and(|since| since.elapsed() >= window())
     }
 
     /// Whether an attempt has failed for an outage.
     pub fn started(&self) -> bool {
         self.since.is_some()
-    }
-
-    /// Records a failure without pausing (a caller that waits by its own means).
-    pub fn failed(&mut self) {
-        self.since.get_or_insert_with(Instant::now);
     }
 }
 
