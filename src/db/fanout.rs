@@ -245,6 +245,12 @@ impl<R: FeedRow> Fanout<R> {
         !self.lock().keyed.is_empty()
     }
 
+    /// Keeps the items whose key a reader here follows.
+    pub fn retain_followed<T>(&self, items: &mut Vec<T>, key: impl Fn(&T) -> &str) {
+        let registry = self.lock();
+        items.retain(|item| registry.keyed.contains_key(key(item)));
+    }
+
     /// The keys readers follow, each with the position its slowest reader has delivered.
     pub fn delivered_per_key(&self) -> Vec<(String, i64)> {
         let registry = self.lock();

@@ -22,13 +22,15 @@
 //!   answers), their `resourceVersion` is a Kubernetes-style global version that watches resume from, and
 //!   `lock_timeout`/`idle_in_transaction_session_timeout` bound how long a frozen holder can keep it.
 //!
-//! Notifications carry the feed and the writer's transaction id (`chunks:1234`), never bodies: each replica
-//! reads that transaction's rows once and hands them to its readers in memory.
+//! Notifications carry the feed, the writer's transaction id and, when they fit, the keys it wrote with their
+//! positions ([`super::notice`]), never bodies: each replica reads the rows its readers follow once and hands
+//! them to its readers in memory.
 
 use sqlx::{PgPool, Postgres, Transaction};
 
 use super::{
     StoreError, StoreResult,
+    notice::{self, KeyRange},
     receipt::{self, Receipt, Settled},
 };
 
@@ -89,16 +91,9 @@ impl Feed {
         }
     }
 
-    /// The NOTIFY payload saying transaction `tx` committed rows of this feed: never bodies, ≤ 256 bytes.
+    /// The NOTIFY payload saying transaction `tx` committed rows of this feed, naming no keys.
     pub fn payload(self, tx: i64) -> String {
         format!("{}:{tx}", self.name())
-    }
-
-    /// Reads a payload written by [`Feed::payload`].
-    pub fn parse(payload: &str) -> Option<(Feed, i64)> {
-        let (name, tx) = payload.split_once(':')?;
-        let feed = Feed::ALL.into_iter().find(|feed| feed.name() == name)?;
-        Some((feed, tx.parse().ok()?))
     }
 
     /// Whether writers of this feed take its transaction lock (see the module docs for why only questions).
@@ -128,6 +123,10 @@ pub struct FeedTx {
     pool: PgPool,
     feed: Feed,
     wrote: bool,
+    /// The keys of the feed written, with their positions, for the notification ([`super::notice`]).
+    named: Vec<KeyRange>,
+    /// Whether rows were written whose keys were not named: the notification then names none.
+    unnamed: bool,
     /// Other feeds the transaction wrote to (e.g. an event changes its session).
     also: Vec<Feed>,
     /// What settles this transaction if its COMMIT goes unanswered.
@@ -144,7 +143,17 @@ impl FeedTx {
             sqlx::query!("select pg_advisory_xact_lock($1)", feed.lock_key()).execute(&mut *tx).await?;
         }
         let receipt = Receipt::new();
-        Ok(FeedTx { tx, pool: pool.clone(), feed, wrote: false, also: Vec::new(), receipt, receipted: false })
+        Ok(FeedTx {
+            tx,
+            pool: pool.clone(),
+            feed,
+            wrote: false,
+            named: Vec::new(),
+            unnamed: false,
+            also: Vec::new(),
+            receipt,
+            receipted: false,
+        })
     }
 
     /// The connection to run the store's statements on.
@@ -152,9 +161,18 @@ impl FeedTx {
         &mut self.tx
     }
 
-    /// Records that rows were written, so readers must hear of this transaction.
+    /// Records that rows were written, so readers must hear of this transaction (of all its rows: prefer
+    /// [`FeedTx::wrote_key`]).
     pub fn wrote(&mut self) {
         self.wrote = true;
+        self.unnamed = true;
+    }
+
+    /// Records that positions `after + 1 ..= last` of `key` were written: a replica none of whose readers
+    /// follows the key then reads nothing of this transaction.
+    pub fn wrote_key(&mut self, key: &str, after: i64, last: i64) {
+        self.wrote = true;
+        self.named.push(KeyRange { key: key.to_owned(), after, last });
     }
 
     /// The receipt token, for a statement that inserts the receipt itself (see [`FeedTx::wrote_with_receipt`]).
@@ -185,8 +203,11 @@ impl FeedTx {
     /// unknown past the ride-through window is [`StoreError::Unsettled`].
     pub async fn commit(mut self) -> StoreResult<()> {
         let mut feeds = std::mem::take(&mut self.also);
+        let mut suffixes = vec![String::new(); feeds.len()];
         if self.wrote && !self.receipted {
             feeds.insert(0, self.feed);
+            let named = if self.unnamed { &[][..] } else { &self.named[..] };
+            suffixes.insert(0, notice::keys_suffix(named, self.feed.name().len() + 1));
         }
         if !self.receipted || !feeds.is_empty() {
             // Every feed's notification and the receipt in one statement: a round trip fewer while the rows'
@@ -194,12 +215,13 @@ impl FeedTx {
             let prefixes: Vec<String> = feeds.iter().map(|feed| format!("{}:", feed.name())).collect();
             sqlx::query!(
                 r#"with receipt as (insert into commit_receipts (token) select $3 where not $4)
-                   select count(pg_notify($1, p || pg_current_xact_id()::text)) as "notified!"
-                   from unnest($2::text[]) as p"#,
+                   select count(pg_notify($1, p || pg_current_xact_id()::text || s)) as "notified!"
+                   from unnest($2::text[], $5::text[]) as n(p, s)"#,
                 CHANNEL,
                 &prefixes,
                 self.receipt.token(),
                 self.receipted,
+                &suffixes,
             )
             .fetch_one(&mut *self.tx)
             .await?;
@@ -243,14 +265,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn payloads_round_trip_and_stay_small() {
+    fn payloads_round_trip() {
         for feed in Feed::ALL {
-            let payload = feed.payload(i64::MAX);
-            assert!(payload.len() <= 256);
-            assert_eq!(Feed::parse(&payload), Some((feed, i64::MAX)));
+            let parsed = notice::parse(&feed.payload(i64::MAX)).expect("a feed's payload");
+            assert_eq!((parsed.feed, parsed.tx, parsed.keys), (feed, i64::MAX, None));
         }
-        assert_eq!(Feed::parse("nonsense"), None);
-        assert_eq!(Feed::parse("chunks:x"), None);
     }
 
     #[test]

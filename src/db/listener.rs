@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 use super::{
     feed::{self, CHANNEL, Feed},
     heartbeat::{self, Heartbeat},
+    notice,
     tail::TailEvent,
 };
 
@@ -158,7 +159,7 @@ pub async fn run(
 
 fn broadcast(tails: &Tails, event: TailEvent) {
     for tail in tails.values() {
-        let _ = tail.send(event);
+        let _ = tail.send(event.clone());
     }
 }
 
@@ -245,10 +246,10 @@ async fn pump(
 
 /// Hands a notification to the feed's tail or to the completion requests.
 fn dispatch(payload: &str, tails: &Tails, completions: &CompletionRequests) {
-    match Feed::parse(payload) {
-        Some((feed, tx)) => {
-            if let Some(tail) = tails.get(&feed) {
-                let _ = tail.send(TailEvent::Committed(tx));
+    match notice::parse(payload) {
+        Some(notice) => {
+            if let Some(tail) = tails.get(&notice.feed) {
+                let _ = tail.send(TailEvent::Committed { tx: notice.tx, keys: notice.keys });
             }
         }
         None => match feed::parse_completion(payload) {

@@ -13,6 +13,7 @@ pub mod keepalive;
 pub mod listener;
 pub mod live;
 mod migrate;
+pub mod notice;
 pub mod wakeup;
 
 pub use migrate::{migrate, migrate_on};

@@ -10,6 +10,7 @@ use crate::{
         self, StoreResult,
         feed::{Feed, GlobalCursor},
         follow::{BATCH, BATCH_BYTES, Page},
+        notice::{self, KeyRange},
         raw_json,
         retry::{Attempt, Retries, in_feed_tx},
         tail::FeedSource,
@@ -52,7 +53,7 @@ impl EventStore {
         let ttl = event.ttl_seconds.unwrap_or(ttls.event_seconds);
         let session_event = event.session_event();
         in_feed_tx!(&self.pool, Feed::Events, Retries::claim("query's events"), |tx| async {
-            let stored = sqlx::query_scalar!(
+            let stored = sqlx::query!(
                 r#"with claimed as (
                      insert into event_queries as c (query_id, last_position, last_tx)
                      values ($1, 1, pg_current_xact_id())
@@ -66,7 +67,7 @@ impl EventStore {
                    select $1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, now() + make_interval(secs => $10::bigint),
                           position, octet_length($9::jsonb::text)
                    from claimed
-                   returning sequence_number"#,
+                   returning sequence_number, position"#,
                 event.query_id,
                 event.query_name,
                 event.query_namespace,
@@ -80,11 +81,12 @@ impl EventStore {
             )
             .fetch_optional(tx.conn())
             .await?;
-            let Some(sequence) = stored else {
+            let Some(stored) = stored else {
                 // A writer whose transaction started after ours wrote this query's events first.
                 return Ok(Attempt::Retry);
             };
-            tx.wrote();
+            let sequence = stored.sequence_number;
+            tx.wrote_key(&event.query_id, stored.position - 1, stored.position);
             // Its arrival order is the event's sequence number, as upstream's (the phase watermark).
             if let Some(session_event) = &session_event
                 && session_store::apply_event(tx.conn(), session_event, Some(sequence), ttls.session_seconds).await?
@@ -223,6 +225,25 @@ impl FeedSource for EventStore {
                       tx::text::bigint as "tx!", bytes
                from events where tx = any($1::text[]::xid8[]) order by tx, sequence_number"#,
             &txs,
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter().map(|row| Ok(record!(row))).collect()
+    }
+
+    async fn rows_in(&self, ranges: &[KeyRange]) -> StoreResult<Vec<EventRecord>> {
+        let (keys, afters, lasts) = notice::columns(ranges);
+        let rows = sqlx::query!(
+            r#"select e.sequence_number, e.query_id, e.session_id, e.event::text as "event!", e.position,
+                      e.tx::text::bigint as "tx!", e.bytes
+               from unnest($1::text[], $2::bigint[], $3::bigint[]) with ordinality as r(k, after, last, ord)
+               cross join lateral (
+                 select * from events where query_id = r.k and position > r.after and position <= r.last
+               ) e
+               order by r.ord, e.position"#,
+            &keys as &[&str],
+            &afters,
+            &lasts,
         )
         .fetch_all(&self.pool)
         .await?;

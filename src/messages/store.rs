@@ -12,6 +12,7 @@ use crate::{
         self, StoreResult,
         feed::{Feed, GlobalCursor},
         follow::{BATCH, BATCH_BYTES, Page},
+        notice::{self, KeyRange},
         retry::{Attempt, Retries, in_feed_tx},
         tail::FeedSource,
         watch::{KeyPages, WatchSource},
@@ -114,11 +115,11 @@ impl MessageStore {
             )
             .fetch_optional(tx.conn())
             .await?;
-            if claimed.is_none() {
+            let Some(base) = claimed else {
                 // A writer whose transaction started after ours wrote the conversation first.
                 return Ok(Attempt::Retry);
-            }
-            tx.wrote();
+            };
+            tx.wrote_key(conversation_id, base, base + count);
             // Upstream: a message of a query some session knows is activity of that session.
             if session_store::apply_message(tx.conn(), query_id, conversation_id, ttls.session_seconds).await? {
                 tx.also_wrote(Feed::Sessions);
@@ -311,6 +312,26 @@ impl FeedSource for MessageStore {
                       tx::text::bigint as "tx!", bytes
                from messages where tx = any($1::text[]::xid8[]) order by tx, sequence_number"#,
             &txs,
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.into_iter().map(|row| item!(row)).collect())
+    }
+
+    async fn rows_in(&self, ranges: &[KeyRange]) -> StoreResult<Vec<MessageItem>> {
+        let (keys, afters, lasts) = notice::columns(ranges);
+        let rows = sqlx::query!(
+            r#"select m.sequence_number, m.conversation_id, m.query_id, m.message, m.created_at, m.position,
+                      m.tx::text::bigint as "tx!", m.bytes
+               from unnest($1::text[], $2::bigint[], $3::bigint[]) with ordinality as r(k, after, last, ord)
+               cross join lateral (
+                 select * from messages
+                 where conversation_id = r.k and position > r.after and position <= r.last
+               ) m
+               order by r.ord, m.position"#,
+            &keys as &[&str],
+            &afters,
+            &lasts,
         )
         .fetch_all(&self.pool)
         .await?;

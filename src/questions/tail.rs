@@ -29,7 +29,7 @@ pub fn spawn(store: QuestionStore, wakeups: Wakeups) -> (mpsc::UnboundedSender<T
             let mut resync = false;
             for event in std::iter::once(first).chain(std::iter::from_fn(|| events.try_recv().ok())) {
                 match event {
-                    TailEvent::Committed(tx) => txs.push(tx),
+                    TailEvent::Committed { tx, .. } => txs.push(tx),
                     TailEvent::Resync | TailEvent::Poll => resync = true,
                 }
             }

@@ -98,7 +98,6 @@ impl ChunkStore {
                 return Ok(Attempt::Commit(Release::Gone));
             }
             if append_marker(tx, stream_id).await? {
-                tx.wrote();
                 return Ok(Attempt::Commit(Release::Completed));
             }
             Ok(Attempt::Retry)
@@ -119,7 +118,6 @@ impl ChunkStore {
             let writers = has_writers(tx, stream_id).await?;
             if !writers && stream.known {
                 if append_marker(tx, stream_id).await? {
-                    tx.wrote();
                     return Ok(Attempt::Commit(Step::Completed));
                 }
                 return Ok(Attempt::Retry);
@@ -181,7 +179,6 @@ impl ChunkStore {
                 withdraw(&mut tx, &stream_id).await?;
                 tx.commit().await?;
             } else if append_marker(&mut tx, &stream_id).await? {
-                tx.wrote();
                 tx.commit().await?;
                 completed.push(stream_id);
             }
@@ -277,8 +274,8 @@ async fn append_marker(tx: &mut FeedTx, stream_id: &str) -> StoreResult<bool> {
     )
     .fetch_optional(tx.conn())
     .await?;
-    if marker.is_some() {
-        sqlx::query!("delete from stream_writers where stream_id = $1", stream_id).execute(tx.conn()).await?;
-    }
-    Ok(marker.is_some())
+    let Some(position) = marker else { return Ok(false) };
+    sqlx::query!("delete from stream_writers where stream_id = $1", stream_id).execute(tx.conn()).await?;
+    tx.wrote_key(stream_id, position - 1, position);
+    Ok(true)
 }

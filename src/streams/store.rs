@@ -11,6 +11,7 @@ use crate::db::{
     StoreResult,
     feed::{CHANNEL, Feed, FeedTx, GlobalCursor},
     follow::{BATCH, BATCH_BYTES, Page},
+    notice::{self, KeyRange},
     tail::FeedSource,
     watch::KeyPages,
 };
@@ -88,7 +89,7 @@ impl ChunkStore {
                  from wanted w
                  where s.stream_id = w.stream_id and s.stream_id in (select stream_id from free)
                    and s.last_tx < pg_current_xact_id()
-                 returning s.stream_id, s.last_position - w.n as base
+                 returning s.stream_id, s.last_position - w.n as base, s.last_position as last
                ), numbered as (
                  select c.stream_id, c.chunk, c.event_type, c.ordinal,
                         row_number() over (partition by c.stream_id order by c.ordinal) as k
@@ -100,7 +101,12 @@ impl ChunkStore {
                  order by n.ordinal
                  returning 1
                ), notified as (
-                 select pg_notify($4, $5 || pg_current_xact_id()::text) from (select 1 from claimed limit 1) c
+                 -- Naming each stream with its new positions (crate::db::notice), or none when that is too long.
+                 select pg_notify($4, case when octet_length(k.named) <= $7 then k.named
+                                           else $5 || pg_current_xact_id()::text end)
+                 from (select $5 || pg_current_xact_id()::text || ':'
+                              || json_agg(json_build_array(stream_id, base, last))::text as named
+                       from claimed having count(*) > 0) k
                ), receipt as (
                  insert into commit_receipts (token) select $6 from (select 1 from claimed limit 1) c
                )
@@ -112,6 +118,7 @@ impl ChunkStore {
             CHANNEL,
             format!("{}:", Feed::Chunks.name()),
             tx.receipt_token(),
+            notice::MAX_PAYLOAD as i32,
         )
         .fetch_all(tx.conn())
         .await?;
@@ -173,7 +180,7 @@ impl ChunkStore {
         .execute(tx.conn())
         .await?;
         idempotency::store::set_lines(tx.conn(), key, offset + lines).await?;
-        tx.wrote();
+        tx.wrote_key(&append.stream_id, stream.last_position, stream.last_position + rest.len() as i64);
         tx.commit().await?;
         Ok(true)
     }
@@ -311,6 +318,25 @@ impl FeedSource for ChunkStore {
                       chunk::text as "chunk!", is_done, created_at, bytes, event_type
                from chunks where tx = any($1::text[]::xid8[]) order by tx, sequence_number"#,
             &txs,
+        )
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    async fn rows_in(&self, ranges: &[KeyRange]) -> StoreResult<Vec<ChunkRow>> {
+        let (keys, afters, lasts) = notice::columns(ranges);
+        Ok(sqlx::query_as!(
+            ChunkRow,
+            r#"select c.sequence_number as sequence, c.stream_id, c.position, c.tx::text::bigint as "tx!",
+                      c.chunk::text as "chunk!", c.is_done, c.created_at, c.bytes, c.event_type
+               from unnest($1::text[], $2::bigint[], $3::bigint[]) with ordinality as r(k, after, last, ord)
+               cross join lateral (
+                 select * from chunks where stream_id = r.k and position > r.after and position <= r.last
+               ) c
+               order by r.ord, c.position"#,
+            &keys as &[&str],
+            &afters,
+            &lasts,
         )
         .fetch_all(&self.pool)
         .await?)

@@ -10,6 +10,7 @@ use crate::db::{
     self, StoreResult,
     feed::{Feed, GlobalCursor},
     follow::{BATCH, BATCH_BYTES, Page},
+    notice::{self, KeyRange},
     raw_json,
     retry::{Attempt, Retries, in_feed_tx},
     tail::FeedSource,
@@ -97,7 +98,11 @@ impl SpanStore {
                      order by b.ord
                      returning 1
                    )
-                   select (select count(*) from claimed) as "claimed!", (select count(*) from counts) as "traces!""#,
+                   select (select count(*) from counts) as "traces!",
+                          array(select c.trace_id from claimed c order by c.trace_id) as "trace_ids!",
+                          array(select c.last_position - k.n from claimed c join counts k using (trace_id)
+                                order by c.trace_id) as "afters!",
+                          array(select c.last_position from claimed c order by c.trace_id) as "lasts!""#,
                 &trace_ids,
                 &span_ids as &[Option<String>],
                 &parents as &[Option<String>],
@@ -111,11 +116,13 @@ impl SpanStore {
             )
             .fetch_one(tx.conn())
             .await?;
-            if outcome.claimed != outcome.traces {
+            if outcome.trace_ids.len() as i64 != outcome.traces {
                 // A writer whose transaction started after ours wrote one of these traces first.
                 return Ok(Attempt::Retry);
             }
-            tx.wrote();
+            for ((trace_id, after), last) in outcome.trace_ids.iter().zip(&outcome.afters).zip(&outcome.lasts) {
+                tx.wrote_key(trace_id, *after, *last);
+            }
             Ok(Attempt::Commit(()))
         })
     }
@@ -228,6 +235,25 @@ impl FeedSource for SpanStore {
                       tx::text::bigint as "tx!", bytes
                from spans where tx = any($1::text[]::xid8[]) order by tx, sequence_number"#,
             &txs,
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter().map(|row| Ok(record!(row))).collect()
+    }
+
+    async fn rows_in(&self, ranges: &[KeyRange]) -> StoreResult<Vec<SpanRecord>> {
+        let (keys, afters, lasts) = notice::columns(ranges);
+        let rows = sqlx::query!(
+            r#"select s.sequence_number, s.trace_id, s.session_id, s.span::text as "span!", s.position,
+                      s.tx::text::bigint as "tx!", s.bytes
+               from unnest($1::text[], $2::bigint[], $3::bigint[]) with ordinality as r(k, after, last, ord)
+               cross join lateral (
+                 select * from spans where trace_id = r.k and position > r.after and position <= r.last
+               ) s
+               order by r.ord, s.position"#,
+            &keys as &[&str],
+            &afters,
+            &lasts,
         )
         .fetch_all(&self.pool)
         .await?;

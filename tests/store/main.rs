@@ -6,6 +6,7 @@
 //! `#[sqlx::test]` takes its server from `DATABASE_URL`: `scripts/test` starts a throwaway PostgreSQL and runs
 //! this tier with it; plain `cargo test` lists these tests as ignored, saying what they need.
 
+mod notices;
 mod receipts;
 
 use std::collections::BTreeMap;
@@ -15,6 +16,7 @@ use ark_broker::{
     db::{
         feed::{CHANNEL, Feed},
         migrate_on,
+        notice::{self, KeyRange, Notice},
         tail::FeedSource,
         watch::{KeyPages, WatchSource},
     },
@@ -33,6 +35,10 @@ const TTLS: Ttls = Ttls { message_seconds: 3600, event_seconds: 3600, session_se
 async fn migrated(pool: &PgPool) -> MessageStore {
     migrate_on(pool.acquire().await.expect("a connection").detach()).await.expect("the migrations apply");
     MessageStore::new(pool.clone())
+}
+
+fn range(key: &str, after: i64, last: i64) -> KeyRange {
+    KeyRange { key: key.to_owned(), after, last }
 }
 
 /// Every row of `conversation`, by position.
@@ -93,8 +99,9 @@ async fn a_write_notifies_once_naming_its_transaction_whose_rows_read_back_exact
     let batch = [json!({"role": "user", "content": "hi"}), json!({"role": "assistant", "content": "yo"})];
     store.append("c", "q", &batch, None, TTLS, None).await.expect("stored");
     let notification = listener.recv().await.expect("a notification");
-    let (feed, tx) = Feed::parse(notification.payload()).expect("a feed's payload");
+    let Notice { feed, tx, keys } = notice::parse(notification.payload()).expect("a feed's payload");
     assert_eq!(feed, Feed::Messages);
+    assert_eq!(keys, Some(vec![range("c", 0, 2)]), "it names the conversation and its new positions");
     let rows = store.rows_of(&[tx]).await.expect("the transaction's rows");
     let messages: Vec<&Value> = rows.iter().map(|row| &row.message).collect();
     assert_eq!(messages, batch.iter().collect::<Vec<_>>(), "exactly the transaction's rows, in order");
@@ -102,7 +109,9 @@ async fn a_write_notifies_once_naming_its_transaction_whose_rows_read_back_exact
     // Nothing else was said: one write, one notification.
     store.append("other", "q", &[json!({"n": 1})], None, TTLS, None).await.expect("stored");
     let next = listener.recv().await.expect("the next notification");
-    assert_ne!(Feed::parse(next.payload()).map(|(_, t)| t), Some(tx), "the first write notified once");
+    let next = notice::parse(next.payload()).expect("a feed's payload");
+    assert_ne!(next.tx, tx, "the first write notified once");
+    assert_eq!(next.keys, Some(vec![range("other", 0, 1)]));
 }
 
 #[ignore = "needs DATABASE_URL: a PostgreSQL whose user may create databases (scripts/test starts one)"]
@@ -133,17 +142,24 @@ async fn a_chunk_flush_notifies_once_from_its_own_statement_naming_its_transacti
     written.sort();
     assert_eq!(written, ["s1", "s2"], "both streams were free and written");
     let notification = listener.recv().await.expect("a notification");
-    let (feed, tx) = Feed::parse(notification.payload()).expect("a feed's payload");
+    let Notice { feed, tx, keys } = notice::parse(notification.payload()).expect("a feed's payload");
     assert_eq!(feed, Feed::Chunks);
+    let mut keys = keys.expect("a flush names its streams");
+    keys.sort_by(|a, b| a.key.cmp(&b.key));
+    assert_eq!(keys, [range("s1", 0, 2), range("s2", 0, 1)], "each stream with its new positions");
+    let named = store.rows_in(&keys).await.expect("the named rows");
     let rows = store.rows_of(&[tx]).await.expect("the transaction's rows");
     let stored: Vec<(&str, i64, &str)> =
         rows.iter().map(|r| (r.stream_id.as_str(), r.position, r.chunk.as_str())).collect();
     assert_eq!(stored, [("s1", 1, r#"{"n":1}"#), ("s1", 2, r#"{"n":2}"#), ("s2", 1, r#"{"n":3}"#)]);
+    let by_range: Vec<(&str, i64)> = named.iter().map(|r| (r.stream_id.as_str(), r.position)).collect();
+    assert_eq!(by_range, [("s1", 1), ("s1", 2), ("s2", 1)], "the named positions read back the same rows");
     // One flush, one notification: the next one names the next flush's transaction.
     store.append(&[&second]).await.expect("flushed again");
     let next = listener.recv().await.expect("the next notification");
-    let (_, next_tx) = Feed::parse(next.payload()).expect("a feed's payload");
-    assert!(next_tx > tx, "the first flush notified once");
+    let next = notice::parse(next.payload()).expect("a feed's payload");
+    assert!(next.tx > tx, "the first flush notified once");
+    assert_eq!(next.keys, Some(vec![range("s2", 1, 2)]));
     // A flush that writes nothing (an empty batch) says nothing.
     assert!(store.append(&[]).await.expect("nothing to flush").is_empty());
 }

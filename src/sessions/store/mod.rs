@@ -15,6 +15,7 @@ use crate::db::{
     StoreError, StoreResult,
     feed::GlobalCursor,
     follow::{BATCH, Page},
+    notice::KeyRange,
     tail::FeedSource,
 };
 
@@ -266,6 +267,11 @@ impl FeedSource for SessionStore {
 
     /// Sessions have no per-key readers, so the tail never asks for a transaction's rows.
     async fn rows_of(&self, _txs: &[i64]) -> StoreResult<Vec<SessionChange>> {
+        Ok(Vec::new())
+    }
+
+    /// Nor for keys' positions.
+    async fn rows_in(&self, _ranges: &[KeyRange]) -> StoreResult<Vec<SessionChange>> {
         Ok(Vec::new())
     }
 
