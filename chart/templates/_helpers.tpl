@@ -97,24 +97,172 @@ allowedHosts, and the Ingress's and HTTPRoute's exact host names. */}}
 {{- concat (list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.cluster.local" $svc $ns) "localhost" "127.0.0.1") .Values.allowedHosts $routes | uniq | join "," }}
 {{- end }}
 
-{{/* DATABASE_URL's value or valueFrom: the CloudNativePG app Secret's uri, database.urlSecretRef, or database.url. */}}
-{{- define "ark-broker.databaseUrl" -}}
+{{/* The CloudNativePG Pooler's name, "<cluster>-pooler-rw" (at most 60 characters: the cluster's is at most 50);
+it is also the name of its Service. */}}
+{{- define "ark-broker.poolerName" -}}
+{{- printf "%s-pooler-rw" (include "ark-broker.cnpgName" .) }}
+{{- end }}
+
+{{/* Connections CloudNativePG keeps for itself on each instance besides superuser_reserved_connections and
+reserved_connections: the instance manager's pools (up to 3 connections for each database it opens: probes,
+declarative roles, replication slots, online backups) and its metrics exporter, which opens the databases its
+queries target. The standbys' streaming replication is not counted: walsenders have had their own limit,
+max_wal_senders, since PostgreSQL 12. */}}
+{{- define "ark-broker.cnpgOwnConnections" -}}10{{- end }}
+
+{{/* The database connections the broker's pods need and what the database allows, as JSON; fails rendering, with
+the numbers and the fix, when they do not fit. A pod holds up to max(database.poolMax, 2) pooled connections,
+its LISTEN connection and, at start-up, the migration's: poolMax + 2. Pods: replicaCount (autoscaling.maxReplicas
+with autoscaling) plus updateStrategy.maxSurge, the new pods a rolling update starts beside the old ones.
+- CloudNativePG: the limit is cnpg.parameters.max_connections less superuser_reserved_connections (3),
+  reserved_connections (0) and CloudNativePG's own (ark-broker.cnpgOwnConnections); with it empty the chart sets
+  max_connections to max(100, what is needed + those). With cnpg.pooler, PostgreSQL sees per PgBouncer instance
+  default_pool_size + reserve_pool_size + 1 (its auth_query connection) and per broker pod 2 direct connections
+  (LISTEN, migration); and every PgBouncer instance must take all the pods' pooled connections (max_client_conn),
+  which it does when the other instance is down or restarting.
+- An external database: database.maxConnections less database.reservedConnections; 0 turns the check off.
+Keys: pods, podsText, perPod, needed, limit (0: unchecked), maxConnections (CNPG's, a string), computed (the chart
+set it), poolerParameters (CNPG pooler: the PgBouncer parameters with the derived ones filled in). */}}
+{{- define "ark-broker.connections" -}}
+{{- $v := .Values }}
+{{- $db := $v.database }}
+{{- $pool := max 2 (int $db.poolMax) }}
+{{- $replicas := int $v.replicaCount }}
+{{- $replicasText := printf "replicaCount %d" $replicas }}
+{{- if $v.autoscaling.enabled }}
+{{- $replicas = int $v.autoscaling.maxReplicas }}
+{{- $replicasText = printf "autoscaling.maxReplicas %d" $replicas }}
+{{- end }}
+{{- $maxSurge := $v.updateStrategy.maxSurge }}
+{{- $surge := 0 }}
+{{- if kindIs "string" $maxSurge }}
+{{- /* A percentage of the replicas, rounded up (as the Deployment controller does). */ -}}
+{{- $surge = div (add (mul $replicas (int (trimSuffix "%" $maxSurge))) 99) 100 }}
+{{- else }}
+{{- $surge = int $maxSurge }}
+{{- end }}
+{{- $pods := add $replicas $surge }}
+{{- $podsText := printf "%d broker pods (%s + updateStrategy.maxSurge %d during a rolling update)" $pods $replicasText $surge }}
+{{- $perPodText := printf "(database.poolMax %d + 2: the LISTEN connection and the migration at start-up)" $pool }}
+{{- $out := dict "pods" $pods "podsText" $podsText "perPod" (add $pool 2) "limit" 0 "computed" false }}
+{{- if $v.cnpg.enabled }}
+{{- $params := $v.cnpg.parameters | default dict }}
+{{- $superuser := int (get $params "superuser_reserved_connections" | default "3") }}
+{{- $reservedConns := int (get $params "reserved_connections" | default "0") }}
+{{- $own := int (include "ark-broker.cnpgOwnConnections" .) }}
+{{- $reserved := add $superuser $reservedConns $own }}
+{{- $reservedText := printf "superuser_reserved_connections %d, reserved_connections %d and %d for CloudNativePG's instance manager" $superuser $reservedConns $own }}
+{{- $needed := 0 }}
+{{- $neededText := "" }}
+{{- $fix := "" }}
+{{- if $v.cnpg.pooler.enabled }}
+{{- $pooler := $v.cnpg.pooler }}
+{{- $instances := int $pooler.instances }}
+{{- $pp := deepCopy ($pooler.parameters | default dict) }}
+{{- $clientConns := mul $pods $pool }}
+{{- if not (hasKey $pp "default_pool_size") }}{{- $_ := set $pp "default_pool_size" (toString (min 20 $clientConns)) }}{{- end }}
+{{- if not (hasKey $pp "max_client_conn") }}{{- $_ := set $pp "max_client_conn" (toString (max 100 $clientConns)) }}{{- end }}
+{{- $poolSize := int (get $pp "default_pool_size") }}
+{{- $reservePool := int (get $pp "reserve_pool_size" | default "0") }}
+{{- $maxClient := int (get $pp "max_client_conn") }}
+{{- if gt $clientConns $maxClient }}
+{{- fail (printf "database connections: %s × database.poolMax %d = %d pooled connections, but cnpg.pooler.parameters.max_client_conn is %d: each PgBouncer instance must accept them all (the Service may send every connection to one, and does while another restarts). Raise max_client_conn to at least %d (or leave it empty: the chart then sets max(100, %d)), or lower database.poolMax or the replicas." $podsText $pool $clientConns $maxClient $clientConns $clientConns) }}
+{{- end }}
+{{- $needed = add (mul $instances (add $poolSize $reservePool 1)) (mul $pods 2) }}
+{{- $neededText = printf "cnpg.pooler.instances %d × (default_pool_size %d + reserve_pool_size %d + 1 for PgBouncer's auth_query) + %s × 2 direct connections (LISTEN, migration) = %d connections" $instances $poolSize $reservePool $podsText $needed }}
+{{- $fix = "lower cnpg.pooler.parameters.default_pool_size or cnpg.pooler.instances" }}
+{{- $_ := set $out "poolerParameters" $pp }}
+{{- else }}
+{{- $needed = mul $pods (add $pool 2) }}
+{{- $neededText = printf "%s × %s = %d connections" $podsText $perPodText $needed }}
+{{- $fix = "lower database.poolMax or the replicas, or turn on cnpg.pooler (PgBouncer: PostgreSQL then sees its pool, not every replica's)" }}
+{{- end }}
+{{- $_ := set $out "needed" $needed }}
+{{- with get $params "max_connections" }}
+{{- $max := int . }}
+{{- $limit := sub $max $reserved }}
+{{- if gt $needed $limit }}
+{{- fail (printf "database connections: %s, more than cnpg.parameters.max_connections %d leaves them: %d, after %s. Raise max_connections to at least %d, leave it empty (the chart then sets it from these numbers), or %s." $neededText $max $limit $reservedText (add $needed $reserved) $fix) }}
+{{- end }}
+{{- $_ := set $out "limit" $limit }}
+{{- $_ := set $out "maxConnections" (toString $max) }}
+{{- else }}
+{{- $max := max 100 (add $needed $reserved) }}
+{{- $_ := set $out "limit" (sub $max $reserved) }}
+{{- $_ := set $out "maxConnections" (toString $max) }}
+{{- $_ := set $out "computed" true }}
+{{- end }}
+{{- else if gt (int $db.maxConnections) 0 }}
+{{- $needed := mul $pods (add $pool 2) }}
+{{- $max := int $db.maxConnections }}
+{{- $limit := sub $max (int $db.reservedConnections) }}
+{{- if gt $needed $limit }}
+{{- fail (printf "database connections: %s × %s = %d connections, more than PostgreSQL's max_connections leaves them: database.maxConnections %d - database.reservedConnections %d = %d. Lower database.poolMax or the replicas, or raise the server's max_connections and set database.maxConnections to it (behind a pooler such as PgBouncer, database.maxConnections: 0 turns this check off)." $podsText $perPodText $needed $max (int $db.reservedConnections) $limit) }}
+{{- end }}
+{{- $_ := set $out "needed" $needed }}
+{{- $_ := set $out "limit" $limit }}
+{{- end }}
+{{- toJson $out }}
+{{- end }}
+
+{{/* The broker's database environment: DATABASE_URL and, when there is one, DATABASE_LISTEN_URL (the direct URL for
+the LISTEN connection and session-level work). With CloudNativePG, DATABASE_URL is the app Secret's uri (the -rw
+Service), or, with cnpg.pooler, the Pooler's Service with the app user's credentials from that Secret (Kubernetes
+expands $(VAR) from the env vars before it; the operator generates letters and digits only, nothing a URL must
+escape) and DATABASE_LISTEN_URL the uri. Otherwise database.urlSecretRef or database.url, and
+database.listenUrlSecretRef or database.listenUrl. */}}
+{{- define "ark-broker.databaseEnv" -}}
 {{- $db := .Values.database }}
 {{- if .Values.cnpg.enabled }}
-{{- if or $db.url $db.urlSecretRef.name }}
-{{- fail "cnpg.enabled: the broker uses the CloudNativePG Cluster's app Secret; leave database.url and database.urlSecretRef.name empty" }}
+{{- if or $db.url $db.urlSecretRef.name $db.listenUrl $db.listenUrlSecretRef.name }}
+{{- fail "cnpg.enabled: the broker uses the CloudNativePG Cluster's app Secret; leave database.url and database.urlSecretRef.name empty, and database.listenUrl and database.listenUrlSecretRef.name" }}
 {{- end }}
-valueFrom:
-  secretKeyRef:
-    name: {{ include "ark-broker.cnpgName" . }}-app
-    key: uri
-{{- else if $db.urlSecretRef.name }}
-valueFrom:
-  secretKeyRef:
-    name: {{ $db.urlSecretRef.name }}
-    key: {{ $db.urlSecretRef.key | default "database-url" }}
+{{- $secret := printf "%s-app" (include "ark-broker.cnpgName" .) }}
+{{- if .Values.cnpg.pooler.enabled }}
+{{- range $name, $key := dict "CNPG_APP_USERNAME" "username" "CNPG_APP_PASSWORD" "password" "CNPG_APP_DBNAME" "dbname" }}
+- name: {{ $name }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ $secret }}
+      key: {{ $key }}
+{{- end }}
+- name: DATABASE_URL
+  value: {{ printf "postgresql://$(CNPG_APP_USERNAME):$(CNPG_APP_PASSWORD)@%s.%s:5432/$(CNPG_APP_DBNAME)" (include "ark-broker.poolerName" .) .Release.Namespace | quote }}
+- name: DATABASE_LISTEN_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ $secret }}
+      key: uri
 {{- else }}
-value: {{ required "set database.urlSecretRef.name (a Secret holding the PostgreSQL URL), database.url, or cnpg.enabled" $db.url | quote }}
+- name: DATABASE_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ $secret }}
+      key: uri
+{{- end }}
+{{- else }}
+{{- if .Values.cnpg.pooler.enabled }}
+{{- fail "cnpg.pooler.enabled needs cnpg.enabled (the Pooler is CloudNativePG's, in front of the chart's Cluster); for a pooler of your own point database.url or urlSecretRef at it and database.listenUrl or listenUrlSecretRef at the database" }}
+{{- end }}
+- name: DATABASE_URL
+{{- if $db.urlSecretRef.name }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ $db.urlSecretRef.name }}
+      key: {{ $db.urlSecretRef.key | default "database-url" }}
+{{- else }}
+  value: {{ required "set database.urlSecretRef.name (a Secret holding the PostgreSQL URL), database.url, or cnpg.enabled" $db.url | quote }}
+{{- end }}
+{{- if $db.listenUrlSecretRef.name }}
+- name: DATABASE_LISTEN_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ $db.listenUrlSecretRef.name }}
+      key: {{ $db.listenUrlSecretRef.key | default "listen-url" }}
+{{- else if $db.listenUrl }}
+- name: DATABASE_LISTEN_URL
+  value: {{ $db.listenUrl | quote }}
+{{- end }}
 {{- end }}
 {{- end }}
 

@@ -2,7 +2,7 @@
 """Checks chart/ without a cluster or a helm binary: strict lint, renders with the defaults and value variants
 (Helm's Go SDK through helm-python-sdk, which validates the values against chart/values.schema.json before
 rendering, as `helm` does), validates every rendered built-in kind with kubernetes-validate (strict, Kubernetes
-KUBE_VERSION) and every custom resource (Memory, MCPServer, the CloudNativePG Cluster, ServiceMonitor,
+KUBE_VERSION) and every custom resource (Memory, MCPServer, the CloudNativePG Cluster and Pooler, ServiceMonitor,
 PrometheusRule, HTTPRoute) against the CRD schemas vendored in tests/deploy/crds/ (unknown fields rejected), checks
 that bad values fail with a message naming the key, and asserts what operators rely on. The optional Grafana
 dashboard and PrometheusRule are checked against the metric names the broker exports (src/telemetry/metrics.rs) and
@@ -95,6 +95,8 @@ UPSTREAM_KEYS = merged(SECRET_DB, {"prometheus": {"enable": True, "interval": "1
     "ingress": {"mcpFrom": [{"ipBlock": {"cidr": "10.1.0.0/16"}}]}}})
 # CloudNativePG instead of a database URL, with a NetworkPolicy.
 CNPG_ON = {"cnpg": {"enabled": True}, "networkPolicy": {"enabled": True}, "kube": {"statusPatching": "off"}}
+# The same with CloudNativePG's PgBouncer Pooler in front of the primary.
+POOLER_ON = merged(CNPG_ON, {"cnpg": {"pooler": {"enabled": True}}})
 
 
 def render(values):
@@ -156,11 +158,13 @@ def load_crd_schemas():
 
 CRD_SCHEMAS = {}
 VENDORED = {("ark.mckinsey.com/v1alpha1", "Memory"), ("ark.mckinsey.com/v1alpha1", "MCPServer"),
-            ("postgresql.cnpg.io/v1", "Cluster"), ("monitoring.coreos.com/v1", "ServiceMonitor"),
+            ("postgresql.cnpg.io/v1", "Cluster"), ("postgresql.cnpg.io/v1", "Pooler"),
+            ("monitoring.coreos.com/v1", "ServiceMonitor"),
             ("monitoring.coreos.com/v1", "PrometheusRule"), ("gateway.networking.k8s.io/v1", "HTTPRoute")}
 
 
-@check("the vendored CRDs (Memory, MCPServer, CNPG Cluster, ServiceMonitor, PrometheusRule, HTTPRoute) are valid CRDs")
+@check("the vendored CRDs (Memory, MCPServer, CNPG Cluster and Pooler, ServiceMonitor, PrometheusRule, HTTPRoute) are "
+       "valid CRDs")
 def _():
     CRD_SCHEMAS.update(load_crd_schemas())
     assert set(CRD_SCHEMAS) == VENDORED, CRD_SCHEMAS.keys()
@@ -189,7 +193,7 @@ def validate_all(objects):
 # -- lint -----------------------------------------------------------------------------------------------------
 
 for label, values in [("defaults", None), ("a plain database.url", PLAIN_DB), ("all options on", ALL_ON),
-                      ("CNPG on", CNPG_ON)]:
+                      ("CNPG on", CNPG_ON), ("CNPG with its pooler", POOLER_ON)]:
 
     @check(f"helm lint --strict (Kubernetes {KUBE_VERSION}) passes with {label}")
     def _():
@@ -245,6 +249,12 @@ BAD_VALUES = [
      "additional properties 'enable' not allowed"),
     ("a rule threshold that is not a number: prometheus.rules.deliveryLag.p99Seconds 1s",
      {"prometheus": {"rules": {"deliveryLag": {"p99Seconds": "1s"}}}}, "at '/prometheus/rules/deliveryLag/p99Seconds'"),
+    ("a max_connections the connection check cannot read: cnpg.parameters.max_connections 1e3",
+     {"cnpg": {"parameters": {"max_connections": "1e3"}}}, "at '/cnpg/parameters/max_connections'"),
+    ("a negative database.maxConnections", {"database": {"maxConnections": -1}}, "at '/database/maxConnections'"),
+    ("a PgBouncer pool size that is not a number: cnpg.pooler.parameters.default_pool_size ten",
+     {"cnpg": {"pooler": {"parameters": {"default_pool_size": "ten"}}}},
+     "at '/cnpg/pooler/parameters/default_pool_size'"),
 ]
 for label, bad, expected in BAD_VALUES:
 
@@ -291,9 +301,18 @@ variants = {
         "priorityClassName": "true", "probes": {"liveness": {"path": "/health: x"}},
         "metrics": {"serviceMonitor": {"enabled": True, "interval": "0"}}}),
     "CNPG on, with a NetworkPolicy and status patching off": CNPG_ON,
+    "CNPG with its pooler, a NetworkPolicy and status patching off": POOLER_ON,
+    "CNPG pooler tuned: autoscaling to 10, 3 PgBouncers, own parameters and extra spec": {
+        "autoscaling": {"enabled": True}, "cnpg": {"enabled": True, "pooler": {
+            "enabled": True, "instances": 3,
+            "parameters": {"default_pool_size": "15", "reserve_pool_size": "5", "max_client_conn": "500"},
+            "extraSpec": {"template": {"spec": {"containers": [
+                {"name": "pgbouncer", "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]}}}}}},
+    "an external pooler with a direct database.listenUrlSecretRef, the connection check off": merged(SECRET_DB, {
+        "replicaCount": 30, "database": {"maxConnections": 0, "listenUrlSecretRef": {"name": "ark-broker-db-direct"}}}),
     "upstream's values: prometheus.enable and interval, networkPolicy.enabled and allowNamespaces": UPSTREAM_KEYS,
     "dashboard and rules tuned: own label, namespace, selector and thresholds": merged(SECRET_DB, {
-        "database": {"poolMax": 25},
+        "database": {"poolMax": 25, "maxConnections": 200},
         "grafana": {"dashboard": {"enabled": True, "label": "grafana.example/dashboard", "labelValue": "ark",
                                   "namespace": "monitoring", "labels": {"team": "ark"}}},
         "prometheus": {"rules": {
@@ -952,7 +971,9 @@ def _():
     assert spec["bootstrap"] == {"initdb": {"database": "ark", "owner": "ark",
                                             "postInitSQL": ["CREATE ROLE ark_broker_reporting NOLOGIN"]}}
     assert spec["resources"] == values["cnpg"]["resources"]
-    assert spec["postgresql"] == {"synchronous": {"method": "any", "number": 1, "dataDurability": "required"}}
+    # max_connections left empty: the chart's, max(100, 4 pods × (10 + 2) + 3 + 0 + 10) = 100.
+    assert spec["postgresql"] == {"parameters": {"max_connections": "100"},
+                                  "synchronous": {"method": "any", "number": 1, "dataDurability": "required"}}
     assert spec["affinity"] == {"enablePodAntiAffinity": True, "podAntiAffinityType": "preferred",
                                 "topologyKey": "kubernetes.io/hostname"}
     assert spec["primaryUpdateStrategy"] == "unsupervised" and "imageName" not in spec
@@ -989,10 +1010,12 @@ def _():
     assert "helm.sh/resource-policy" not in cluster["metadata"].get("annotations", {})
 
 
-@check("a typo in the CNPG Cluster, ServiceMonitor, PrometheusRule or HTTPRoute spec is rejected by its vendored "
-       "schema")
+@check("a typo in the CNPG Cluster or Pooler, ServiceMonitor, PrometheusRule or HTTPRoute spec is rejected by its "
+       "vendored schema")
 def _():
+    pooler = rendered.get("CNPG with its pooler, a NetworkPolicy and status patching off") or []
     for kind, objects_, path, typo in (("Cluster", cnpg, ["spec"], "instance"),
+                                       ("Pooler", pooler, ["spec", "pgbouncer"], "pool_mode"),
                                        ("ServiceMonitor", every, ["spec", "endpoints", 0], "intervall"),
                                        ("PrometheusRule", every, ["spec", "groups", 0, "rules", 0], "fore"),
                                        ("HTTPRoute", every, ["spec", "rules", 0], "backendRef")):
@@ -1009,6 +1032,187 @@ def _():
             raise AssertionError(f"{kind}: an unknown field {typo} passed")
 
 
+# -- PostgreSQL connections -----------------------------------------------------------------------------------
+
+def refuses(values_, *expected):
+    """Rendering `values_` fails in a template (not the schema), with every one of `expected` in the message."""
+    try:
+        render(values_)
+    except helm.HelmRenderError as error:
+        for text in expected:
+            assert text in str(error), f"{text!r} not in: {error}"
+    else:
+        raise AssertionError(f"rendered {values_}")
+
+
+def env_of(objects_):
+    return parts(objects_)[2]
+
+
+@check("connections: the defaults fit an external PostgreSQL's max_connections of 100 (4 pods × 12 = 48 <= 97), "
+       "and no DATABASE_LISTEN_URL is set")
+def _():
+    assert values["database"]["maxConnections"] == 100 and values["database"]["reservedConnections"] == 3
+    assert values["autoscaling"]["enabled"] is False and values["cnpg"]["pooler"]["enabled"] is False
+    assert (values["replicaCount"] + values["updateStrategy"]["maxSurge"]) * (values["database"]["poolMax"] + 2) <= 97
+    assert find(objects, "Deployment")["spec"]["replicas"] == 3
+    assert "DATABASE_LISTEN_URL" not in env and not any(name.startswith("CNPG_APP_") for name in env), list(env)
+
+
+@check("connections: 30 replicas at poolMax 10 on an external database of 100 connections refuse to render, "
+       "naming max_connections and the numbers")
+def _():
+    refuses(merged(SECRET_DB, {"replicaCount": 30}), "max_connections", "31 broker pods (replicaCount 30 + "
+            "updateStrategy.maxSurge 1", "= 372 connections", "database.maxConnections 100 - "
+            "database.reservedConnections 3 = 97", "database.poolMax")
+    # A server that allows them: database.maxConnections says so.
+    render(merged(SECRET_DB, {"replicaCount": 30, "database": {"maxConnections": 400}}))
+
+
+@check("connections: autoscaling counts maxReplicas (10 + 1 surge × 12 = 132 > 97 refused; 7 + 1 fits), a "
+       "percentage maxSurge rounds up")
+def _():
+    refuses(merged(SECRET_DB, {"autoscaling": {"enabled": True}}), "max_connections",
+            "11 broker pods (autoscaling.maxReplicas 10 + updateStrategy.maxSurge 1", "= 132 connections")
+    render(merged(SECRET_DB, {"autoscaling": {"enabled": True, "maxReplicas": 7}}))
+    # 25% of 6 replicas is 1.5, rounded up: 8 pods × 12 = 96 fit; of 7, 1.75: 9 × 12 = 108 do not.
+    render(merged(SECRET_DB, {"replicaCount": 6, "updateStrategy": {"maxSurge": "25%"}}))
+    refuses(merged(SECRET_DB, {"replicaCount": 7, "updateStrategy": {"maxSurge": "25%"}}),
+            "9 broker pods (replicaCount 7 + updateStrategy.maxSurge 2", "= 108 connections")
+
+
+@check("connections: database.maxConnections 0 turns the check off (an external pooler); listenUrl and "
+       "listenUrlSecretRef become DATABASE_LISTEN_URL")
+def _():
+    objects_ = rendered["an external pooler with a direct database.listenUrlSecretRef, the connection check off"]
+    assert find(objects_, "Deployment")["spec"]["replicas"] == 30
+    environment = env_of(objects_)
+    assert environment["DATABASE_LISTEN_URL"] == {"name": "DATABASE_LISTEN_URL", "valueFrom": {"secretKeyRef": {
+        "name": "ark-broker-db-direct", "key": "listen-url"}}}, environment["DATABASE_LISTEN_URL"]
+    assert environment["DATABASE_URL"]["valueFrom"]["secretKeyRef"] == {"name": "ark-broker-db", "key": "url"}
+    plain = env_of(render(merged(PLAIN_DB, {"database": {"listenUrl": "postgres://ark@pg-direct.ark.svc:5432/ark"}})))
+    assert plain["DATABASE_LISTEN_URL"] == {"name": "DATABASE_LISTEN_URL",
+                                            "value": "postgres://ark@pg-direct.ark.svc:5432/ark"}
+    names = [e["name"] for e in parts(objects_)[1]["env"]]
+    assert names.index("DATABASE_URL") < names.index("DATABASE_LISTEN_URL"), names
+
+
+@check("connections, CNPG: max_connections left empty is set from the replicas: max(100, pods × (poolMax + 2) + 13)")
+def _():
+    def max_connections(values_):
+        spec = find(render(merged({"cnpg": {"enabled": True}}, values_)), "Cluster")["spec"]
+        return spec["postgresql"]["parameters"]["max_connections"]
+
+    assert max_connections({}) == "100"  # 4 × 12 + 13 = 61
+    assert max_connections({"autoscaling": {"enabled": True}}) == "145"  # 11 × 12 + 13
+    assert max_connections({"replicaCount": 12, "updateStrategy": {"maxSurge": "25%"}}) == "193"  # 15 × 12 + 13
+    # superuser_reserved_connections and reserved_connections set in cnpg.parameters count instead of 3 and 0.
+    assert max_connections({"autoscaling": {"enabled": True}, "cnpg": {"parameters": {
+        "superuser_reserved_connections": "5", "reserved_connections": "4"}}}) == "151"  # 132 + 5 + 4 + 10
+    # Other parameters pass through beside it.
+    spec = find(render({"cnpg": {"enabled": True, "parameters": {"work_mem": "8MB"}}}), "Cluster")["spec"]
+    assert spec["postgresql"]["parameters"] == {"work_mem": "8MB", "max_connections": "100"}
+
+
+@check("connections, CNPG: an explicit max_connections too small for the replicas refuses to render; one that fits "
+       "is kept; one in extraSpec is refused")
+def _():
+    refuses({"cnpg": {"enabled": True, "parameters": {"max_connections": "60"}}}, "cnpg.parameters.max_connections 60",
+            "= 48 connections", "leaves them: 47", "superuser_reserved_connections 3, reserved_connections 0 and 10",
+            "at least 61")
+    refuses({"autoscaling": {"enabled": True}, "cnpg": {"enabled": True, "parameters": {"max_connections": "120"}}},
+            "max_connections 120", "= 132 connections")
+    spec = find(render({"cnpg": {"enabled": True, "parameters": {"max_connections": "61"}}}), "Cluster")["spec"]
+    assert spec["postgresql"]["parameters"] == {"max_connections": "61"}
+    refuses({"cnpg": {"enabled": True, "extraSpec": {"postgresql": {"parameters": {"max_connections": "500"}}}}},
+            "set max_connections in cnpg.parameters")
+
+
+@check("pooler: a postgresql.cnpg.io/v1 Pooler <cluster>-pooler-rw, rw, 2 instances spread over nodes, transaction "
+       "pooling, derived PgBouncer parameters, no monitoring")
+def _():
+    pooler = find(rendered["CNPG with its pooler, a NetworkPolicy and status patching off"], "Pooler",
+                  f"{FULLNAME}-db-pooler-rw")
+    assert pooler["apiVersion"] == "postgresql.cnpg.io/v1"
+    spec = pooler["spec"]
+    assert spec["cluster"] == {"name": f"{FULLNAME}-db"} and spec["type"] == "rw" and spec["instances"] == 2, spec
+    # 4 pods × poolMax 10 = 40 client connections: default_pool_size min(20, 40), max_client_conn max(100, 40).
+    assert spec["pgbouncer"] == {"poolMode": "transaction",
+                                 "parameters": {"default_pool_size": "20", "max_client_conn": "100"}}, spec["pgbouncer"]
+    assert "monitoring" not in spec, spec
+    assert spec["template"] == {"spec": {"containers": [], "affinity": {"podAntiAffinity": {
+        "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "podAffinityTerm": {
+            "topologyKey": "kubernetes.io/hostname",
+            "labelSelector": {"matchLabels": {"cnpg.io/poolerName": f"{FULLNAME}-db-pooler-rw"}}}}]}}}}, spec
+    assert "Pooler" not in kinds(cnpg), "off by default"
+
+
+@check("pooler: DATABASE_URL is the Pooler's Service with the app Secret's username, password and dbname; "
+       "DATABASE_LISTEN_URL the Secret's uri (the -rw Service)")
+def _():
+    (_, container, environment) = parts(rendered["CNPG with its pooler, a NetworkPolicy and status patching off"])
+    secret = f"{FULLNAME}-db-app"
+    for name, key in (("CNPG_APP_USERNAME", "username"), ("CNPG_APP_PASSWORD", "password"), ("CNPG_APP_DBNAME", "dbname")):
+        assert environment[name] == {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
+    assert environment["DATABASE_URL"] == {"name": "DATABASE_URL", "value": (
+        f"postgresql://$(CNPG_APP_USERNAME):$(CNPG_APP_PASSWORD)@{FULLNAME}-db-pooler-rw.{NAMESPACE}:5432/"
+        "$(CNPG_APP_DBNAME)")}, environment["DATABASE_URL"]
+    assert environment["DATABASE_LISTEN_URL"] == {"name": "DATABASE_LISTEN_URL", "valueFrom": {"secretKeyRef": {
+        "name": secret, "key": "uri"}}}
+    # Kubernetes expands $(VAR) only from variables defined before it.
+    names = [e["name"] for e in container["env"]]
+    assert max(names.index(n) for n in ("CNPG_APP_USERNAME", "CNPG_APP_PASSWORD", "CNPG_APP_DBNAME")) < \
+        names.index("DATABASE_URL"), names
+
+
+@check("pooler: the NetworkPolicy lets the broker reach the Cluster's and the Pooler's pods on 5432")
+def _():
+    rules = find(rendered["CNPG with its pooler, a NetworkPolicy and status patching off"], "NetworkPolicy")["spec"]["egress"]
+    postgres = [rule for rule in rules if rule["ports"] == [{"port": 5432, "protocol": "TCP"}]]
+    assert postgres == [{"ports": [{"port": 5432, "protocol": "TCP"}], "to": [
+        {"podSelector": {"matchLabels": {"cnpg.io/cluster": f"{FULLNAME}-db"}}},
+        {"podSelector": {"matchLabels": {"cnpg.io/poolerName": f"{FULLNAME}-db-pooler-rw"}}}]}], rules
+
+
+@check("pooler: PostgreSQL counts instances × (default_pool_size + reserve_pool_size + 1) + pods × 2, and "
+       "max_connections is set from that")
+def _():
+    def cluster_max(values_):
+        return find(render(values_), "Cluster")["spec"]["postgresql"]["parameters"]["max_connections"]
+
+    # 2 × (20 + 0 + 1) + 4 × 2 = 50, + 13 < 100.
+    assert cluster_max(POOLER_ON) == "100"
+    tuned = rendered["CNPG pooler tuned: autoscaling to 10, 3 PgBouncers, own parameters and extra spec"]
+    spec = find(tuned, "Pooler")["spec"]
+    assert spec["instances"] == 3 and spec["pgbouncer"]["parameters"] == {
+        "default_pool_size": "15", "reserve_pool_size": "5", "max_client_conn": "500"}, spec["pgbouncer"]
+    assert spec["template"]["spec"]["containers"] == [
+        {"name": "pgbouncer", "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}], spec["template"]
+    # 3 × (15 + 5 + 1) + 11 × 2 = 85, + 13 = 98 < 100; autoscaling to 10 without the pooler needs 145.
+    assert find(tuned, "Cluster")["spec"]["postgresql"]["parameters"]["max_connections"] == "100"
+    # 30 replicas: 2 × 21 + 31 × 2 = 104, + 13 = 117; max_client_conn max(100, 31 × 10).
+    big = render(merged(POOLER_ON, {"replicaCount": 30}))
+    assert find(big, "Cluster")["spec"]["postgresql"]["parameters"]["max_connections"] == "117"
+    assert find(big, "Pooler")["spec"]["pgbouncer"]["parameters"] == {"default_pool_size": "20",
+                                                                      "max_client_conn": "310"}
+
+
+@check("pooler: a max_connections or max_client_conn too small, PgBouncer parameters in extraSpec, and a pooler "
+       "without cnpg refuse to render")
+def _():
+    refuses(merged(POOLER_ON, {"cnpg": {"parameters": {"max_connections": "60"}}}), "max_connections 60",
+            "cnpg.pooler.instances 2 × (default_pool_size 20 + reserve_pool_size 0 + 1", "= 50 connections",
+            "at least 63", "default_pool_size")
+    render(merged(POOLER_ON, {"cnpg": {"parameters": {"max_connections": "63"}}}))
+    refuses(merged(POOLER_ON, {"cnpg": {"pooler": {"parameters": {"max_client_conn": "30"}}}}),
+            "= 40 pooled connections", "max_client_conn is 30")
+    refuses(merged(POOLER_ON, {"cnpg": {"pooler": {"extraSpec": {"pgbouncer": {"parameters": {
+        "default_pool_size": "80"}}}}}}), "cnpg.pooler.parameters")
+    refuses(merged(SECRET_DB, {"cnpg": {"pooler": {"enabled": True}}}), "cnpg.pooler.enabled needs cnpg.enabled")
+    refuses(merged(POOLER_ON, {"database": {"listenUrl": "postgres://x@h/db"}}),
+            "leave database.url and database.urlSecretRef.name empty")
+
+
 # -- what the templates refuse --------------------------------------------------------------------------------
 
 @check("inconsistent options fail to render with a message naming the values to fix")
@@ -1019,7 +1223,7 @@ def _():
         (merged(SECRET_DB, {"httpRoute": {"enabled": True}}), "httpRoute.enabled needs httpRoute.parentRefs"),
         (merged(SECRET_DB, {"autoscaling": {"enabled": True, "minReplicas": 5, "maxReplicas": 4}}),
          "autoscaling.minReplicas (5) must not exceed autoscaling.maxReplicas (4)"),
-        (merged(SECRET_DB, {"autoscaling": {"enabled": True}, "app": {"resources": {"requests": None}}}),
+        (merged(SECRET_DB, {"autoscaling": {"enabled": True, "maxReplicas": 6}, "app": {"resources": {"requests": None}}}),
          "autoscaling.enabled needs app.resources.requests.cpu"),
         ({"cnpg": {"enabled": True, "instances": 2, "synchronous": {"number": 2}}},
          "cnpg.synchronous.number (2) must be lower than cnpg.instances (2)"),

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Owns the third-party CRDs vendored in this folder (CloudNativePG Cluster, prometheus-operator ServiceMonitor
-and PrometheusRule, Gateway API HTTPRoute): turns an upstream CustomResourceDefinition into the file check_chart.py
+"""Owns the third-party CRDs vendored in this folder (CloudNativePG Cluster and Pooler, prometheus-operator
+ServiceMonitor and PrometheusRule, Gateway API HTTPRoute): turns an upstream CustomResourceDefinition into the file check_chart.py
 reads.
 
 It keeps the upstream CRD as it is except for two cuts that change no validation: the schemas' `description`
@@ -13,7 +13,7 @@ upstream repository, tag, commit, path and the sha256 of the upstream file, so i
           --tag v1.30.0 --commit <sha> --path config/crd/bases/postgresql.cnpg.io_clusters.yaml \\
           --version v1 --out tests/deploy/crds/postgresql.cnpg.io_clusters.yaml
 
-(the commands for all three are in README.md beside this file).
+(the commands for all of them are in README.md beside this file).
 """
 
 import argparse
