@@ -243,6 +243,10 @@ impl From<Invalid> for ApiError {
 impl From<StoreError> for ApiError {
     fn from(error: StoreError) -> Self {
         match error {
+            // The database is at its connection limit: said in the answer, unlike a database that is away.
+            StoreError::Unavailable(_) if crate::db::refusal::too_many_clients() => {
+                ApiError::AtCapacity(crate::db::refusal::MESSAGE.into())
+            }
             StoreError::Unavailable(_) => ApiError::Unavailable(chain(&error).to_string()),
             error @ StoreError::Database(_) => ApiError::Internal(error),
             StoreError::ShuttingDown => {

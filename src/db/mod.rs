@@ -20,6 +20,7 @@ pub use migrate::{migrate, migrate_on};
 pub mod outage;
 pub mod outbox;
 pub mod receipt;
+pub mod refusal;
 pub mod retry;
 pub mod sizes;
 pub mod tail;
@@ -58,7 +59,12 @@ pub enum StoreError {
 
 impl From<sqlx::Error> for StoreError {
     fn from(error: sqlx::Error) -> Self {
-        if is_unreachable(&error) { StoreError::Unavailable(error) } else { StoreError::Database(error) }
+        refusal::observe(&error);
+        if is_unreachable(&error) || refusal::is_too_many_clients(&error) {
+            StoreError::Unavailable(error)
+        } else {
+            StoreError::Database(error)
+        }
     }
 }
 

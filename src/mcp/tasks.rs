@@ -111,6 +111,7 @@ impl Tasks {
 pub fn internal(error: StoreError) -> McpError {
     tracing::warn!(error = %chain(&error), "MCP request failed in the store");
     let message = match error {
+        StoreError::Unavailable(_) if crate::db::refusal::too_many_clients() => crate::db::refusal::MESSAGE,
         StoreError::Unavailable(_) => "the broker could not reach its database; retry",
         StoreError::ShuttingDown => "the broker is shutting down; retry on another replica",
         StoreError::Contended(_) => "too many concurrent changes of the same question; retry",

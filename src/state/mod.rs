@@ -205,6 +205,7 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
     // The tails end when the listener, which holds their senders, ends.
     let mut background = vec![listener_task, writer_task, abort_task, completion_task, mover, stream_end_task];
     background.extend(tail_tasks);
+    background.push(tokio::spawn(db::refusal::run(database.clone(), drained.clone())));
     background.extend(auth_task);
     background.extend(policy_tasks);
     // Interval 0 (upstream's `ROW_REAP_INTERVAL_SECONDS=0`): this replica never reaps.

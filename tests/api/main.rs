@@ -57,6 +57,7 @@ mod slack;
 mod slack_socket;
 mod slack_typed;
 mod streams;
+mod too_many_clients;
 mod traces;
 mod typed_questions;
 mod ui;
