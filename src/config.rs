@@ -188,6 +188,13 @@ pub struct Config {
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<DatabaseUrl>,
 
+    /// A direct PostgreSQL URL for the LISTEN connection and the migrations, when `DATABASE_URL` goes through
+    /// a pooler in transaction mode (PgBouncer, CloudNativePG's `Pooler`), which LISTEN and session advisory
+    /// locks cannot go through. Set, request connections are made for the pooler (README: "Through a
+    /// pooler"); unset, everything uses `DATABASE_URL`.
+    #[arg(long, env = "DATABASE_LISTEN_URL", hide_env_values = true)]
+    pub database_listen_url: Option<DatabaseUrl>,
+
     /// A CA certificate (PEM) to verify PostgreSQL's TLS certificate with (a managed PostgreSQL with its own
     /// CA). Set, every connection uses TLS and verifies the certificate and the host name (`verify-full`;
     /// `sslmode=verify-ca` in the URL keeps the host name unchecked); unset, the URL's `sslmode` decides.

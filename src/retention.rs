@@ -5,10 +5,10 @@
 //! whichever replica takes the turn (an advisory try-lock); each statement deletes at most a batch (`skip locked`), so
 //! no pass holds many locks or a long transaction.
 
+use crate::db::pool::Pool;
 use std::{future::Future, sync::Arc, time::Duration};
 
 use futures::{FutureExt, future::BoxFuture};
-use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
@@ -110,7 +110,7 @@ pub type Duties = Arc<[Duty]>;
 #[derive(Debug, Clone)]
 pub struct Reaper {
     /// For the reaper's turn.
-    pool: PgPool,
+    pool: Pool,
     /// What is kept.
     pub retention: Retention,
     /// Each kind of row it deletes.
@@ -122,7 +122,7 @@ pub type PassReport = Vec<(&'static str, usize)>;
 
 impl Reaper {
     /// A reaper of `duties`, keeping what `retention` says.
-    pub fn new(pool: PgPool, retention: Retention, duties: Duties) -> Self {
+    pub fn new(pool: Pool, retention: Retention, duties: Duties) -> Self {
         Reaper { pool, retention, duties }
     }
 

@@ -1,6 +1,7 @@
 //! The channels this replica delivers to ([`Channels`]: the senders whose tokens are configured, and the
 //! outbox), which the shared state holds for the worker and the inbound routes.
 
+use crate::db::pool::Pool;
 use std::time::Duration;
 
 use super::{github::GitHub, slack::Slack, store::DeliveryStore};
@@ -22,7 +23,7 @@ pub struct Channels {
 
 impl Channels {
     /// The channels `config` gives credentials for, with their outbox on `pool`.
-    pub fn new(config: &Config, pool: sqlx::PgPool) -> Self {
+    pub fn new(config: &Config, pool: Pool) -> Self {
         // reqwest's TLS uses the process's rustls provider: ring, as kube's does.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder().timeout(SEND_TIMEOUT).build().unwrap_or_default();

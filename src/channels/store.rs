@@ -4,8 +4,7 @@
 //! waiters), written through the questions module, which alone touches the questions table. Once a question closes, its delivered Slack messages are claimed
 //! the same way to be updated.
 
-use sqlx::PgPool;
-
+use crate::db::pool::Pool;
 use crate::{
     db::{
         StoreError, StoreResult,
@@ -43,7 +42,7 @@ pub struct UpdateJob {
 /// The outbox of channel deliveries.
 #[derive(Debug, Clone)]
 pub struct DeliveryStore {
-    pool: PgPool,
+    pool: Pool,
 }
 
 /// Commits a delivery's change together with its question's refreshed deliveries, logged for watchers and
@@ -71,12 +70,12 @@ async fn commit_refreshed(
 
 impl DeliveryStore {
     /// A store on `pool`.
-    pub fn new(pool: PgPool) -> Self {
+    pub fn new(pool: Pool) -> Self {
         DeliveryStore { pool }
     }
 
     /// Its pool, for the outbox's other SQL ([`super::reminder_store`]).
-    pub(super) fn pool(&self) -> &PgPool {
+    pub(super) fn pool(&self) -> &Pool {
         &self.pool
     }
 

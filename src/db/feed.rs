@@ -26,7 +26,8 @@
 //! positions ([`super::notice`]), never bodies: each replica reads the rows its readers follow once and hands
 //! them to its readers in memory.
 
-use sqlx::{PgPool, Postgres, Transaction};
+use super::pool::Pool;
+use sqlx::{Postgres, Transaction};
 
 use super::{
     StoreError, StoreResult,
@@ -120,7 +121,7 @@ impl Feed {
 #[derive(Debug)]
 pub struct FeedTx {
     tx: Transaction<'static, Postgres>,
-    pool: PgPool,
+    pool: Pool,
     feed: Feed,
     wrote: bool,
     /// The keys of the feed written, with their positions, for the notification ([`super::notice`]).
@@ -137,7 +138,7 @@ pub struct FeedTx {
 
 impl FeedTx {
     /// Begins a write to `feed` (taking the feed lock where the feed has one).
-    pub async fn begin(pool: &PgPool, feed: Feed) -> StoreResult<Self> {
+    pub async fn begin(pool: &Pool, feed: Feed) -> StoreResult<Self> {
         let mut tx = pool.begin().await?;
         if feed.serialised() {
             sqlx::query!("select pg_advisory_xact_lock($1)", feed.lock_key()).execute(&mut *tx).await?;

@@ -5,9 +5,9 @@
 //! keepalive ([`super::keepalive`]) cannot see. A ping that could not be sent says nothing about the LISTEN
 //! connection (the pool may be busy) and is not counted.
 
+use super::pool::Pool;
 use std::time::Duration;
 
-use sqlx::PgPool;
 use tokio::{sync::mpsc, time::Instant};
 
 /// How often a ping is sent.
@@ -16,7 +16,7 @@ pub const EVERY: Duration = Duration::from_secs(1);
 /// One replica's heartbeat, driven by its listener's loop.
 #[derive(Debug)]
 pub struct Heartbeat {
-    pool: PgPool,
+    pool: Pool,
     channel: String,
     /// Which LISTEN connection's heartbeat this is: a ping of an earlier connection that commits late is not
     /// this one's (its numbers started again at 1).
@@ -34,7 +34,7 @@ pub struct Heartbeat {
 impl Heartbeat {
     /// A heartbeat on `channel` (unique to this replica), sent through `pool` and expected back within
     /// `deadline`.
-    pub fn new(pool: PgPool, channel: String, deadline: Duration) -> Self {
+    pub fn new(pool: Pool, channel: String, deadline: Duration) -> Self {
         let (sent_tx, sent_rx) = mpsc::unbounded_channel();
         let connection = u32::from_le_bytes(uuid::Uuid::new_v4().as_bytes()[..4].try_into().expect("4 bytes"));
         Heartbeat {
@@ -120,7 +120,7 @@ mod tests {
 
     fn heartbeat(deadline: Duration) -> Heartbeat {
         // Nowhere: every ping fails to send, which must never count as unheard.
-        let pool = PgPool::connect_lazy("postgres://ark@127.0.0.1:9/nowhere").unwrap();
+        let pool = Pool::from(sqlx::PgPool::connect_lazy("postgres://ark@127.0.0.1:9/nowhere").unwrap());
         Heartbeat::new(pool, "ark_broker_alive_test".into(), deadline)
     }
 

@@ -105,7 +105,7 @@ pub struct Connections {
     /// Where each LISTEN connection comes from.
     pub listen_pools: super::ListenPools,
     /// The request pool, which sends the heartbeat's pings.
-    pub pool: PgPool,
+    pub pool: super::Pool,
     /// How long a heartbeat ping may go unheard before the LISTEN connection counts as lost.
     pub heartbeat_deadline: Duration,
 }

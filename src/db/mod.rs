@@ -19,6 +19,7 @@ pub mod wakeup;
 pub use migrate::{migrate, migrate_on};
 pub mod outage;
 pub mod outbox;
+pub mod pool;
 pub mod receipt;
 pub mod refusal;
 pub mod retry;
@@ -32,7 +33,9 @@ pub use target::{Database, RootCertError};
 
 use std::time::Duration;
 
-use sqlx::{PgConnection, PgPool, postgres::PgPoolOptions};
+use sqlx::{PgConnection, postgres::PgPoolOptions};
+
+pub use pool::Pool;
 
 use crate::config::Config;
 
@@ -133,21 +136,50 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
 /// The request pool of one replica. Its connections carry `timeouts`, so a replica frozen mid-transaction
 /// harms only itself: Postgres ends its session and releases what it held. The LISTEN connection and
 /// migrations use their own connections without them (LISTEN idles forever; a migration may take long).
-pub async fn connect(database: &Database, max_connections: u32, timeouts: Timeouts) -> Result<PgPool, sqlx::Error> {
+///
+/// With `direct` (`DATABASE_LISTEN_URL`), `database` is a pooler in transaction mode: the timeouts then go
+/// into every transaction's first statement instead ([`pool`]), and the reaper's turns, which are session
+/// locks, are taken on a direct connection of their own.
+pub async fn connect(
+    database: &Database,
+    direct: Option<&Database>,
+    max_connections: u32,
+    timeouts: Timeouts,
+) -> Result<Pool, sqlx::Error> {
     outage::set_window(timeouts.ride_through);
     let ms = |d: Duration| format!("{}ms", d.as_millis());
-    let options = database.options("ark-broker")?.options([
+    let settings = [
         ("statement_timeout", ms(timeouts.statement)),
         ("lock_timeout", ms(timeouts.lock)),
         ("idle_in_transaction_session_timeout", ms(timeouts.idle_in_transaction)),
-    ]);
+    ];
+    let Some(direct) = direct else {
+        let options = database.options("ark-broker")?.options(settings);
+        let pool = request_pool(database, max_connections).after_connect(guard_connection(database, true));
+        return Ok(Pool::from(pool.connect_with(options).await?));
+    };
+    let pooled = request_pool(database, max_connections)
+        .after_connect(guard_connection(database, false))
+        .connect_with(database.pooled_options("ark-broker")?)
+        .await?;
+    // The turns' connection: one, made when a turn is first taken.
+    let sessions = PgPoolOptions::new()
+        .max_connections(1)
+        .acquire_timeout(ACQUIRE_TIMEOUT.min(direct.connect_timeout()))
+        .after_connect(guard_connection(direct, true))
+        .connect_lazy_with(direct.options("ark-broker-turns")?);
+    let set_local: String = settings.iter().map(|(name, value)| format!("set local {name} = '{value}'; ")).collect();
+    Ok(Pool::through_pooler(pooled, sessions, set_local.trim_end_matches("; "), "select ark_broker_enter_epoch()"))
+}
+
+/// The request pool's options but its connections' setup.
+fn request_pool(database: &Database, max_connections: u32) -> PgPoolOptions {
     PgPoolOptions::new()
         .max_connections(max_connections.max(2))
         .acquire_timeout(ACQUIRE_TIMEOUT.min(database.connect_timeout()))
         // sqlx pings every connection it hands out by default: one more round trip per flush and per read.
         // Only a connection that sat idle may have died with the server meanwhile; a busy one was just used.
         .test_before_acquire(false)
-        .after_connect(guard_connection(database))
         .before_acquire(|conn, meta| {
             Box::pin(async move {
                 if meta.idle_for > IDLE_BEFORE_PING {
@@ -156,8 +188,6 @@ pub async fn connect(database: &Database, max_connections: u32, timeouts: Timeou
                 Ok(true)
             })
         })
-        .connect_with(options)
-        .await
 }
 
 /// Where LISTEN connections come from: a pool of one connection, used for nothing else, made afresh for each
@@ -177,11 +207,11 @@ impl ListenPools {
 
     /// A new pool for the next LISTEN connection. A failed connect surfaces within a second, so the replica
     /// soon knows when Postgres is unreachable.
-    pub fn fresh(&self) -> PgPool {
+    pub fn fresh(&self) -> sqlx::PgPool {
         PgPoolOptions::new()
             .max_connections(1)
             .acquire_timeout(Duration::from_secs(1))
-            .after_connect(guard_connection(&self.database))
+            .after_connect(guard_connection(&self.database, true))
             .connect_lazy_with(self.options.clone())
     }
 }
@@ -190,9 +220,10 @@ type AfterConnect = dyn Fn(&mut PgConnection, sqlx::pool::PoolConnectionMetadata
     + Send
     + Sync;
 
-/// Sets keepalive on each connection a pool makes, once it is made ([`keepalive`]), and enters the server's
-/// timeline ([`epoch`]) before the connection is used; the server's port is read once, here.
-fn guard_connection(database: &Database) -> Box<AfterConnect> {
+/// Sets keepalive on each connection a pool makes, once it is made ([`keepalive`]), and, on a connection of
+/// its own on the server (`session`), enters the server's timeline ([`epoch`]) before it is used (through a
+/// pooler each write transaction does); the server's port is read once, here.
+fn guard_connection(database: &Database, session: bool) -> Box<AfterConnect> {
     let (port, timeout) = (database.tcp_port(), database.network_timeout());
     Box::new(move |conn, _| {
         Box::pin(async move {
@@ -200,13 +231,13 @@ fn guard_connection(database: &Database) -> Box<AfterConnect> {
                 // A scan of the process's descriptors: off the async workers.
                 let _ = tokio::task::spawn_blocking(move || keepalive::guard_sockets_to(port, timeout)).await;
             }
-            epoch::enter(conn).await
+            if session { epoch::enter(conn).await } else { Ok(()) }
         })
     })
 }
 
 /// The visibility horizon: the oldest transaction id still in flight (every lower one has ended).
-pub async fn horizon(pool: &PgPool) -> StoreResult<i64> {
+pub async fn horizon(pool: &Pool) -> StoreResult<i64> {
     Ok(sqlx::query_scalar!(r#"select pg_snapshot_xmin(pg_current_snapshot())::text::bigint as "horizon!""#)
         .fetch_one(pool)
         .await?)
@@ -235,7 +266,7 @@ impl StartSnapshot {
 }
 
 /// The snapshot a live-only global reader starts from.
-pub async fn start_snapshot(pool: &PgPool) -> StoreResult<StartSnapshot> {
+pub async fn start_snapshot(pool: &Pool) -> StoreResult<StartSnapshot> {
     let row = sqlx::query!(
         r#"select pg_snapshot_xmin(s)::text::bigint as "xmin!", pg_snapshot_xmax(s)::text::bigint as "xmax!",
                   array(select x::text::bigint from pg_snapshot_xip(s) as x) as "in_flight!"

@@ -16,9 +16,9 @@
 //!
 //! [`FeedTx`]: super::feed::FeedTx
 
+use super::pool::Pool;
 use std::time::Duration;
 
-use sqlx::PgPool;
 use tokio::time::Instant;
 use uuid::Uuid;
 
@@ -66,7 +66,7 @@ const RETRY: Duration = Duration::from_millis(100);
 
 /// Settles the write whose receipt is `receipt`: asks until a server answers or the ride-through window
 /// ([`outage::window`], at least 15 s by default) has passed, then gives up with [`StoreError::Unsettled`].
-pub async fn settle(pool: &PgPool, receipt: Receipt) -> StoreResult<Settled> {
+pub async fn settle(pool: &Pool, receipt: Receipt) -> StoreResult<Settled> {
     let deadline = Instant::now() + outage::window().max(Duration::from_secs(1));
     loop {
         match ask(pool, receipt).await {
@@ -83,7 +83,7 @@ pub async fn settle(pool: &PgPool, receipt: Receipt) -> StoreResult<Settled> {
 }
 
 /// One attempt: `None` when the answer was not conclusive yet.
-async fn ask(pool: &PgPool, receipt: Receipt) -> Result<Option<Settled>, sqlx::Error> {
+async fn ask(pool: &Pool, receipt: Receipt) -> Result<Option<Settled>, sqlx::Error> {
     let token = receipt.token();
     let fenced = sqlx::query_scalar!(
         "insert into commit_receipts (token, fenced) values ($1, true) on conflict (token) do nothing returning token",
@@ -105,7 +105,7 @@ async fn ask(pool: &PgPool, receipt: Receipt) -> Result<Option<Settled>, sqlx::E
 pub const KEEP: Duration = Duration::from_secs(15 * 60);
 
 /// Deletes at most `limit` receipts older than `keep` (no settlement asks after that long); returns how many.
-pub async fn reap(pool: &PgPool, keep: Duration, limit: i64) -> StoreResult<usize> {
+pub async fn reap(pool: &Pool, keep: Duration, limit: i64) -> StoreResult<usize> {
     let cutoff_ms = (chrono::Utc::now() - keep).timestamp_millis().max(0) as u64;
     let below = uuid::Builder::from_unix_timestamp_millis(cutoff_ms, &[0; 10]).into_uuid();
     let deleted = sqlx::query!(

@@ -6,15 +6,14 @@
 //! statistics collector's live-row count where the table was never analysed. `count(*)` of a million rows per
 //! scrape, per replica, would be a sequential scan every 15–30 s for a number a dashboard rounds anyway.
 
-use sqlx::PgPool;
-
 use super::StoreResult;
+use super::pool::Pool;
 
 /// Tables this large or smaller are counted exactly; each count stops one row past it.
 pub const EXACT_UP_TO: i64 = 10_000;
 
 /// `(table, rows)` for each table, in upstream's gauge order.
-pub async fn read(pool: &PgPool) -> StoreResult<Vec<(String, f64)>> {
+pub async fn read(pool: &Pool) -> StoreResult<Vec<(String, f64)>> {
     let rows = sqlx::query!(
         r#"select t.kind as "kind!", t.capped as "capped!",
                   (select case when c.reltuples >= 0 and c.relpages > 0

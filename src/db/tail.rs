@@ -10,10 +10,10 @@
 //! and the listener's poll makes the tail compare each followed key's committed position with what its
 //! readers delivered, so a reader left behind for a whole poll interval catches up too.
 
+use super::pool::Pool;
 use crate::telemetry::chain;
 use std::{collections::HashMap, time::Instant};
 
-use sqlx::PgPool;
 use tokio::{sync::mpsc, task::JoinHandle};
 
 use super::{
@@ -62,7 +62,7 @@ pub trait FeedSource: Send + Sync + 'static {
     ) -> impl Future<Output = StoreResult<Page<Self::Row, GlobalCursor>>> + Send;
 
     /// The database the feed is in.
-    fn pool(&self) -> &PgPool;
+    fn pool(&self) -> &Pool;
 
     /// The visibility horizon now.
     fn horizon(&self) -> impl Future<Output = StoreResult<i64>> + Send {
@@ -269,7 +269,7 @@ mod tests {
             Ok(Page { rows: Vec::new(), next: after, caught_up: true })
         }
 
-        fn pool(&self) -> &sqlx::PgPool {
+        fn pool(&self) -> &Pool {
             unreachable!("the fake answers the horizon itself")
         }
 

@@ -116,6 +116,22 @@ impl Database {
         Ok(options.ssl_mode(mode).ssl_root_cert(cert))
     }
 
+    /// Connect options for connections through a pooler in transaction mode (PgBouncer before 1.21): no
+    /// startup setting it does not track (`options`, `extra_float_digits`; it refuses them) and no statement
+    /// cache (a named statement would meet another client's of the same name on a shared server connection).
+    pub fn pooled_options(&self, application_name: &str) -> Result<PgConnectOptions, sqlx::Error> {
+        let options = PgConnectOptions::from_str(&self.url)?
+            .application_name(application_name)
+            .extra_float_digits(None)
+            .statement_cache_capacity(0);
+        let Some(cert) = &self.root_cert else { return Ok(options) };
+        let mode = match options.get_ssl_mode() {
+            PgSslMode::VerifyCa => PgSslMode::VerifyCa,
+            _ => PgSslMode::VerifyFull,
+        };
+        Ok(options.ssl_mode(mode).ssl_root_cert(cert))
+    }
+
     /// One connection of its own (not pooled), within the connect timeout.
     pub async fn connect_one(&self, application_name: &str) -> Result<PgConnection, sqlx::Error> {
         let options = self.options(application_name)?;

@@ -3,7 +3,8 @@
 //! unlocks and gives the connection back; a turn dropped without ending (the work was cut short, the unlock
 //! failed) closes its connection instead, which releases the lock too — never back into the pool locked.
 
-use sqlx::{PgPool, Postgres, pool::PoolConnection};
+use super::pool::Pool;
+use sqlx::{Postgres, pool::PoolConnection};
 
 use super::StoreResult;
 
@@ -19,8 +20,8 @@ pub struct Turn {
 }
 
 /// Takes the turn `key` if no replica holds it.
-pub async fn try_take(pool: &PgPool, key: i64) -> StoreResult<Option<Turn>> {
-    let mut connection = pool.acquire().await?;
+pub async fn try_take(pool: &Pool, key: i64) -> StoreResult<Option<Turn>> {
+    let mut connection = pool.sessions().acquire().await?;
     let taken =
         sqlx::query_scalar!(r#"select pg_try_advisory_lock($1) as "taken!""#, key).fetch_one(&mut *connection).await;
     match taken {

@@ -2,6 +2,7 @@
 //! exactly), the dashboard pages and watches them. Each event also changes its session
 //! ([`crate::sessions`]) in the same transaction.
 
+use crate::db::pool::Pool;
 pub mod model;
 mod routes;
 pub mod store;
@@ -11,7 +12,6 @@ pub use store::EventStore;
 
 use std::sync::Arc;
 
-use sqlx::PgPool;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use crate::{config::Config, db::live::LiveFeed, http::sse_end::StreamsEnd};
@@ -23,7 +23,7 @@ pub struct RouteState {
     /// The settings this replica runs with.
     pub config: Arc<Config>,
     /// The request pool.
-    pub pool: PgPool,
+    pub pool: Pool,
     /// Execution events.
     pub events: LiveFeed<EventStore>,
     /// When this replica's event streams end (shutdown, or PostgreSQL lost).

@@ -1,9 +1,8 @@
 //! SQL for execution events. An event takes the next position of its query from the query's counter row
 //! (see [`crate::db::feed`]) and changes its session in the same transaction; every read hides expired rows.
 
-use sqlx::PgPool;
-
 use super::model::{EventRecord, NewEvent};
+use crate::db::pool::Pool;
 use crate::{
     config::Ttls,
     db::{
@@ -22,7 +21,7 @@ use crate::{
 /// Execution events in Postgres.
 #[derive(Debug, Clone)]
 pub struct EventStore {
-    pool: PgPool,
+    pool: Pool,
 }
 
 /// Builds an [`EventRecord`] from a row of any query selecting the event columns.
@@ -42,7 +41,7 @@ macro_rules! record {
 
 impl EventStore {
     /// A store on `pool`.
-    pub fn new(pool: PgPool) -> Self {
+    pub fn new(pool: Pool) -> Self {
         EventStore { pool }
     }
 
@@ -254,7 +253,7 @@ impl FeedSource for EventStore {
         EventStore::global_page(self, after).await
     }
 
-    fn pool(&self) -> &PgPool {
+    fn pool(&self) -> &Pool {
         &self.pool
     }
 

@@ -1,8 +1,9 @@
 //! SQL for idempotency keys. Functions take the connection of the caller's transaction where the key must
 //! commit together with the effect it stands for.
 
+use crate::db::pool::Pool;
 use serde_json::Value;
-use sqlx::{PgConnection, PgPool};
+use sqlx::PgConnection;
 
 use super::{IdempotencyKey, KeyState, Scope, StoredReply};
 use crate::db::StoreResult;
@@ -103,12 +104,12 @@ pub async fn set_lines(conn: &mut PgConnection, key: &IdempotencyKey, lines: i64
 /// The keys as a whole, for the reaper.
 #[derive(Debug, Clone)]
 pub struct KeyStore {
-    pool: PgPool,
+    pool: Pool,
 }
 
 impl KeyStore {
     /// A store on `pool`.
-    pub fn new(pool: PgPool) -> Self {
+    pub fn new(pool: Pool) -> Self {
         KeyStore { pool }
     }
 

@@ -1,6 +1,7 @@
 //! Conversation memory, upstream's Memory API: `/messages`, `/conversations…`, `/memory-status` and
 //! `/queries/{q}/messages`, with a `watch=true` SSE feed that is live across replicas.
 
+use crate::db::pool::Pool;
 pub mod model;
 mod routes;
 pub mod store;
@@ -10,7 +11,6 @@ pub use store::MessageStore;
 
 use std::sync::Arc;
 
-use sqlx::PgPool;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use crate::{config::Config, db::live::LiveFeed, http::sse_end::StreamsEnd, questions::store::QuestionStore};
@@ -22,7 +22,7 @@ pub struct RouteState {
     /// The settings this replica runs with.
     pub config: Arc<Config>,
     /// The request pool.
-    pub pool: PgPool,
+    pub pool: Pool,
     /// Conversation memory.
     pub messages: LiveFeed<MessageStore>,
     /// Questions (a deleted Query's open ones are cancelled).

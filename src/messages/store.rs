@@ -2,8 +2,8 @@
 //! [`crate::db::feed`]), so only writers of the same conversation wait for each other; every read hides
 //! expired rows.
 
+use crate::db::pool::Pool;
 use serde_json::Value;
-use sqlx::PgPool;
 
 use super::model::{MessageFilter, MessageItem};
 use crate::{
@@ -36,7 +36,7 @@ pub struct ConversationCounts {
 /// Conversation memory in Postgres.
 #[derive(Debug, Clone)]
 pub struct MessageStore {
-    pool: PgPool,
+    pool: Pool,
 }
 
 /// Builds a [`MessageItem`] from a row of any query selecting the message columns.
@@ -57,7 +57,7 @@ macro_rules! item {
 
 impl MessageStore {
     /// A store on `pool`.
-    pub fn new(pool: PgPool) -> Self {
+    pub fn new(pool: Pool) -> Self {
         MessageStore { pool }
     }
 
@@ -342,7 +342,7 @@ impl FeedSource for MessageStore {
         MessageStore::global_page(self, after).await
     }
 
-    fn pool(&self) -> &PgPool {
+    fn pool(&self) -> &Pool {
         &self.pool
     }
 

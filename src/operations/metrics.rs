@@ -31,8 +31,8 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[tracing::instrument(level = "debug", skip_all)]
 async fn scrape(State(state): State<AppState>) -> impl IntoResponse {
     let pool = &state.pool;
-    metrics::set(metrics::POOL_CONNECTIONS, &[], f64::from(pool.size()));
-    metrics::set(metrics::POOL_IDLE, &[], pool.num_idle() as f64);
+    metrics::set(metrics::POOL_CONNECTIONS, &[], f64::from(pool.inner().size()));
+    metrics::set(metrics::POOL_IDLE, &[], pool.inner().num_idle() as f64);
     // While the database is known to be unreachable the scrape answers at once from what was recorded (row
     // counts keep their last value): each read would wait for the pool's timeout, past Prometheus's.
     if !state.listener.database_unreachable() {
@@ -47,7 +47,7 @@ async fn read_from_database(state: &AppState) {
     let pool = &state.pool;
     let started = Instant::now();
     // The wait is what a request would wait now; the connection goes straight back.
-    if pool.acquire().await.is_ok() {
+    if pool.inner().acquire().await.is_ok() {
         metrics::set(metrics::POOL_WAIT, &[], started.elapsed().as_secs_f64());
     }
     if let Ok(counts) = state.questions.count_by_status().await {

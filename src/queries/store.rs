@@ -1,8 +1,8 @@
 //! SQL for the resume state: the `query_resume_states` and `stream_phases` views (migration 0011, the same
 //! views SQL users read) and the Query's last stored message.
 
+use crate::db::pool::Pool;
 use chrono::{DateTime, Utc};
-use sqlx::PgPool;
 use uuid::Uuid;
 
 use crate::db::StoreResult;
@@ -29,12 +29,12 @@ pub struct StreamPhase {
 /// Resume state in Postgres.
 #[derive(Debug, Clone)]
 pub struct QueryStore {
-    pool: PgPool,
+    pool: Pool,
 }
 
 impl QueryStore {
     /// A store on `pool`.
-    pub fn new(pool: PgPool) -> Self {
+    pub fn new(pool: Pool) -> Self {
         QueryStore { pool }
     }
 

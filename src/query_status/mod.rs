@@ -6,6 +6,7 @@
 //! this worker, each patch is claimed by one of them, and failures are retried with backoff. The answer
 //! never waits for Kubernetes. Without Kubernetes configuration the worker does not start.
 
+use crate::db::pool::Pool;
 mod patch;
 pub mod store;
 
@@ -55,7 +56,7 @@ pub async fn client(config: &Config) -> Option<kube::Client> {
 pub fn spawn(
     client: kube::Client,
     config: &Config,
-    pool: sqlx::PgPool,
+    pool: Pool,
     wakeups: Wakeups,
     cancel: CancellationToken,
 ) -> JoinHandle<()> {

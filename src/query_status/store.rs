@@ -1,9 +1,8 @@
 //! SQL for Query status patching: claiming due patches from the outbox (one replica each, leased), and
 //! finishing or rescheduling them.
 
-use sqlx::PgPool;
-
 use crate::db::StoreResult;
+use crate::db::pool::Pool;
 
 /// A patch to make.
 #[derive(Debug, Clone)]
@@ -21,12 +20,12 @@ pub struct PatchJob {
 /// The outbox of Query status patches.
 #[derive(Debug, Clone)]
 pub struct PatchStore {
-    pool: PgPool,
+    pool: Pool,
 }
 
 impl PatchStore {
     /// A store on `pool`.
-    pub fn new(pool: PgPool) -> Self {
+    pub fn new(pool: Pool) -> Self {
         PatchStore { pool }
     }
 

@@ -170,7 +170,9 @@ impl QuestionStore {
             channel: Some(channel),
             detail: Some(serde_json::json!({"reason": why})),
         };
-        log(&mut *self.pool().acquire().await?, &entry).await
+        let mut statements = self.pool().statements().await?;
+        log(&mut statements, &entry).await?;
+        Ok(statements.done().await?)
     }
 
     /// Deletes up to `limit` steps recorded before `keep_seconds` ago; returns how many.

@@ -57,8 +57,7 @@ impl QuestionStore {
 
     /// A read-only transaction on one snapshot, planning each statement for its parameters.
     async fn snapshot(&self) -> StoreResult<Transaction<'static, Postgres>> {
-        let mut tx = self.pool().begin().await?;
-        sqlx::query!("set transaction isolation level repeatable read, read only").execute(&mut *tx).await?;
+        let mut tx = self.pool().begin_read_only_snapshot().await?;
         db::plan_per_execution(&mut tx).await?;
         Ok(tx)
     }

@@ -2,11 +2,12 @@
 //! `resourceVersion`, updates the row conditionally (never read-then-write), and logs a `question_events`
 //! row with the question as it now is, all in one transaction with one NOTIFY.
 
+use crate::db::pool::Pool;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
-use sqlx::{PgConnection, PgPool};
+use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::{
@@ -75,17 +76,17 @@ pub struct QuestionFilter {
 /// Questions in Postgres.
 #[derive(Debug, Clone)]
 pub struct QuestionStore {
-    pool: PgPool,
+    pool: Pool,
 }
 
 impl QuestionStore {
     /// A store on `pool`.
-    pub fn new(pool: PgPool) -> Self {
+    pub fn new(pool: Pool) -> Self {
         QuestionStore { pool }
     }
 
     /// The pool, for the store's other files.
-    pub(super) fn pool(&self) -> &PgPool {
+    pub(super) fn pool(&self) -> &Pool {
         &self.pool
     }
 
@@ -313,8 +314,10 @@ impl QuestionStore {
     /// The newest resourceVersion.
     #[tracing::instrument(level = "debug", skip_all)]
     pub async fn current_version(&self) -> StoreResult<i64> {
-        let mut connection = self.pool.acquire().await?;
-        current_version(&mut connection).await
+        let mut statements = self.pool.statements().await?;
+        let version = current_version(&mut statements).await?;
+        statements.done().await?;
+        Ok(version)
     }
 }
 

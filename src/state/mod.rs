@@ -3,6 +3,7 @@
 //! the domains: each domain's handlers take only their domain's `RouteState`, which the whole hands out
 //! (`FromRef`), so no domain depends on the whole.
 
+use crate::db::pool::Pool;
 pub mod registry;
 
 use std::{sync::Arc, time::Duration};
@@ -10,7 +11,6 @@ use std::{sync::Arc, time::Duration};
 use axum::extract::FromRef;
 
 use self::registry::Tables;
-use sqlx::PgPool;
 use tokio::{sync::Mutex, task::JoinHandle};
 use tokio_util::sync::CancellationToken;
 
@@ -70,7 +70,7 @@ pub struct SharedState {
     /// The settings this replica runs with.
     pub config: Arc<Config>,
     /// The request pool.
-    pub pool: PgPool,
+    pub pool: Pool,
     /// Who may call, and who they are.
     pub auth: Authenticator,
     /// The channels questions are delivered to (Slack, GitHub).
@@ -162,10 +162,17 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
     let (answer_policy, policy_tasks) = AnswerPolicy::from_config(&config, auth.is_on(), &shutdown).await?;
     let database = db::Database::of(&config, database_url);
     database.check()?;
+    // Session-level work (LISTEN, the liveness lock, the migrations' lock) needs a connection of its own
+    // on the server, never one a pooler shares out per transaction.
+    let direct = match &config.database_listen_url {
+        Some(url) => db::Database::of(&config, url.expose()),
+        None => database.clone(),
+    };
     // Connecting first, on its own, so an unreachable server or a refused certificate is said as such.
-    db::migrate_on(database.connect_one("ark-broker-migrate").await?).await?;
-    let pool = db::connect(&database, config.database_pool_max, db::Timeouts::of(&config)).await?;
-    let listen_pools = db::ListenPools::new(&database, &listener::application_name())?;
+    db::migrate_on(direct.connect_one("ark-broker-migrate").await?).await?;
+    let through_pooler = config.database_listen_url.as_ref().map(|_| &direct);
+    let pool = db::connect(&database, through_pooler, config.database_pool_max, db::Timeouts::of(&config)).await?;
+    let listen_pools = db::ListenPools::new(&direct, &listener::application_name())?;
     let wakeups = Wakeups::default();
     let status = ListenerStatus::default();
     let channels = Channels::new(&config, pool.clone());

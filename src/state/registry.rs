@@ -2,7 +2,7 @@
 //! fan-out and its tail (started here, handed to the listener) and comes back as a [`LiveFeed`]; every table
 //! names its reaper duties. Adding a feed is a registration here plus its domain folder.
 
-use sqlx::PgPool;
+use crate::db::pool::Pool;
 use tokio::{sync::mpsc::UnboundedSender, task::JoinHandle};
 
 use crate::{
@@ -87,7 +87,7 @@ pub struct Tables {
 /// Registers every table on `pool`: the feeds (store, fan-out, tail) and each table's reaper duties, in the
 /// order a reaper pass takes them (a session expires after its messages and events; questions expire before
 /// the watch log of their changes is pruned).
-pub fn register(pool: &PgPool, replica_key: i64, wakeups: &Wakeups, deliveries: &DeliveryStore) -> (Tables, Registry) {
+pub fn register(pool: &Pool, replica_key: i64, wakeups: &Wakeups, deliveries: &DeliveryStore) -> (Tables, Registry) {
     let mut registry = Registry::default();
     let messages = registry.feed(Feed::Messages, MessageStore::new(pool.clone()), |store| {
         vec![Duty::new("messages", "messages", store.clone(), |s, keep| async move {

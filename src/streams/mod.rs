@@ -3,6 +3,7 @@
 //! stream's typed events in order with the chunks, streams aborted when their writer disconnected, and the
 //! replica's budget for partly received NDJSON lines.
 
+use crate::db::pool::Pool;
 pub mod abort;
 pub mod broker_writes;
 pub mod budget;
@@ -25,7 +26,6 @@ pub use writer::ChunkWriter;
 
 use std::sync::Arc;
 
-use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
 use utoipa_axum::{router::OpenApiRouter, routes};
@@ -40,7 +40,7 @@ pub struct RouteState {
     /// The settings this replica runs with.
     pub config: Arc<Config>,
     /// The request pool.
-    pub pool: PgPool,
+    pub pool: Pool,
     /// Chunk streams.
     pub chunks: LiveFeed<ChunkStore>,
     /// This replica's group-commit writer.

@@ -2,9 +2,10 @@
 //! a group commit claims every stream it can lock right away and leaves streams another transaction holds
 //! for its next flush, so a writer that froze while holding a stream delays only that stream.
 
+use crate::db::pool::Pool;
 use std::sync::Arc;
 
-use sqlx::{PgConnection, PgPool};
+use sqlx::PgConnection;
 
 use super::model::{ChunkRow, Line};
 use crate::db::{
@@ -29,19 +30,19 @@ pub struct Append {
 /// Chunk streams in Postgres.
 #[derive(Debug, Clone)]
 pub struct ChunkStore {
-    pool: PgPool,
+    pool: Pool,
     /// This replica's liveness key ([`crate::db::listener::ListenerStatus::replica_key`]), on its open POSTs.
     replica_key: i64,
 }
 
 impl ChunkStore {
     /// A store on `pool`, for the replica whose liveness key is `replica_key`.
-    pub fn new(pool: PgPool, replica_key: i64) -> Self {
+    pub fn new(pool: Pool, replica_key: i64) -> Self {
         ChunkStore { pool, replica_key }
     }
 
     /// The pool, for the store's other files.
-    pub(super) fn pool(&self) -> &PgPool {
+    pub(super) fn pool(&self) -> &Pool {
         &self.pool
     }
 
@@ -54,7 +55,9 @@ impl ChunkStore {
     /// that holds them.
     #[tracing::instrument(level = "debug", skip_all)]
     pub async fn create_streams(&self, stream_ids: &[&str]) -> StoreResult<()> {
-        create_streams(&mut *self.pool.acquire().await?, stream_ids).await
+        let mut statements = self.pool.statements().await?;
+        create_streams(&mut statements, stream_ids).await?;
+        Ok(statements.done().await?)
     }
 
     /// Appends several streams' chunks in one transaction with one NOTIFY (a group commit). Returns the
@@ -188,15 +191,19 @@ impl ChunkStore {
     /// Records `key` for a chunk POST to `stream_id`, or reports what it says already.
     #[tracing::instrument(level = "debug", skip_all)]
     pub async fn claim_key(&self, key: &IdempotencyKey, stream_id: &str) -> StoreResult<KeyState> {
-        let mut conn = self.pool.acquire().await?;
-        idempotency::store::claim(&mut conn, Scope::Stream, key, stream_id).await
+        let mut statements = self.pool.statements().await?;
+        let state = idempotency::store::claim(&mut statements, Scope::Stream, key, stream_id).await?;
+        statements.done().await?;
+        Ok(state)
     }
 
     /// Stores a chunk POST's final reply under `key`; returns the reply that stands (the first one stored).
     #[tracing::instrument(level = "debug", skip_all)]
     pub async fn finish_key(&self, key: &IdempotencyKey, reply: &StoredReply) -> StoreResult<StoredReply> {
-        let mut conn = self.pool.acquire().await?;
-        idempotency::store::finish(&mut conn, Scope::Stream, key, reply).await
+        let mut statements = self.pool.statements().await?;
+        let stands = idempotency::store::finish(&mut statements, Scope::Stream, key, reply).await?;
+        statements.done().await?;
+        Ok(stands)
     }
 
     /// A stream's committed last position (0 if it has none): a live-only reader starts after it.
@@ -381,7 +388,7 @@ impl FeedSource for ChunkStore {
         Ok(Page::of_global(chunks, after, horizon))
     }
 
-    fn pool(&self) -> &PgPool {
+    fn pool(&self) -> &Pool {
         &self.pool
     }
 

@@ -3,6 +3,7 @@
 //! `/traces` — newest trace first, one trace, and watches live across replicas. The broker adds spans of its
 //! own: the human wait of a question asked with a trace context ([`wait`]).
 
+use crate::db::pool::Pool;
 pub mod model;
 pub mod otlp;
 mod routes;
@@ -14,7 +15,6 @@ pub use store::SpanStore;
 
 use std::sync::Arc;
 
-use sqlx::PgPool;
 use tower_http::decompression::RequestDecompressionLayer;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
@@ -27,7 +27,7 @@ pub struct RouteState {
     /// The settings this replica runs with.
     pub config: Arc<Config>,
     /// The request pool.
-    pub pool: PgPool,
+    pub pool: Pool,
     /// Spans.
     pub spans: LiveFeed<SpanStore>,
     /// When this replica's event streams end (shutdown, or PostgreSQL lost).

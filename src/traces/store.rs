@@ -1,9 +1,8 @@
 //! SQL for spans. One export request is one transaction: each trace it touches takes its next positions
 //! from the trace's counter row (see [`crate::db::feed`]); every read hides expired spans.
 
+use crate::db::pool::Pool;
 use std::collections::HashMap;
-
-use sqlx::PgPool;
 
 use super::model::{NewSpan, SpanRecord, Trace};
 use crate::db::{
@@ -20,7 +19,7 @@ use crate::db::{
 /// Spans in Postgres.
 #[derive(Debug, Clone)]
 pub struct SpanStore {
-    pool: PgPool,
+    pool: Pool,
 }
 
 /// A page of traces, newest first.
@@ -51,7 +50,7 @@ macro_rules! record {
 
 impl SpanStore {
     /// A store on `pool`.
-    pub fn new(pool: PgPool) -> Self {
+    pub fn new(pool: Pool) -> Self {
         SpanStore { pool }
     }
 
@@ -300,7 +299,7 @@ impl FeedSource for SpanStore {
         Ok(Page::of_global(records, after, horizon))
     }
 
-    fn pool(&self) -> &PgPool {
+    fn pool(&self) -> &Pool {
         &self.pool
     }
 

@@ -38,6 +38,7 @@ mod openapi;
 mod operations;
 mod outage;
 mod partitions;
+mod pgbouncer;
 mod query_end;
 mod query_page;
 mod query_status;

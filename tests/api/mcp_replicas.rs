@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::support::{Replica, fresh_database, mcp::Mcp, within};
+use crate::support::{Replica, fresh_database, mcp::Mcp, pgbouncer::three_replicas_through_pgbouncer, within};
 
 /// A poll so slow that a prompt wake-up can only have come through NOTIFY.
 const NO_POLL: &[&str] = &["--poll-interval-ms", "600000"];
@@ -30,6 +30,26 @@ async fn answer(client: &reqwest::Client, replica: &Replica, id: &str, response:
 async fn a_task_asked_on_a_and_answered_on_c_completes_a_result_blocked_on_b_through_notify() {
     let url = fresh_database().await;
     let (a, b, c) = tokio::join!(Replica::start(&url), Replica::start_with(&url, NO_POLL), Replica::start(&url));
+    task_across_replicas(a, b, c).await;
+}
+
+#[tokio::test]
+#[ignore = "needs pgbouncer: ./scripts/test installs it and runs it"]
+async fn a_task_asked_on_a_and_answered_on_c_completes_a_result_blocked_on_b_through_pgbouncer() {
+    let (_bouncer, [a, b, c]) = three_replicas_through_pgbouncer([&[], NO_POLL, &[]]).await;
+    task_across_replicas(a, b, c).await;
+}
+
+#[tokio::test]
+#[ignore = "needs pgbouncer: ./scripts/test installs it and runs it"]
+async fn a_blocking_ask_on_a_returns_the_answer_given_on_c_through_pgbouncer() {
+    let waits_on_notify_only: &[&str] = &["--poll-interval-ms", "600000", "--mcp-progress-interval-ms", "100"];
+    let (_bouncer, [a, _b, c]) = three_replicas_through_pgbouncer([waits_on_notify_only, &[], &[]]).await;
+    blocking_ask_across_replicas(a, c).await;
+}
+
+/// A task asked on A, its result awaited on B (which polls only every 10 minutes), answered on C.
+async fn task_across_replicas(a: Replica, b: Replica, c: Replica) {
     let client = reqwest::Client::new();
     let args = json!({"recipient": "ark://users/dave", "content": "across?"});
     let created =
@@ -53,6 +73,11 @@ async fn a_blocking_ask_on_a_returns_the_answer_given_on_c_through_notify() {
     let url = fresh_database().await;
     let waits_on_notify_only = &["--poll-interval-ms", "600000", "--mcp-progress-interval-ms", "100"];
     let (a, c) = tokio::join!(Replica::start_with(&url, waits_on_notify_only), Replica::start(&url));
+    blocking_ask_across_replicas(a, c).await;
+}
+
+/// A blocking `ask_question` on A (which polls only every 10 minutes), answered on C.
+async fn blocking_ask_across_replicas(a: Replica, c: Replica) {
     let client = reqwest::Client::new();
     let (observer, mut progress) = tokio::sync::mpsc::unbounded_channel();
     let call = tokio::spawn({

@@ -5,12 +5,34 @@ use std::{collections::HashSet, time::Duration};
 
 use serde_json::{Value, json};
 
-use crate::support::{Replica, SseReader, fresh_database, open_body, within};
+use crate::support::{
+    Replica, SseReader, fresh_database, open_body,
+    pgbouncer::{PgBouncer, three_replicas_through_pgbouncer},
+    within,
+};
 
 async fn three_replicas() -> (String, [Replica; 3]) {
     let url = fresh_database().await;
     let (a, b, c) = tokio::join!(Replica::start(&url), Replica::start(&url), Replica::start(&url));
     (url, [a, b, c])
+}
+
+/// Where the replicas' request connections go: straight to PostgreSQL, or through PgBouncer in transaction
+/// mode (issue 35: the same contract through a pooler).
+#[derive(Debug, Clone, Copy)]
+enum Via {
+    Direct,
+    PgBouncer,
+}
+
+async fn three_replicas_via(via: Via) -> (Option<PgBouncer>, [Replica; 3]) {
+    match via {
+        Via::Direct => (None, three_replicas().await.1),
+        Via::PgBouncer => {
+            let (bouncer, replicas) = three_replicas_through_pgbouncer([&[], &[], &[]]).await;
+            (Some(bouncer), replicas)
+        }
+    }
 }
 
 async fn post_ndjson(client: &reqwest::Client, url: String, body: String) -> Value {
@@ -31,7 +53,17 @@ async fn three_replicas_started_at_once_on_an_empty_database_all_become_ready() 
 
 #[tokio::test]
 async fn chunks_posted_to_one_replica_are_read_live_on_every_replica_in_the_same_order() {
-    let (_, [a, b, c]) = three_replicas().await;
+    chunks_posted_to_one_replica_are_read_live_on_every_replica_in_the_same_order_via(Via::Direct).await;
+}
+
+#[tokio::test]
+#[ignore = "needs pgbouncer: ./scripts/test installs it and runs it"]
+async fn chunks_posted_to_one_replica_are_read_live_on_every_replica_in_the_same_order_through_pgbouncer() {
+    chunks_posted_to_one_replica_are_read_live_on_every_replica_in_the_same_order_via(Via::PgBouncer).await;
+}
+
+async fn chunks_posted_to_one_replica_are_read_live_on_every_replica_in_the_same_order_via(via: Via) {
+    let (_bouncer, [a, b, c]) = three_replicas_via(via).await;
     let client = reqwest::Client::new();
     let mut readers = Vec::new();
     for replica in [&a, &b, &c] {
@@ -51,7 +83,17 @@ async fn chunks_posted_to_one_replica_are_read_live_on_every_replica_in_the_same
 
 #[tokio::test]
 async fn a_watch_on_one_replica_sees_messages_posted_to_another() {
-    let (_, [a, b, _c]) = three_replicas().await;
+    a_watch_on_one_replica_sees_messages_posted_to_another_via(Via::Direct).await;
+}
+
+#[tokio::test]
+#[ignore = "needs pgbouncer: ./scripts/test installs it and runs it"]
+async fn a_watch_on_one_replica_sees_messages_posted_to_another_through_pgbouncer() {
+    a_watch_on_one_replica_sees_messages_posted_to_another_via(Via::PgBouncer).await;
+}
+
+async fn a_watch_on_one_replica_sees_messages_posted_to_another_via(via: Via) {
+    let (_bouncer, [a, b, _c]) = three_replicas_via(via).await;
     let client = reqwest::Client::new();
     let mut watch = SseReader::open(&client, &b.url("/messages?watch=true")).await;
     assert_eq!(watch.next_frame().await.as_deref(), Some(": connected"));
@@ -63,7 +105,17 @@ async fn a_watch_on_one_replica_sees_messages_posted_to_another() {
 
 #[tokio::test]
 async fn concurrent_writers_on_three_replicas_leave_no_gaps_for_live_readers() {
-    let (_, [a, b, c]) = three_replicas().await;
+    concurrent_writers_on_three_replicas_leave_no_gaps_for_live_readers_via(Via::Direct).await;
+}
+
+#[tokio::test]
+#[ignore = "needs pgbouncer: ./scripts/test installs it and runs it"]
+async fn concurrent_writers_on_three_replicas_leave_no_gaps_for_live_readers_through_pgbouncer() {
+    concurrent_writers_on_three_replicas_leave_no_gaps_for_live_readers_via(Via::PgBouncer).await;
+}
+
+async fn concurrent_writers_on_three_replicas_leave_no_gaps_for_live_readers_via(via: Via) {
+    let (_bouncer, [a, b, c]) = three_replicas_via(via).await;
     let client = reqwest::Client::new();
     let mut stream_reader = SseReader::open(&client, &a.url("/stream/hot")).await;
     let mut feed = SseReader::open(&client, &b.url("/stream?watch=true")).await;

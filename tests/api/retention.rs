@@ -93,7 +93,7 @@ async fn finished_streams_and_old_log_and_outbox_rows_are_deleted_and_the_rest_k
 #[tokio::test]
 async fn one_replica_at_a_time_makes_a_pass() {
     let app = TestApp::spawn().await;
-    let held = ark_broker::db::turn::try_take(&app.pool(), ark_broker::db::turn::REAPER).await.unwrap();
+    let held = ark_broker::db::turn::try_take(&app.state.pool, ark_broker::db::turn::REAPER).await.unwrap();
     let held = held.expect("the turn is free at first");
     assert!(reaper(&app).pass_if_our_turn().await.is_none(), "another holder: this replica skips its pass");
     held.end().await;

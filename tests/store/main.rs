@@ -34,7 +34,7 @@ const TTLS: Ttls = Ttls { message_seconds: 3600, event_seconds: 3600, session_se
 
 async fn migrated(pool: &PgPool) -> MessageStore {
     migrate_on(pool.acquire().await.expect("a connection").detach()).await.expect("the migrations apply");
-    MessageStore::new(pool.clone())
+    MessageStore::new(pool.clone().into())
 }
 
 fn range(key: &str, after: i64, last: i64) -> KeyRange {
@@ -131,7 +131,7 @@ async fn a_repeated_idempotency_key_appends_nothing_and_says_so(pool: PgPool) {
 #[sqlx::test(migrations = false)]
 async fn a_chunk_flush_notifies_once_from_its_own_statement_naming_its_transaction(pool: PgPool) {
     migrated(&pool).await;
-    let store = ChunkStore::new(pool.clone(), 1);
+    let store = ChunkStore::new(pool.clone().into(), 1);
     let mut listener = PgListener::connect_with(&pool).await.expect("a LISTEN connection");
     listener.listen(CHANNEL).await.expect("LISTEN");
     store.create_streams(&["s1", "s2"]).await.expect("the streams");

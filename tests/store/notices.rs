@@ -27,7 +27,7 @@ async fn listening(pool: &PgPool) -> PgListener {
 #[sqlx::test(migrations = false)]
 async fn a_flush_whose_streams_do_not_fit_names_none_and_is_read_whole(pool: PgPool) {
     migrated(&pool).await;
-    let store = ChunkStore::new(pool.clone(), 1);
+    let store = ChunkStore::new(pool.clone().into(), 1);
     let mut listener = listening(&pool).await;
     // 60 streams of 150-byte ids: about 10 KB of names, more than a payload holds.
     let ids: Vec<String> = (0..60).map(|i| format!("{i:03}-{}", "x".repeat(146))).collect();
@@ -51,7 +51,7 @@ async fn a_flush_whose_streams_do_not_fit_names_none_and_is_read_whole(pool: PgP
 #[sqlx::test(migrations = false)]
 async fn named_positions_read_back_exactly_their_rows_and_an_unnamed_write_names_nothing(pool: PgPool) {
     migrated(&pool).await;
-    let store = ChunkStore::new(pool.clone(), 1);
+    let store = ChunkStore::new(pool.clone().into(), 1);
     store.create_streams(&["a", "b"]).await.expect("the streams");
     let line = |n: i64| Line { text: format!(r#"{{"n":{n}}}"#), event: None };
     for round in 0..3 {
@@ -78,7 +78,7 @@ async fn named_positions_read_back_exactly_their_rows_and_an_unnamed_write_names
     // A write that does not name what it wrote (`wrote`) makes the notification name nothing, even with
     // named keys beside it: a reader must then read the whole transaction, not trust a partial list.
     let mut listener = listening(&pool).await;
-    let mut tx = FeedTx::begin(&pool, Feed::Events).await.expect("a transaction");
+    let mut tx = FeedTx::begin(&pool.clone().into(), Feed::Events).await.expect("a transaction");
     tx.wrote_key("q", 0, 1);
     tx.wrote();
     tx.commit().await.expect("committed");

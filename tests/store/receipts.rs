@@ -26,14 +26,14 @@ async fn receipts(pool: &PgPool) -> Vec<(uuid::Uuid, bool)> {
 #[sqlx::test(migrations = false)]
 async fn every_write_leaves_its_receipt_and_a_chunk_flush_leaves_one_per_flush(pool: PgPool) {
     migrated(&pool).await;
-    let mut tx = FeedTx::begin(&pool, Feed::Events).await.unwrap();
+    let mut tx = FeedTx::begin(&pool.clone().into(), Feed::Events).await.unwrap();
     let token = tx.receipt_token();
     tx.wrote();
     tx.commit().await.unwrap();
     assert_eq!(receipts(&pool).await, [(token, false)]);
-    assert_eq!(receipt::settle(&pool, receipt_of(token)).await.unwrap(), Settled::Committed);
+    assert_eq!(receipt::settle(&pool.clone().into(), receipt_of(token)).await.unwrap(), Settled::Committed);
 
-    let store = ChunkStore::new(pool.clone(), 1);
+    let store = ChunkStore::new(pool.clone().into(), 1);
     store.create_streams(&["s"]).await.unwrap();
     let append = Append { stream_id: "s".into(), chunks: vec![Line { text: r#"{"n":1}"#.into(), event: None }] };
     store.append(&[&append]).await.unwrap();
@@ -47,10 +47,10 @@ async fn a_write_the_server_does_not_hold_is_settled_not_committed_and_can_never
     migrated(&pool).await;
     // A transaction that ran elsewhere (an old primary) and never reached this server.
     let lost = Receipt::new();
-    assert_eq!(receipt::settle(&pool, lost).await.unwrap(), Settled::NotCommitted);
+    assert_eq!(receipt::settle(&pool.clone().into(), lost).await.unwrap(), Settled::NotCommitted);
     assert_eq!(receipts(&pool).await, [(lost.token(), true)], "the settlement fenced the token");
     // Asked again (the fence's own answer lost): still not committed, not mistaken for the write's receipt.
-    assert_eq!(receipt::settle(&pool, lost).await.unwrap(), Settled::NotCommitted);
+    assert_eq!(receipt::settle(&pool.clone().into(), lost).await.unwrap(), Settled::NotCommitted);
 }
 
 #[ignore = "needs DATABASE_URL: a PostgreSQL whose user may create databases (scripts/test starts one)"]
@@ -58,12 +58,12 @@ async fn a_write_the_server_does_not_hold_is_settled_not_committed_and_can_never
 async fn settling_a_write_still_running_waits_for_it_and_sees_how_it_ended(pool: PgPool) {
     migrated(&pool).await;
     for commits in [true, false] {
-        let mut tx = FeedTx::begin(&pool, Feed::Events).await.unwrap();
+        let mut tx = FeedTx::begin(&pool.clone().into(), Feed::Events).await.unwrap();
         let token = tx.receipt_token();
         sqlx::query("insert into commit_receipts (token) values ($1)").bind(token).execute(tx.conn()).await.unwrap();
         let settling = tokio::spawn({
             let pool = pool.clone();
-            async move { receipt::settle(&pool, receipt_of(token)).await.unwrap() }
+            async move { receipt::settle(&pool.clone().into(), receipt_of(token)).await.unwrap() }
         });
         // The settlement waits on the receipt's row lock: it has not answered while the writer runs.
         wait_for_lock_waiter(&pool).await;

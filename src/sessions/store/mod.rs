@@ -4,8 +4,9 @@
 //! same sessions. Reads go through the `session_entries` view (a session and its queries in one snapshot)
 //! and hide sessions past their expiry, which each event and message of the session moves forward.
 
+use crate::db::pool::Pool;
 use chrono::{DateTime, Utc};
-use sqlx::{PgPool, types::Json};
+use sqlx::types::Json;
 
 use super::{
     model::{SessionChange, SessionEntry, SessionFilter, StatusCounts},
@@ -22,7 +23,7 @@ use crate::db::{
 /// Sessions in Postgres.
 #[derive(Debug, Clone)]
 pub struct SessionStore {
-    pool: PgPool,
+    pool: Pool,
 }
 
 /// Builds a [`SessionState`] from a row of any query selecting the `sessions` columns (typed, the JSON ones as
@@ -90,7 +91,7 @@ fn decode_error(error: serde_json::Error) -> StoreError {
 
 impl SessionStore {
     /// A store on `pool`.
-    pub fn new(pool: PgPool) -> Self {
+    pub fn new(pool: Pool) -> Self {
         SessionStore { pool }
     }
 
@@ -279,7 +280,7 @@ impl FeedSource for SessionStore {
         self.changes_after(after).await
     }
 
-    fn pool(&self) -> &PgPool {
+    fn pool(&self) -> &Pool {
         &self.pool
     }
 

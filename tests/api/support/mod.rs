@@ -18,6 +18,7 @@ pub mod mcp;
 pub mod netns;
 pub mod observe;
 pub mod pg_proxy;
+pub mod pgbouncer;
 pub mod query_crd;
 pub mod replica;
 pub mod slack;

@@ -54,7 +54,7 @@ impl TestApp {
 
     /// A pool on the broker's database, for checks in SQL.
     pub fn pool(&self) -> PgPool {
-        self.state.pool.clone()
+        self.state.pool.inner().clone()
     }
 
     /// `GET path`, returning the response.
