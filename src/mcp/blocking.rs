@@ -1,9 +1,10 @@
-//! A blocking `ask_question` of the 2025-11-25 era or older (`tools/call` without `task`), served in front
-//! of rmcp: the question is asked, and the reply waits until it closes — preceded, over SSE, by
-//! `notifications/progress` when the caller gave a progress token — as rmcp's handler does
-//! ([`super::server`]), but without the service rmcp spawns for every stateless request, whose channels
-//! cost each waiting caller around 100 KiB (issue 27's probe, `scripts/bench --only memory`). A caller that
-//! goes away ends the wait, never the question.
+//! A blocking `ask_question` (`tools/call` without a task), waited for in front of rmcp: the reply waits
+//! until the question closes — preceded, over SSE, by `notifications/progress` when the caller gave a
+//! progress token — as rmcp's handler does ([`super::server`]), but without the service rmcp spawns for every
+//! stateless request, whose channels and tasks cost each waiting caller around 100 KiB (issues 27 and 35,
+//! `scripts/bench --only memory`). [`ask`] serves the 2025-11-25 era and older whole; [`messages`] is the
+//! wait of every era (2026-07-28's is [`super::handoff`]). A caller that goes away ends the wait, never the
+//! question.
 
 use std::{convert::Infallible, time::Duration};
 
@@ -15,7 +16,7 @@ use axum::{
     },
 };
 use futures::{Stream, StreamExt};
-use rmcp::ErrorData as McpError;
+use rmcp::{ErrorData as McpError, model::CallToolResult};
 use serde_json::{Value, json};
 
 use super::{
@@ -48,7 +49,13 @@ pub async fn ask(state: &AppState, caller: Caller, id: Value, params: Value) -> 
     let token = params.pointer("/_meta/progressToken").filter(|t| t.is_string() || t.is_number()).cloned();
     drop(params);
     let progress = token.is_some();
-    let messages = messages(state.clone(), question_id, id, token);
+    let messages = messages(state.clone(), question_id, progress).map(move |message| match message {
+        Message::Progress(progress, message) => {
+            json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                   "params": {"progressToken": token, "progress": progress, "message": message}})
+        }
+        Message::Done(outcome) => envelope(id.clone(), outcome.map(|result| legacy_result(&result))),
+    });
     if !progress {
         let mut messages = std::pin::pin!(messages);
         let last = messages.next().await.unwrap_or_else(|| json!({"jsonrpc": "2.0"}));
@@ -59,52 +66,93 @@ pub async fn ask(state: &AppState, caller: Caller, id: Value, params: Value) -> 
     Sse::new(events).keep_alive(KeepAlive::new().interval(KEEP_ALIVE)).into_response()
 }
 
-/// The messages of the reply: progress notifications while question `question_id` is pending (with a token), then the
-/// response.
-fn messages(state: AppState, question_id: String, id: Value, token: Option<Value>) -> impl Stream<Item = Value> {
+/// What the reply to a blocking call carries, in order.
+pub enum Message {
+    /// A report while the question is pending (e.g. "Delivered to slack:#ops"), numbered from 1; only for
+    /// a caller that gave a progress token.
+    Progress(u32, String),
+    /// The call's outcome, the last message: the tool's result once the question closes, or an error.
+    Done(Result<CallToolResult, McpError>),
+}
+
+/// The messages of the reply for question `question_id`: progress while it is pending (when `progress`),
+/// then the outcome. A caller that goes away (the stream dropped before its outcome) ends the wait, never
+/// the question.
+pub fn messages(state: AppState, question_id: String, progress: bool) -> impl Stream<Item = Message> {
     async_stream::stream! {
         let mut waiter = Waiter::new(&state, &question_id, state.config.mcp_progress_interval());
-        let mut progress = 0u32;
+        let mut gone = Gone { question_id: &question_id, waiting: true };
+        let mut reported = 0u32;
         loop {
             let next = tokio::select! {
                 next = waiter.next() => next,
                 () = state.shutdown.cancelled() => {
-                    yield envelope(id, Err(shutting_down(&question_id)));
+                    gone.waiting = false;
+                    yield Message::Done(Err(shutting_down(&question_id)));
                     return;
                 }
             };
             let reports = match next {
+                Ok(Some(Wait::Tick)) => vec![pending_message(&question_id)],
+                Ok(Some(Wait::Delivered(reports))) => reports,
                 Ok(Some(Wait::Closed(closed))) => {
-                    yield envelope(id, Ok(result_of(&closed)));
+                    gone.waiting = false;
+                    let outcome = tools::outcome(&closed).ok_or_else(|| internal_message("the question is pending"));
+                    yield Message::Done(outcome);
                     return;
                 }
                 Ok(None) => {
-                    yield envelope(id, Err(McpError::internal_error("the question disappeared", None)));
+                    gone.waiting = false;
+                    yield Message::Done(Err(internal_message("the question disappeared")));
                     return;
                 }
                 Err(error) => {
-                    yield envelope(id, Err(internal(error)));
+                    gone.waiting = false;
+                    yield Message::Done(Err(internal(error)));
                     return;
                 }
-                Ok(Some(Wait::Tick)) => vec![pending_message(&question_id)],
-                Ok(Some(Wait::Delivered(reports))) => reports,
             };
-            let Some(token) = &token else { continue };
+            if !progress {
+                continue;
+            }
             for message in reports {
-                progress += 1;
-                yield json!({"jsonrpc": "2.0", "method": "notifications/progress",
-                             "params": {"progressToken": token, "progress": progress, "message": message}});
+                reported += 1;
+                yield Message::Progress(reported, message);
             }
         }
     }
 }
 
-/// The tool's result for a closed question, as this era's clients get it.
-pub fn result_of(closed: &Question) -> Value {
-    let mut result = serde_json::to_value(tools::outcome(closed)).unwrap_or_default();
-    // `resultType` belongs to 2026-07-28; this era's clients never see it.
+/// Says, when a blocking call's caller goes away before its outcome, that its question stays (as rmcp's
+/// handler says it when its request is cancelled).
+struct Gone<'a> {
+    question_id: &'a str,
+    waiting: bool,
+}
+
+impl Drop for Gone<'_> {
+    fn drop(&mut self) {
+        if self.waiting {
+            tracing::info!(question.id = %self.question_id, "caller went away; the question stays pending");
+        }
+    }
+}
+
+fn internal_message(message: &'static str) -> McpError {
+    McpError::internal_error(message, None)
+}
+
+/// A tool result as this era's clients get it: without 2026-07-28's `resultType`.
+fn legacy_result(result: &CallToolResult) -> Value {
+    let mut result = serde_json::to_value(result).unwrap_or_default();
     result.as_object_mut().map(|r| r.remove("resultType"));
     result
+}
+
+/// The tool's result for a closed question, as this era's clients get it.
+pub fn result_of(closed: &Question) -> Value {
+    // `resultType` belongs to 2026-07-28; this era's clients never see it.
+    tools::outcome(closed).map(|result| legacy_result(&result)).unwrap_or_default()
 }
 
 /// The JSON-RPC response object for `id`.

@@ -3,7 +3,9 @@
 //! `tasks/result`, `tasks/list` and `tasks/cancel` from the same Postgres-backed tasks, and adds the era's
 //! `capabilities.tasks` and `execution.taskSupport` to rmcp's `initialize` and `tools/list` replies. A
 //! blocking `ask_question` of the era is answered here too ([`super::blocking`]), for what a waiting caller
-//! costs. Everything else — including every 2026-07-28 request — passes through to rmcp untouched.
+//! costs. Everything else passes through to rmcp untouched — every 2026-07-28 request too, though a blocking
+//! `ask_question` of that era, once rmcp has admitted it and asked the question, is waited for here
+//! ([`super::handoff`]).
 
 use std::{convert::Infallible, time::Duration};
 
@@ -23,6 +25,7 @@ use serde_json::{Value, json};
 
 use super::{
     blocking::{envelope, result_of},
+    handoff,
     tasks::{self, RELATED_TASK, Tasks, internal},
     tools::{self, BrokerTool, Caller},
     waiter::{Wait, Waiter},
@@ -55,6 +58,10 @@ pub async fn serve(state: AppState, request: Request, next: Next) -> Response {
     let rebuilt = |parts: Parts, bytes: Bytes| Request::from_parts(parts, Body::from(bytes));
     let mut message: Value = match serde_json::from_slice(&bytes) {
         Ok(message) if is_legacy(&parts.headers, &message) && message.get("id").is_some() => message,
+        Ok(message) if !is_legacy(&parts.headers, &message) && handoff::wanted(&message) => {
+            drop(message);
+            return Box::pin(handoff::serve(&state, rebuilt(parts, bytes), next)).await;
+        }
         _ => return next.run(rebuilt(parts, bytes)).await,
     };
     let id = message["id"].clone();

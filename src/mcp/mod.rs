@@ -1,9 +1,11 @@
 //! The MCP server on its own port: Streamable HTTP at `/mcp`, stateless (no `Mcp-Session-Id`), so any
 //! replica serves any request. rmcp serves the protocol and the 2026-07-28 task extension; a layer in front
-//! serves the 2025-11-25 task methods; both read the same Postgres-backed tasks. One Host/Origin check stands
-//! in front of both (DNS-rebinding protection, on by default).
+//! serves the 2025-11-25 task methods, and the wait of a blocking `ask_question` of every era; both read the
+//! same Postgres-backed tasks. One Host/Origin check stands in front of both (DNS-rebinding protection, on by
+//! default).
 
 mod blocking;
+mod handoff;
 mod legacy;
 mod server;
 mod tasks;

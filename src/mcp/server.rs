@@ -16,6 +16,7 @@ use rmcp::{
 };
 
 use super::{
+    handoff::{Handed, Handoff},
     tasks::{self, Tasks, internal},
     tools::{self, BrokerTool, Caller},
     waiter::{Wait, Waiter, pending_message, shutting_down},
@@ -67,11 +68,18 @@ impl BrokerMcp {
             return Ok(CallToolResponse::Task(CreateTaskResult::new(task)));
         }
         let question = self.state.questions.create(&question).await.map_err(internal)?;
+        if let Some(handoff) = Handoff::of(&context) {
+            let token = context.meta.get_progress_token();
+            handoff.give(Handed { question_id: question.id, id: context.id.clone(), token });
+            // The layer in front waits and replies; this reply is dropped unread.
+            return Ok(CallToolResponse::Complete(CallToolResult::success(Vec::new())));
+        }
         self.wait_blocking(&question, &context).await.map(CallToolResponse::Complete)
     }
 
     /// Blocks until the question closes, sending progress while it is pending. A client disconnect or
-    /// shutdown ends the wait, never the question.
+    /// shutdown ends the wait, never the question. (A blocking call reaching rmcp through the layer in front
+    /// is waited for there instead, [`super::handoff`]; this serves one reaching rmcp any other way.)
     async fn wait_blocking(
         &self,
         question: &Question,

@@ -142,3 +142,57 @@ async fn list_pending_questions_shows_the_callers_own_when_the_caller_is_known()
     let first = &modern.result()["structuredContent"]["questions"][0];
     assert!(first["id"].is_string() && first["recipient"].is_string() && first["createdAt"].is_string());
 }
+
+#[tokio::test]
+async fn a_2026_07_28_blocking_ask_answers_in_that_eras_shape_and_ends_its_wait_when_the_caller_goes() {
+    let app = TestApp::spawn_with(|config| config.mcp_progress_interval_ms = 100).await;
+    let mcp = Mcp::new(&app.mcp_url).with_header("x-ark-agent", "modern");
+    let mut watch = watch_questions(&app).await;
+    let ask = |content: &str, meta: Value| {
+        let mcp = mcp.clone();
+        let params = json!({"name": "ask_question", "_meta": meta,
+                            "arguments": {"recipient": "ark://users/dave", "content": content}});
+        tokio::spawn(async move { mcp.modern("tools/call", Some("ask_question"), params, false).await })
+    };
+
+    // With a progress token: SSE from the first progress notification on, then the era's result.
+    let call = ask("with progress", json!({"progressToken": 7}));
+    let question = created(&mut watch).await;
+    assert_eq!(question["sender"], "ark://agents/modern");
+    tokio::time::sleep(std::time::Duration::from_millis(350)).await;
+    let id = question["id"].as_str().unwrap();
+    app.post_json(&format!("/questions/{id}/answer"), &json!({"response": "go"})).await;
+    let reply = within("the blocking call", call).await.unwrap();
+    assert!(reply.sse && reply.status == 200, "{reply:?}");
+    let result = reply.result();
+    assert_eq!(result["resultType"], "complete", "2026-07-28 results say what they are");
+    assert_eq!(result["structuredContent"]["response"], "go");
+    assert_eq!(result["isError"], false);
+    let progress: Vec<f64> = reply.notifications.iter().map(|n| n["params"]["progress"].as_f64().unwrap()).collect();
+    assert!(progress.len() >= 2 && progress.windows(2).all(|w| w[0] < w[1]), "{progress:?}");
+    assert!(reply.notifications.iter().all(|n| n["params"]["progressToken"] == 7));
+
+    // Without one: a single JSON reply once the question closes.
+    let call = ask("without progress", json!({}));
+    let id = created(&mut watch).await["id"].as_str().unwrap().to_owned();
+    assert_eq!(app.delete(&format!("/questions/{id}")).await.status(), 200);
+    let reply = within("the blocking call", call).await.unwrap();
+    assert!(!reply.sse && reply.status == 200, "{reply:?}");
+    assert_eq!(reply.result()["resultType"], "complete");
+    assert_eq!(reply.result()["isError"], true, "a cancelled question is a tool error");
+
+    // A caller that goes away ends the wait, never the question.
+    let call = ask("left", json!({}));
+    let id = created(&mut watch).await["id"].as_str().unwrap().to_owned();
+    call.abort();
+    let _ = call.await;
+    let waiting = ark_broker::db::wakeup::Wakeup::Question(id.clone());
+    within("the wait to end", async {
+        while app.state.wakeups.has(&waiting) {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    let question: Value = app.get(&format!("/questions/{id}")).await.json().await.unwrap();
+    assert_eq!(question["status"], "pending", "the question outlives its caller");
+}

@@ -26,6 +26,8 @@ pub struct Mcp {
 #[derive(Debug)]
 pub struct Reply {
     pub status: u16,
+    /// Whether it came as SSE (rather than one JSON body).
+    pub sse: bool,
     pub notifications: Vec<Value>,
     pub message: Value,
 }
@@ -147,7 +149,7 @@ async fn read(response: reqwest::Response, observer: Option<Observer>) -> Reply 
             .is_some_and(|v| v.to_str().unwrap_or_default().starts_with("text/event-stream"));
         if !is_sse {
             let message = within("the MCP reply", response.json::<Value>()).await.unwrap_or(Value::Null);
-            return Reply { status, notifications: Vec::new(), message };
+            return Reply { status, sse: false, notifications: Vec::new(), message };
         }
         let mut notifications = Vec::new();
         let mut body = response.bytes_stream();
@@ -160,7 +162,7 @@ async fn read(response: reqwest::Response, observer: Option<Observer>) -> Reply 
                     for data in frame.lines().filter_map(|line| line.strip_prefix("data:")) {
                         let Ok(message) = serde_json::from_str::<Value>(data.trim()) else { continue };
                         if message.get("id").is_some() {
-                            return Reply { status, notifications, message };
+                            return Reply { status, sse: true, notifications, message };
                         }
                         if let Some(observer) = &observer {
                             let _ = observer.send(message.clone());
