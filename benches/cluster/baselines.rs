@@ -100,10 +100,10 @@ fn insert_hundred(notify: bool) -> String {
     format!("\\set s random(1, 1000)\n{sql}\n")
 }
 
-struct Pgbench<'a> {
-    port: u16,
-    scratch: &'a Path,
-    seconds: u32,
+pub struct Pgbench<'a> {
+    pub port: u16,
+    pub scratch: &'a Path,
+    pub seconds: u32,
 }
 
 impl Pgbench<'_> {
@@ -113,7 +113,7 @@ impl Pgbench<'_> {
     }
 
     /// [`Pgbench::run`], also returning the machine's busy CPU seconds while pgbench ran.
-    async fn run_metered(&self, db: &mut PgConnection, name: &str, script: &str) -> (f64, f64) {
+    pub async fn run_metered(&self, db: &mut PgConnection, name: &str, script: &str) -> (f64, f64) {
         db.execute("checkpoint").await.expect("checkpoint");
         let busy_before = machine_busy_seconds();
         let path = self.scratch.join(name);

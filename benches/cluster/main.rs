@@ -3,7 +3,8 @@
 //!
 //! It starts its own durable PostgreSQL, measures the baselines (A, C, CN, L) on it, starts three
 //! `ark-broker` replicas (the release binary) on a fresh database, then runs the load shapes, the
-//! saturation ramp and the HITL wake, printing one JSON line per phase and a markdown report at the end.
+//! saturation ramp and the HITL wake (the replica-scale phase, before those three start, brings its own
+//! replicas), printing one JSON line per phase and a markdown report at the end.
 //! It exits non-zero only when the checker finds a gap, duplicate, reordering or acknowledged loss.
 
 mod baselines;
@@ -13,11 +14,13 @@ mod hitl;
 mod load;
 mod machine;
 mod meter;
+mod notify_cost;
 mod phases;
 mod postgres;
 mod records;
 mod replicas;
 mod report;
+mod scale;
 mod soak;
 mod waiters;
 // By path, as the soak test includes it, beside `load` whose writer it uses.
@@ -44,6 +47,8 @@ struct Plan {
     waiters: usize,
     /// The record phases' sizes.
     records: records::Sizes,
+    /// The replica-scale phase's counts and load.
+    scale: scale::Plan,
 }
 
 impl Plan {
@@ -81,6 +86,7 @@ impl Plan {
                     messages_per_conversation: 100,
                     duration: Duration::from_secs(2),
                 },
+                scale: scale::Plan { counts: vec![3, 6], streams: 10, rate: 10, duration: Duration::from_secs(2) },
             };
         }
         Plan {
@@ -108,6 +114,7 @@ impl Plan {
                 messages_per_conversation: 1000,
                 duration: Duration::from_secs(10),
             },
+            scale: scale::Plan { counts: vec![3, 12, 24], streams: 400, rate: 10, duration: Duration::from_secs(15) },
         }
     }
 }
@@ -165,6 +172,19 @@ async fn main() -> ExitCode {
     let baselines =
         baselines::measure(&mut pg, &scratch.join("pgbench"), plan.baseline_seconds, plan.notifications).await;
     add_all(&mut report, baseline_rows(&baselines));
+    // What NOTIFY costs as listeners multiply, on a server no broker uses yet.
+    let mut appendix = String::new();
+    if runs("notify-cost") {
+        let costs = notify_cost::measure(&mut pg, &scratch.join("notify"), plan.baseline_seconds).await;
+        for run in &costs {
+            report.line(&serde_json::json!({"phase": "notify-cost", "run": run}));
+        }
+        appendix = notify_cost::markdown(&costs);
+    }
+    // Before the three replicas start: this phase brings its own, and no other broker may use the server.
+    if runs("replica-scale") {
+        add_all(&mut report, scale::run(&mut pg, &plan.scale).await);
+    }
 
     pg.create_database(BROKER_DB).await;
     let url = pg.url(BROKER_DB);
@@ -184,14 +204,15 @@ async fn main() -> ExitCode {
     if runs("records") {
         add_all(&mut report, bench.records(&plan.records).await);
     }
-    if runs("memory") {
-        for kind in waiters::Kind::ALL {
-            report.add(waiters::measure(&url, kind, plan.waiters).await);
-        }
+    // `--only memory` measures every kind; `--only memory-mcp-waiter-2026` (a kind's phase id) just that one.
+    for kind in waiters::Kind::ALL.into_iter().filter(|kind| runs("memory") || runs(kind.phase())) {
+        report.add(waiters::measure(&url, kind, plan.waiters).await);
     }
 
     let title = format!("{} run, {}", plan.mode, title_tail());
-    println!("\n{}", report.finish(&title, &machine, &bench.baselines));
+    let md = format!("{}\n{appendix}", report.finish(&title, &machine, &bench.baselines));
+    report.write_markdown(&md);
+    println!("\n{md}");
     for (name, replica) in ["A", "B", "C"].iter().zip(&replicas) {
         for line in replica.warning_samples() {
             eprintln!("replica {name} warned: {line}");

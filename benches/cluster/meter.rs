@@ -33,7 +33,7 @@ pub struct Pipeline {
 }
 
 impl Pipeline {
-    async fn scrape(client: &reqwest::Client, replicas: &[Replica]) -> Self {
+    pub async fn scrape(client: &reqwest::Client, replicas: &[Replica]) -> Self {
         let mut sum = Pipeline::default();
         for replica in replicas {
             let scrape = replica.metrics(client).await;
@@ -47,7 +47,7 @@ impl Pipeline {
         sum
     }
 
-    fn since(self, start: Pipeline) -> Pipeline {
+    pub fn since(self, start: Pipeline) -> Pipeline {
         Pipeline {
             flushes: self.flushes - start.flushes,
             flushed_rows: self.flushed_rows - start.flushed_rows,

@@ -37,11 +37,17 @@ impl Replica {
 
     /// Like [`Replica::start`], with extra flags (the soak's short retentions).
     pub async fn start_with(database_url: &str, flags: &[&str]) -> Self {
+        Self::start_env(database_url, flags, &[]).await
+    }
+
+    /// Like [`Replica::start_with`], with extra environment variables (the replica-scale phase's pool size).
+    pub async fn start_env(database_url: &str, flags: &[&str], env: &[(&str, &str)]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_ark-broker"))
             .args(["--database-url", database_url, "--host", "127.0.0.1", "--port", "0", "--mcp-port", "0"])
             .args(["--log-format", "json"])
             .args(flags)
             .env("LOG_LEVEL", "info")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -132,13 +138,40 @@ fn listening_address(entry: &serde_json::Value) -> Option<(String, String)> {
 
 /// CPU seconds (user + system) a process has used, from `/proc/<pid>/stat`.
 pub fn cpu_seconds(pid: u32) -> f64 {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return 0.0 };
+    // utime and stime are fields 14 and 15 of the whole line.
+    stat_fields(pid).map_or(0.0, |f| (f[14] + f[15]) as f64 / clock_ticks_per_second())
+}
+
+/// CPU seconds of process `root` and its children: the utime + stime of `root` and of every live child,
+/// plus `root`'s cutime + cstime (what the children it has already reaped used), so a child that exited in
+/// between still counts. For the postmaster: the server, its backends and its background processes.
+pub fn tree_cpu_seconds(root: u32) -> f64 {
+    let Some(own) = stat_fields(root) else { return 0.0 };
+    let Ok(entries) = std::fs::read_dir("/proc") else { return 0.0 };
+    let children: u64 = entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(stat_fields)
+        // Field 4 is the parent's pid.
+        .filter(|f| f[4] == u64::from(root))
+        .map(|f| f[14] + f[15])
+        .sum();
+    (own[14] + own[15] + own[16] + own[17] + children) as f64 / clock_ticks_per_second()
+}
+
+/// The parent of process `pid`.
+pub fn parent_pid(pid: u32) -> Option<u32> {
+    stat_fields(pid).and_then(|f| u32::try_from(f[4]).ok())
+}
+
+/// The numeric fields of `/proc/<pid>/stat`, numbered as in proc(5) from 1 (the pid); fields 2 (the name)
+/// and 3 (the state) are 0.
+fn stat_fields(pid: u32) -> Option<Vec<u64>> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name is in parentheses and may hold spaces; fields after it are plain.
-    let Some(after_name) = stat.rfind(')').map(|at| &stat[at + 2..]) else { return 0.0 };
-    let fields: Vec<&str> = after_name.split(' ').collect();
-    // utime and stime are fields 14 and 15 of the whole line, 12 and 13 after the name.
-    let ticks: u64 = fields.get(11..13).map_or(0, |f| f.iter().filter_map(|v| v.parse::<u64>().ok()).sum());
-    ticks as f64 / clock_ticks_per_second()
+    let after_name = &stat[stat.rfind(')')? + 2..];
+    let rest = after_name.split(' ').skip(1).map(|v| v.trim().parse::<u64>().unwrap_or(0));
+    let fields: Vec<u64> = [0, u64::from(pid), 0, 0].into_iter().chain(rest).collect();
+    (fields.len() > 17).then_some(fields)
 }
 
 /// CPU seconds of every `postgres` process (the server and its backends) alive now.
@@ -179,6 +212,19 @@ pub fn machine_busy_seconds() -> f64 {
     // Guest time is already inside user time; count the first eight fields only.
     let busy: u64 = ticks.iter().take(8).sum::<u64>() - idle - iowait;
     busy as f64 / clock_ticks_per_second()
+}
+
+/// The machine's CPU seconds since boot, all cores (`/proc/stat`): `[user + nice + system, irq + softirq,
+/// steal]`: what processes ran, interrupt handling (loopback networking among it), and what the hypervisor
+/// gave to other guests.
+pub fn machine_cpu_split() -> [f64; 3] {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let ticks: Vec<u64> = stat
+        .lines()
+        .find(|line| line.starts_with("cpu "))
+        .map_or_else(Vec::new, |line| line.split_whitespace().skip(1).filter_map(|v| v.parse().ok()).collect());
+    let seconds = |i: usize| ticks.get(i).copied().unwrap_or(0) as f64 / clock_ticks_per_second();
+    [seconds(0) + seconds(1) + seconds(2), seconds(5) + seconds(6), seconds(7)]
 }
 
 fn clock_ticks_per_second() -> f64 {

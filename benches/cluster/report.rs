@@ -101,6 +101,9 @@ pub struct Row {
     pub top_statements: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// The replica-scale phase's own fields, at the top level of its JSON line.
+    #[serde(flatten)]
+    pub scale: Option<crate::scale::Scale>,
 }
 
 impl Row {
@@ -170,12 +173,14 @@ impl Report {
              | CPU µs/chunk | stmts/event | broker CPU s | PG CPU s | bench CPU s | RSS peak MB | gaps/dup/ooo/lost | warnings |\n",
         );
         md.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
-        for row in self.rows.iter().filter(|r| !r.phase.starts_with("baseline") && !r.phase.starts_with("records")) {
+        let own_table = |r: &&Row| ["baseline", "records", "replica-scale"].iter().any(|p| r.phase.starts_with(p));
+        for row in self.rows.iter().filter(|r| !own_table(r)) {
             md.push_str(&table_row(row));
         }
         if self.rows.iter().any(|r| r.phase.starts_with("records")) {
             md.push_str(&records_table(&self.rows));
         }
+        md.push_str(&crate::scale::table(&self.rows));
         md.push_str("\nVerdicts (time goals never fail the run; only gaps, duplicates and losses do):\n\n");
         for (goal, verdict) in verdicts(&self.rows) {
             md.push_str(&format!("- **{verdict}** {goal}\n"));
@@ -303,6 +308,7 @@ fn verdicts(rows: &[Row]) -> Vec<(String, String)> {
     let kib = |r: &Row| format!("{:.1} KiB each", r.value);
     for (goal, phase, most) in [
         ("a blocking MCP ask_question waiter ≤ 48 KiB", "memory-mcp-waiter", 48.0),
+        ("a blocking MCP ask_question waiter of 2026-07-28 ≤ 48 KiB", "memory-mcp-waiter-2026", 48.0),
         ("an SSE stream reader ≤ 24 KiB", "memory-stream-reader", 24.0),
         ("a question watcher ≤ 24 KiB", "memory-watcher", 24.0),
     ] {

@@ -1,7 +1,8 @@
 //! Memory per waiter on one replica: a fresh replica holds 1,000 of one kind open — SSE stream readers,
-//! question watchers (`GET /questions?watch=true`), or blocking MCP `ask_question` calls — and the growth of
-//! its resident memory (`VmRSS`), from a warmed-up start to all of them held, divided by how many it holds is
-//! what each costs. A fresh replica per kind, so memory one kind freed does not hide the next one's cost.
+//! question watchers (`GET /questions?watch=true`), or blocking MCP `ask_question` calls of either protocol
+//! era (2025-06-18 for the eras up to 2025-11-25, and 2026-07-28) — and the growth of its resident memory
+//! (`VmRSS`), from a warmed-up start to all of them held, divided by how many it holds is what each costs. A
+//! fresh replica per kind, so memory one kind freed does not hide the next one's cost.
 
 use std::time::Duration;
 
@@ -27,11 +28,14 @@ const HELD_WITHIN: Duration = Duration::from_secs(60);
 pub enum Kind {
     StreamReader,
     Watcher,
+    /// A blocking `ask_question` of the eras up to 2025-11-25 (here 2025-06-18).
     McpWaiter,
+    /// A blocking `ask_question` of 2026-07-28 (per-request `_meta`, no tasks extension declared).
+    McpWaiter2026,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 3] = [Kind::StreamReader, Kind::Watcher, Kind::McpWaiter];
+    pub const ALL: [Kind; 4] = [Kind::StreamReader, Kind::Watcher, Kind::McpWaiter, Kind::McpWaiter2026];
 
     /// The phase id of its row.
     pub fn phase(self) -> &'static str {
@@ -39,7 +43,13 @@ impl Kind {
             Kind::StreamReader => "memory-stream-reader",
             Kind::Watcher => "memory-watcher",
             Kind::McpWaiter => "memory-mcp-waiter",
+            Kind::McpWaiter2026 => "memory-mcp-waiter-2026",
         }
+    }
+
+    /// Whether its reply comes only with the answer (it is held once its question is pending).
+    fn is_mcp(self) -> bool {
+        matches!(self, Kind::McpWaiter | Kind::McpWaiter2026)
     }
 
     /// The request that opens waiter `n` on `replica`.
@@ -55,6 +65,24 @@ impl Kind {
                     .post(&replica.mcp_url)
                     .header("accept", "application/json, text/event-stream")
                     .header("mcp-protocol-version", "2025-06-18")
+                    .json(&body)
+            }
+            Kind::McpWaiter2026 => {
+                // What the newest SDKs send: the era's `_meta` on the request, and its headers mirroring it.
+                let arguments = json!({"recipient": "ark://users/bench-memory", "content": format!("waiter {n}")});
+                let meta = json!({
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientInfo": {"name": "ark-broker-bench", "version": "1"},
+                    "io.modelcontextprotocol/clientCapabilities": {},
+                });
+                let body = json!({"jsonrpc": "2.0", "id": n, "method": "tools/call",
+                                  "params": {"name": "ask_question", "arguments": arguments, "_meta": meta}});
+                client
+                    .post(&replica.mcp_url)
+                    .header("accept", "application/json, text/event-stream")
+                    .header("mcp-protocol-version", "2026-07-28")
+                    .header("mcp-method", "tools/call")
+                    .header("mcp-name", "ask_question")
                     .json(&body)
             }
         }
@@ -78,7 +106,7 @@ async fn open(
             (kind.request(client, replica, n), held_tx.clone(), release.clone(), opening.clone());
         tokio::spawn(async move {
             let permit = opening.acquire_owned().await.expect("open");
-            if let Kind::McpWaiter = kind {
+            if kind.is_mcp() {
                 // Its reply comes only with the answer: it is held once its question is pending ([`held`]),
                 // and the caller opens these a batch at a time.
                 drop(permit);
@@ -144,7 +172,7 @@ async fn mcp_waiters_held(client: &reqwest::Client, replica: &Replica, count: us
 /// response's headers are here; an MCP waiter once its question is pending).
 async fn held(kind: Kind, client: &reqwest::Client, replica: &Replica, count: usize) -> Option<String> {
     match kind {
-        Kind::McpWaiter => mcp_waiters_held(client, replica, count).await.err(),
+        Kind::McpWaiter | Kind::McpWaiter2026 => mcp_waiters_held(client, replica, count).await.err(),
         Kind::StreamReader | Kind::Watcher => None,
     }
 }
