@@ -58,6 +58,28 @@ pub fn parse_completion(payload: &str) -> Option<Option<String>> {
     Some((!key.is_empty()).then(|| key.to_owned()))
 }
 
+/// A parsed notification of a feed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notice {
+    /// The feed written.
+    pub feed: Feed,
+    /// The writer's transaction id.
+    pub tx: i64,
+    /// What it wrote, when the notification says (every key it wrote in this feed).
+    pub keys: Option<Vec<KeyRange>>,
+}
+
+/// Reads a feed's notification; `None` for anything else (a completion request, a heartbeat).
+pub fn parse_notice(payload: &str) -> Option<Notice> {
+    let (name, rest) = payload.split_once(':')?;
+    let feed = Feed::ALL.into_iter().find(|feed| feed.name() == name)?;
+    let (tx, keys) = match rest.split_once(':') {
+        Some((tx, list)) => (tx, serde_json::from_str::<Vec<KeyRange>>(list).ok()),
+        None => (rest, None),
+    };
+    Some(Notice { feed, tx: tx.parse().ok()?, keys })
+}
+
 /// A table readers follow live.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Feed {
@@ -265,10 +287,31 @@ impl GlobalCursor {
 mod tests {
     use super::*;
 
+    fn range(key: &str, after: i64, last: i64) -> KeyRange {
+        KeyRange { key: key.to_owned(), after, last }
+    }
+
+    #[test]
+    fn a_notification_names_its_keys_and_round_trips() {
+        let keys = vec![range("stream \"a\":1", 10, 12), range("b", 0, 1)];
+        let payload = format!("{}{}", Feed::Chunks.payload(77), notice::keys_suffix(&keys, "chunks:".len()));
+        assert!(payload.starts_with("chunks:77:["));
+        assert_eq!(parse_notice(&payload), Some(Notice { feed: Feed::Chunks, tx: 77, keys: Some(keys) }));
+        assert_eq!(parse_notice("chunks:5"), Some(Notice { feed: Feed::Chunks, tx: 5, keys: None }));
+        assert_eq!(parse_notice("chunks:5:not json").map(|n| n.keys), Some(None), "unreadable keys: read it all");
+    }
+
+    #[test]
+    fn other_payloads_are_no_feeds() {
+        assert_eq!(parse_notice("nonsense"), None);
+        assert_eq!(parse_notice("chunks:x"), None);
+        assert_eq!(parse_notice("complete:stream-a"), None);
+    }
+
     #[test]
     fn payloads_round_trip() {
         for feed in Feed::ALL {
-            let parsed = notice::parse(&feed.payload(i64::MAX)).expect("a feed's payload");
+            let parsed = parse_notice(&feed.payload(i64::MAX)).expect("a feed's payload");
             assert_eq!((parsed.feed, parsed.tx, parsed.keys), (feed, i64::MAX, None));
         }
     }

@@ -17,7 +17,6 @@ use tokio_util::sync::CancellationToken;
 use super::{
     feed::{self, CHANNEL, Feed},
     heartbeat::{self, Heartbeat},
-    notice,
     tail::TailEvent,
 };
 
@@ -246,7 +245,7 @@ async fn pump(
 
 /// Hands a notification to the feed's tail or to the completion requests.
 fn dispatch(payload: &str, tails: &Tails, completions: &CompletionRequests) {
-    match notice::parse(payload) {
+    match feed::parse_notice(payload) {
         Some(notice) => {
             if let Some(tail) = tails.get(&notice.feed) {
                 let _ = tail.send(TailEvent::Committed { tx: notice.tx, keys: notice.keys });

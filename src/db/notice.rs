@@ -9,8 +9,6 @@
 
 use serde::Deserialize;
 
-use super::feed::Feed;
-
 /// PostgreSQL refuses a payload of 8000 bytes or more.
 pub const MAX_PAYLOAD: usize = 7999;
 
@@ -32,17 +30,6 @@ impl KeyRange {
     }
 }
 
-/// A parsed notification of a feed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Notice {
-    /// The feed written.
-    pub feed: Feed,
-    /// The writer's transaction id.
-    pub tx: i64,
-    /// What it wrote, when the notification says (every key it wrote in this feed).
-    pub keys: Option<Vec<KeyRange>>,
-}
-
 /// The part after `<feed>:<tx>` naming `keys`: `:[…]`, or nothing when a payload with `prefix_len` bytes
 /// before it would be too long (readers then read the whole transaction).
 pub fn keys_suffix(keys: &[KeyRange], prefix_len: usize) -> String {
@@ -52,17 +39,6 @@ pub fn keys_suffix(keys: &[KeyRange], prefix_len: usize) -> String {
     let list = serde_json::Value::Array(keys.iter().map(KeyRange::to_json).collect()).to_string();
     // The transaction id takes at most 20 digits.
     if prefix_len + 20 + 1 + list.len() > MAX_PAYLOAD { String::new() } else { format!(":{list}") }
-}
-
-/// Reads a feed's notification; `None` for anything else (a completion request, a heartbeat).
-pub fn parse(payload: &str) -> Option<Notice> {
-    let (name, rest) = payload.split_once(':')?;
-    let feed = Feed::ALL.into_iter().find(|feed| feed.name() == name)?;
-    let (tx, keys) = match rest.split_once(':') {
-        Some((tx, list)) => (tx, serde_json::from_str::<Vec<KeyRange>>(list).ok()),
-        None => (rest, None),
-    };
-    Some(Notice { feed, tx: tx.parse().ok()?, keys })
 }
 
 /// `ranges` as the three arrays a store's query unnests: keys, `after`s, `last`s.
@@ -94,29 +70,11 @@ mod tests {
     }
 
     #[test]
-    fn a_notification_names_its_keys_and_round_trips() {
-        let keys = vec![range("stream \"a\":1", 10, 12), range("b", 0, 1)];
-        let payload = format!("{}{}", Feed::Chunks.payload(77), keys_suffix(&keys, "chunks:".len()));
-        assert!(payload.starts_with("chunks:77:["));
-        assert_eq!(parse(&payload), Some(Notice { feed: Feed::Chunks, tx: 77, keys: Some(keys) }));
-    }
-
-    #[test]
-    fn what_does_not_fit_is_left_out_and_read_the_old_way() {
+    fn what_does_not_fit_is_left_out() {
         let keys: Vec<KeyRange> = (0..400).map(|i| range(&format!("stream-{i:030}"), i, i + 1)).collect();
         assert_eq!(keys_suffix(&keys, 7), "", "16 KB of keys do not fit in 8000 bytes");
-        let fits: Vec<KeyRange> = keys[..100].to_vec();
-        let payload = format!("chunks:{}{}", i64::MAX, keys_suffix(&fits, 7));
-        assert!(payload.len() <= MAX_PAYLOAD && payload.len() > 4000, "{}", payload.len());
-        assert_eq!(parse("chunks:5"), Some(Notice { feed: Feed::Chunks, tx: 5, keys: None }));
-        assert_eq!(parse("chunks:5:not json").map(|n| n.keys), Some(None), "unreadable keys: read it all");
-    }
-
-    #[test]
-    fn other_payloads_are_no_feeds() {
-        assert_eq!(parse("nonsense"), None);
-        assert_eq!(parse("chunks:x"), None);
-        assert_eq!(parse("complete:stream-a"), None);
+        let suffix = keys_suffix(&keys[..100], 7);
+        assert!(suffix.len() + 7 + 20 <= MAX_PAYLOAD && suffix.len() > 4000, "{}", suffix.len());
     }
 
     #[test]

@@ -14,9 +14,9 @@ use std::collections::BTreeMap;
 use ark_broker::{
     config::Ttls,
     db::{
-        feed::{CHANNEL, Feed},
+        feed::{self, CHANNEL, Feed, Notice},
         migrate_on,
-        notice::{self, KeyRange, Notice},
+        notice::KeyRange,
         tail::FeedSource,
         watch::{KeyPages, WatchSource},
     },
@@ -99,7 +99,7 @@ async fn a_write_notifies_once_naming_its_transaction_whose_rows_read_back_exact
     let batch = [json!({"role": "user", "content": "hi"}), json!({"role": "assistant", "content": "yo"})];
     store.append("c", "q", &batch, None, TTLS, None).await.expect("stored");
     let notification = listener.recv().await.expect("a notification");
-    let Notice { feed, tx, keys } = notice::parse(notification.payload()).expect("a feed's payload");
+    let Notice { feed, tx, keys } = feed::parse_notice(notification.payload()).expect("a feed's payload");
     assert_eq!(feed, Feed::Messages);
     assert_eq!(keys, Some(vec![range("c", 0, 2)]), "it names the conversation and its new positions");
     let rows = store.rows_of(&[tx]).await.expect("the transaction's rows");
@@ -109,7 +109,7 @@ async fn a_write_notifies_once_naming_its_transaction_whose_rows_read_back_exact
     // Nothing else was said: one write, one notification.
     store.append("other", "q", &[json!({"n": 1})], None, TTLS, None).await.expect("stored");
     let next = listener.recv().await.expect("the next notification");
-    let next = notice::parse(next.payload()).expect("a feed's payload");
+    let next = feed::parse_notice(next.payload()).expect("a feed's payload");
     assert_ne!(next.tx, tx, "the first write notified once");
     assert_eq!(next.keys, Some(vec![range("other", 0, 1)]));
 }
@@ -142,7 +142,7 @@ async fn a_chunk_flush_notifies_once_from_its_own_statement_naming_its_transacti
     written.sort();
     assert_eq!(written, ["s1", "s2"], "both streams were free and written");
     let notification = listener.recv().await.expect("a notification");
-    let Notice { feed, tx, keys } = notice::parse(notification.payload()).expect("a feed's payload");
+    let Notice { feed, tx, keys } = feed::parse_notice(notification.payload()).expect("a feed's payload");
     assert_eq!(feed, Feed::Chunks);
     let mut keys = keys.expect("a flush names its streams");
     keys.sort_by(|a, b| a.key.cmp(&b.key));
@@ -157,7 +157,7 @@ async fn a_chunk_flush_notifies_once_from_its_own_statement_naming_its_transacti
     // One flush, one notification: the next one names the next flush's transaction.
     store.append(&[&second]).await.expect("flushed again");
     let next = listener.recv().await.expect("the next notification");
-    let next = notice::parse(next.payload()).expect("a feed's payload");
+    let next = feed::parse_notice(next.payload()).expect("a feed's payload");
     assert!(next.tx > tx, "the first flush notified once");
     assert_eq!(next.keys, Some(vec![range("s2", 1, 2)]));
     // A flush that writes nothing (an empty batch) says nothing.

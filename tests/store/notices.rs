@@ -4,8 +4,8 @@
 
 use ark_broker::{
     db::{
-        feed::{CHANNEL, Feed, FeedTx},
-        notice::{self, MAX_PAYLOAD},
+        feed::{self, CHANNEL, Feed, FeedTx},
+        notice::MAX_PAYLOAD,
         tail::FeedSource,
     },
     streams::{
@@ -41,7 +41,7 @@ async fn a_flush_whose_streams_do_not_fit_names_none_and_is_read_whole(pool: PgP
     assert_eq!(written.len(), 60);
     let notification = listener.recv().await.expect("a notification");
     assert!(notification.payload().len() <= MAX_PAYLOAD);
-    let parsed = notice::parse(notification.payload()).expect("a feed's payload");
+    let parsed = feed::parse_notice(notification.payload()).expect("a feed's payload");
     assert_eq!((parsed.feed, parsed.keys), (Feed::Chunks, None), "too many names: it names none");
     let rows = store.rows_of(&[parsed.tx]).await.expect("the transaction's rows");
     assert_eq!(rows.len(), 60, "and a reader reads the whole transaction instead");
@@ -82,6 +82,6 @@ async fn named_positions_read_back_exactly_their_rows_and_an_unnamed_write_names
     tx.wrote_key("q", 0, 1);
     tx.wrote();
     tx.commit().await.expect("committed");
-    let parsed = notice::parse(listener.recv().await.expect("a notification").payload()).expect("a payload");
+    let parsed = feed::parse_notice(listener.recv().await.expect("a notification").payload()).expect("a payload");
     assert_eq!((parsed.feed, parsed.keys), (Feed::Events, None));
 }
