@@ -21,6 +21,7 @@ mod records;
 mod replicas;
 mod report;
 mod scale;
+mod scale_row;
 mod soak;
 mod waiters;
 // By path, as the soak test includes it, beside `load` whose writer it uses.

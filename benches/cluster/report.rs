@@ -103,7 +103,7 @@ pub struct Row {
     pub note: Option<String>,
     /// The replica-scale phase's own fields, at the top level of its JSON line.
     #[serde(flatten)]
-    pub scale: Option<crate::scale::Scale>,
+    pub scale: Option<crate::scale_row::Scale>,
 }
 
 impl Row {
@@ -180,7 +180,7 @@ impl Report {
         if self.rows.iter().any(|r| r.phase.starts_with("records")) {
             md.push_str(&records_table(&self.rows));
         }
-        md.push_str(&crate::scale::table(&self.rows));
+        md.push_str(&scale_table(&self.rows));
         md.push_str("\nVerdicts (time goals never fail the run; only gaps, duplicates and losses do):\n\n");
         for (goal, verdict) in verdicts(&self.rows) {
             md.push_str(&format!("- **{verdict}** {goal}\n"));
@@ -328,4 +328,60 @@ pub fn thousands(value: f64) -> String {
         grouped.push(digit);
     }
     if value < 0.0 { format!("-{grouped}") } else { grouped }
+}
+
+/// The "Replica scale" section of the report, when the phase ran.
+fn scale_table(rows: &[Row]) -> String {
+    let counts: Vec<(&Row, &crate::scale_row::Scale)> =
+        rows.iter().filter_map(|r| Some((r, r.scale.as_ref()?))).collect();
+    let Some((_, first)) = counts.first() else { return String::new() };
+    let mut md = format!(
+        "\nReplica scale ({} streams × 1 reader × {} chunks/s, writers round-robin over all replicas, each \
+         stream's reader on the replica after its writer's; DATABASE_POOL_MAX={} per replica; a fresh \
+         database per count):\n\n\
+         | replicas | chunk rows read per chunk | ÷ reading replicas | PG CPU µs/chunk | broker CPU µs/chunk \
+         | ingest achieved/requested | delivery p50/p99 ms | NOTIFYs · wake-ups per chunk | gaps/dup/ooo/lost \
+         | errors | warnings |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
+        first.streams, first.rate_per_stream, first.database_pool_max,
+    );
+    for (row, scale) in &counts {
+        let chunks = row.acknowledged.unwrap_or(0).max(1) as f64;
+        md.push_str(&format!(
+            "| {} | {:.2} | {:.2} | {:.1} | {:.1} | {} / {} | {:.1} / {:.1} | {:.3} · {:.3} | {}/{}/{}/{} | {} | {} |\n",
+            scale.replicas,
+            scale.chunk_rows_per_chunk,
+            scale.chunk_rows_per_chunk_per_reading_replica,
+            scale.pg_cpu_us_per_chunk,
+            scale.broker_cpu_us_per_chunk,
+            thousands(row.achieved_per_s.unwrap_or(0.0)),
+            thousands(row.requested_per_s.unwrap_or(0.0)),
+            row.p50_ms.unwrap_or(0.0),
+            row.p99_ms.unwrap_or(0.0),
+            scale.flushes / chunks,
+            scale.wakeups / chunks,
+            row.gaps.unwrap_or(0),
+            row.duplicates.unwrap_or(0),
+            row.out_of_order.unwrap_or(0),
+            row.lost.unwrap_or(0),
+            row.errors.unwrap_or(0),
+            row.broker_warnings.unwrap_or(0),
+        ));
+    }
+    if let Some(note) = rows.iter().find(|r| r.phase == "replica-scale").and_then(|r| r.note.as_deref()) {
+        md.push_str(&format!("\n{note}.\n"));
+    }
+    let other: Vec<String> = counts
+        .iter()
+        .map(|(_, s)| {
+            let (processes, irq, steal) = (s.other_processes_cpu_s, s.irq_cpu_s, s.steal_cpu_s);
+            format!("{} replicas: {processes:.1} · {irq:.1} · {steal:.1} in {:.1} s", s.replicas, s.window_s)
+        })
+        .collect();
+    let cores = std::thread::available_parallelism().map_or(0, usize::from);
+    md.push_str(&format!(
+        "\nCPU seconds the machine ({cores} cores) spent outside PostgreSQL, the replicas and the bench during each \
+         window, as other processes · interrupts · steal (other processes mean a skewed run): {}.\n",
+        other.join("; ")
+    ));
+    md
 }

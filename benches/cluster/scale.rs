@@ -14,7 +14,6 @@ use std::{
     time::Duration,
 };
 
-use serde::Serialize;
 use sqlx::{Connection, Executor, PgConnection};
 use tokio::{
     io::{Interest, unix::AsyncFd},
@@ -26,7 +25,8 @@ use crate::{
     meter::Pipeline,
     postgres::Postgres,
     replicas::{Replica, cpu_seconds, machine_cpu_split, parent_pid, tree_cpu_seconds},
-    report::{Row, thousands},
+    report::Row,
+    scale_row::Scale,
 };
 
 /// Every replica's request pool in this phase, the same at every count.
@@ -47,39 +47,6 @@ pub struct Plan {
     pub rate: u32,
     /// Writing time per count.
     pub duration: Duration,
-}
-
-/// The phase's own fields of a row (flattened into its JSON line).
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct Scale {
-    pub replicas: usize,
-    pub streams: usize,
-    pub rate_per_stream: u32,
-    pub database_pool_max: u32,
-    /// `idx_tup_fetch + seq_tup_read` of `chunks` over the load; the second alone, and the `seq_scan`s.
-    pub chunk_rows_read: i64,
-    pub chunk_rows_read_by_seq_scans: i64,
-    pub chunk_seq_scans: i64,
-    /// `idx_tup_read` of the indexes of `chunks` (index entries, also those of index-only scans).
-    pub chunk_index_entries_read: i64,
-    pub chunk_rows_per_chunk: f64,
-    /// Replicas that hold a reader of a stream (1 reader per stream here, so 1).
-    pub reading_replicas_per_stream: usize,
-    pub chunk_rows_per_chunk_per_reading_replica: f64,
-    pub pg_cpu_us_per_chunk: f64,
-    pub broker_cpu_us_per_chunk: f64,
-    /// The writers' group commits (one NOTIFY each) and the notifications the replicas' tails woke for.
-    pub flushes: f64,
-    pub wakeups: f64,
-    /// Backends on the phase's database at the end of the load.
-    pub backends: usize,
-    /// The load's window (readers opening to the last `[DONE]`), and the machine's CPU seconds meanwhile
-    /// (`/proc/stat`) that none of PostgreSQL, the replicas or the bench used: other processes (other work on a
-    /// shared host skews the run), interrupt handling (loopback networking) and steal.
-    pub window_s: f64,
-    pub other_processes_cpu_s: f64,
-    pub irq_cpu_s: f64,
-    pub steal_cpu_s: f64,
 }
 
 /// Runs every count; one row each, then the ratios of the last count to the first.
@@ -296,59 +263,4 @@ async fn exited(pid: i32) -> bool {
     let Ok(fd) = (unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }) else { return false };
     // A pidfd becomes readable when its process has exited.
     tokio::time::timeout(EXIT_WITHIN, fd.readable()).await.is_ok()
-}
-
-/// The "Replica scale" section of the report, when the phase ran.
-pub fn table(rows: &[Row]) -> String {
-    let counts: Vec<(&Row, &Scale)> = rows.iter().filter_map(|r| Some((r, r.scale.as_ref()?))).collect();
-    let Some((_, first)) = counts.first() else { return String::new() };
-    let mut md = format!(
-        "\nReplica scale ({} streams × 1 reader × {} chunks/s, writers round-robin over all replicas, each \
-         stream's reader on the replica after its writer's; DATABASE_POOL_MAX={POOL_MAX} per replica; a fresh \
-         database per count):\n\n\
-         | replicas | chunk rows read per chunk | ÷ reading replicas | PG CPU µs/chunk | broker CPU µs/chunk \
-         | ingest achieved/requested | delivery p50/p99 ms | NOTIFYs · wake-ups per chunk | gaps/dup/ooo/lost \
-         | errors | warnings |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
-        first.streams, first.rate_per_stream,
-    );
-    for (row, scale) in &counts {
-        let chunks = row.acknowledged.unwrap_or(0).max(1) as f64;
-        md.push_str(&format!(
-            "| {} | {:.2} | {:.2} | {:.1} | {:.1} | {} / {} | {:.1} / {:.1} | {:.3} · {:.3} | {}/{}/{}/{} | {} | {} |\n",
-            scale.replicas,
-            scale.chunk_rows_per_chunk,
-            scale.chunk_rows_per_chunk_per_reading_replica,
-            scale.pg_cpu_us_per_chunk,
-            scale.broker_cpu_us_per_chunk,
-            thousands(row.achieved_per_s.unwrap_or(0.0)),
-            thousands(row.requested_per_s.unwrap_or(0.0)),
-            row.p50_ms.unwrap_or(0.0),
-            row.p99_ms.unwrap_or(0.0),
-            scale.flushes / chunks,
-            scale.wakeups / chunks,
-            row.gaps.unwrap_or(0),
-            row.duplicates.unwrap_or(0),
-            row.out_of_order.unwrap_or(0),
-            row.lost.unwrap_or(0),
-            row.errors.unwrap_or(0),
-            row.broker_warnings.unwrap_or(0),
-        ));
-    }
-    if let Some(note) = rows.iter().find(|r| r.phase == "replica-scale").and_then(|r| r.note.as_deref()) {
-        md.push_str(&format!("\n{note}.\n"));
-    }
-    let other: Vec<String> = counts
-        .iter()
-        .map(|(_, s)| {
-            let (processes, irq, steal) = (s.other_processes_cpu_s, s.irq_cpu_s, s.steal_cpu_s);
-            format!("{} replicas: {processes:.1} · {irq:.1} · {steal:.1} in {:.1} s", s.replicas, s.window_s)
-        })
-        .collect();
-    let cores = std::thread::available_parallelism().map_or(0, usize::from);
-    md.push_str(&format!(
-        "\nCPU seconds the machine ({cores} cores) spent outside PostgreSQL, the replicas and the bench during each \
-         window, as other processes · interrupts · steal (other processes mean a skewed run): {}.\n",
-        other.join("; ")
-    ));
-    md
 }
