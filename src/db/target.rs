@@ -105,15 +105,7 @@ impl Database {
         let options = PgConnectOptions::from_str(&self.url)?
             .application_name(application_name)
             .options(super::keepalive::server_settings(self.network_timeout));
-        let Some(cert) = &self.root_cert else { return Ok(options) };
-        // Upstream hands the CA to Node's TLS, which then insists on TLS and checks the chain and the host
-        // name: `verify-full`. A URL that asks for `verify-ca` keeps it (the operator chose not to check the
-        // name); any weaker `sslmode` would not use the CA at all, so it is raised.
-        let mode = match options.get_ssl_mode() {
-            PgSslMode::VerifyCa => PgSslMode::VerifyCa,
-            _ => PgSslMode::VerifyFull,
-        };
-        Ok(options.ssl_mode(mode).ssl_root_cert(cert))
+        Ok(self.with_root_cert(options))
     }
 
     /// Connect options for connections through a pooler in transaction mode (PgBouncer before 1.21): no
@@ -124,12 +116,20 @@ impl Database {
             .application_name(application_name)
             .extra_float_digits(None)
             .statement_cache_capacity(0);
-        let Some(cert) = &self.root_cert else { return Ok(options) };
+        Ok(self.with_root_cert(options))
+    }
+
+    /// `options` checking the server's certificate against the operator's CA, when one is given.
+    fn with_root_cert(&self, options: PgConnectOptions) -> PgConnectOptions {
+        let Some(cert) = &self.root_cert else { return options };
+        // Upstream hands the CA to Node's TLS, which then insists on TLS and checks the chain and the host
+        // name: `verify-full`. A URL that asks for `verify-ca` keeps it (the operator chose not to check the
+        // name); any weaker `sslmode` would not use the CA at all, so it is raised.
         let mode = match options.get_ssl_mode() {
             PgSslMode::VerifyCa => PgSslMode::VerifyCa,
             _ => PgSslMode::VerifyFull,
         };
-        Ok(options.ssl_mode(mode).ssl_root_cert(cert))
+        options.ssl_mode(mode).ssl_root_cert(cert)
     }
 
     /// One connection of its own (not pooled), within the connect timeout.
