@@ -132,7 +132,7 @@ async fn main() -> ExitCode {
     // cargo passes `--bench`; only `--smoke`, `--only <phase>` (repeatable), `--rates <r,r,…>` (the
     // saturation ramp's chunks/s per stream, every one run, no bisection: to look at chosen steps) and
     // `--soak <minutes>` (with `--soak-rate <r>`: chunks/s per stream instead of half the measured saturation)
-    // mean anything here.
+    // and `--replicas <n,n,…>` (the replica-scale phase's counts) mean anything here.
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut plan = Plan::new(args.iter().any(|arg| arg == "--smoke"));
     let only: Vec<&str> = args.windows(2).filter(|pair| pair[0] == "--only").map(|pair| pair[1].as_str()).collect();
@@ -143,6 +143,10 @@ async fn main() -> ExitCode {
             .collect();
         plan.ramp.bisect = false;
         plan.ramp.every_step = true;
+    }
+    if let Some(counts) = value_of(&args, "--replicas") {
+        plan.scale.counts =
+            counts.split(',').map(|n| n.trim().parse().expect("--replicas takes n,n,… (replica counts)")).collect();
     }
     let runs = |phase: &str| only.is_empty() || only.contains(&phase);
     let scratch = std::env::temp_dir().join(format!("ark-bench-{}", std::process::id()));

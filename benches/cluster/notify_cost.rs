@@ -28,6 +28,8 @@ pub struct Run {
     pub listeners: Option<usize>,
     /// Whether the notification went in a transaction of its own after the row's commit.
     pub after_commit: bool,
+    /// Whether that transaction committed without waiting for its WAL flush (`synchronous_commit` off).
+    pub asynchronous: bool,
     pub commits_per_s: f64,
     pub cpu_us_per_commit: f64,
 }
@@ -45,8 +47,9 @@ pub async fn measure(pg: &mut Postgres, scratch: &Path, seconds: u32) -> Vec<Run
     let mut runs = Vec::new();
     let (tps, busy) = bench.run_metered(&mut db, "flush_plain.sql", &script(Notify::No)).await;
     let cpu_us_per_commit = per_commit(busy, tps, seconds);
-    runs.push(Run { listeners: None, after_commit: false, commits_per_s: tps, cpu_us_per_commit });
-    let variants = LISTENERS.map(|n| (n, Notify::InCommit)).into_iter().chain([(24, Notify::AfterCommit)]);
+    runs.push(Run { listeners: None, after_commit: false, asynchronous: false, commits_per_s: tps, cpu_us_per_commit });
+    let after = [(24, Notify::AfterCommit), (24, Notify::AfterCommitAsync)];
+    let variants = LISTENERS.map(|n| (n, Notify::InCommit)).into_iter().chain(after);
     for (listeners, notify) in variants {
         let mut draining = Vec::new();
         for _ in 0..listeners {
@@ -59,7 +62,8 @@ pub async fn measure(pg: &mut Postgres, scratch: &Path, seconds: u32) -> Vec<Run
         let (tps, busy) = bench.run_metered(&mut db, &name, &script(notify)).await;
         runs.push(Run {
             listeners: Some(listeners),
-            after_commit: notify == Notify::AfterCommit,
+            after_commit: notify != Notify::InCommit,
+            asynchronous: notify == Notify::AfterCommitAsync,
             commits_per_s: tps,
             cpu_us_per_commit: per_commit(busy, tps, seconds),
         });
@@ -82,6 +86,8 @@ enum Notify {
     InCommit,
     /// In a transaction of its own right after: no WAL flush while the lock is held.
     AfterCommit,
+    /// The same, its commit not waiting for the WAL flush: a notification is a hint, lost with a crash anyway.
+    AfterCommitAsync,
 }
 
 /// A chunk flush's shape: one row and one notification naming its stream.
@@ -92,6 +98,11 @@ fn script(notify: Notify) -> String {
         Notify::No => format!("BEGIN;\n{insert}END;\n"),
         Notify::InCommit => format!("BEGIN;\n{insert}{notification}END;\n"),
         Notify::AfterCommit => format!("BEGIN;\n{insert}END;\n{notification}"),
+        Notify::AfterCommitAsync => {
+            let asynchronous =
+                notification.replacen("SELECT ", "SELECT set_config('synchronous_commit', 'off', true), ", 1);
+            format!("BEGIN;\n{insert}END;\n{asynchronous}")
+        }
     };
     format!("\\set s random(1, 1000)\n\\set t :s + 1\n{body}")
 }
@@ -113,10 +124,11 @@ pub fn markdown(runs: &[Run]) -> String {
          | listeners | commits/s | busy CPU µs per commit | of which the notification |\n|---|---|---|---|\n",
     );
     for run in runs {
-        let listeners = match (run.listeners, run.after_commit) {
-            (None, _) => "no NOTIFY".to_owned(),
-            (Some(n), false) => n.to_string(),
-            (Some(n), true) => format!("{n}, NOTIFY after the commit"),
+        let listeners = match (run.listeners, run.after_commit, run.asynchronous) {
+            (None, ..) => "no NOTIFY".to_owned(),
+            (Some(n), false, _) => n.to_string(),
+            (Some(n), true, false) => format!("{n}, NOTIFY after the commit"),
+            (Some(n), true, true) => format!("{n}, NOTIFY after the commit, not waiting for its WAL flush"),
         };
         let notification =
             run.listeners.map_or_else(|| "—".to_owned(), |_| format!("{:.0}", run.cpu_us_per_commit - plain));

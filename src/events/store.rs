@@ -238,6 +238,7 @@ impl FeedSource for EventStore {
                from unnest($1::text[], $2::bigint[], $3::bigint[]) with ordinality as r(k, after, last, ord)
                cross join lateral (
                  select * from events where query_id = r.k and position > r.after and position <= r.last
+                 order by position limit greatest(r.last - r.after, 0)
                ) e
                order by r.ord, e.position"#,
             &keys as &[&str],

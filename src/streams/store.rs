@@ -331,6 +331,8 @@ impl FeedSource for ChunkStore {
     }
 
     async fn rows_in(&self, ranges: &[KeyRange]) -> StoreResult<Vec<ChunkRow>> {
+        // The limit keeps the read lateral (index reads): flattened, a wake naming dozens of streams was hashed
+        // against a scan of every chunk. The other feeds' `rows_in` do the same.
         let (keys, afters, lasts) = notice::columns(ranges);
         Ok(sqlx::query_as!(
             ChunkRow,
@@ -339,6 +341,7 @@ impl FeedSource for ChunkStore {
                from unnest($1::text[], $2::bigint[], $3::bigint[]) with ordinality as r(k, after, last, ord)
                cross join lateral (
                  select * from chunks where stream_id = r.k and position > r.after and position <= r.last
+                 order by position limit greatest(r.last - r.after, 0)
                ) c
                order by r.ord, c.position"#,
             &keys as &[&str],

@@ -248,6 +248,7 @@ impl FeedSource for SpanStore {
                from unnest($1::text[], $2::bigint[], $3::bigint[]) with ordinality as r(k, after, last, ord)
                cross join lateral (
                  select * from spans where trace_id = r.k and position > r.after and position <= r.last
+                 order by position limit greatest(r.last - r.after, 0)
                ) s
                order by r.ord, s.position"#,
             &keys as &[&str],

@@ -8,6 +8,7 @@
 
 mod notices;
 mod receipts;
+mod sizes;
 
 use std::collections::BTreeMap;
 
@@ -35,6 +36,23 @@ const TTLS: Ttls = Ttls { message_seconds: 3600, event_seconds: 3600, session_se
 async fn migrated(pool: &PgPool) -> MessageStore {
     migrate_on(pool.acquire().await.expect("a connection").detach()).await.expect("the migrations apply");
     MessageStore::new(pool.clone().into())
+}
+
+/// A pool of one connection to `pool`'s database, so every read through it is flushed to PostgreSQL's
+/// counters by [`chunks_read_by_scans`].
+async fn one_connection(pool: &PgPool) -> PgPool {
+    let options = pool.connect_options().as_ref().clone();
+    sqlx::postgres::PgPoolOptions::new().max_connections(1).connect_with(options).await.expect("a connection")
+}
+
+/// Rows of `chunks` read by sequential scans so far, as PostgreSQL counts them, with the connection's own
+/// reads flushed to the counters first (`pg_stat_force_next_flush` flushes as its statement ends).
+async fn chunks_read_by_scans(pool: &PgPool) -> i64 {
+    sqlx::query("select pg_stat_force_next_flush()").execute(pool).await.expect("a flush of the counters");
+    sqlx::query_scalar("select seq_tup_read from pg_stat_user_tables where relname = 'chunks'")
+        .fetch_one(pool)
+        .await
+        .expect("the counters")
 }
 
 fn range(key: &str, after: i64, last: i64) -> KeyRange {

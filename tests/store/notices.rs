@@ -15,7 +15,7 @@ use ark_broker::{
 };
 use sqlx::{PgPool, postgres::PgListener};
 
-use crate::{migrated, range};
+use crate::{chunks_read_by_scans, migrated, one_connection, range};
 
 async fn listening(pool: &PgPool) -> PgListener {
     let mut listener = PgListener::connect_with(pool).await.expect("a LISTEN connection");
@@ -84,4 +84,28 @@ async fn named_positions_read_back_exactly_their_rows_and_an_unnamed_write_names
     tx.commit().await.expect("committed");
     let parsed = feed::parse_notice(listener.recv().await.expect("a notification").payload()).expect("a payload");
     assert_eq!((parsed.feed, parsed.keys), (Feed::Events, None));
+}
+
+#[ignore = "needs DATABASE_URL: a PostgreSQL whose user may create databases (scripts/test starts one)"]
+#[sqlx::test(migrations = false)]
+async fn a_wake_naming_many_streams_reads_their_rows_through_the_index_not_every_chunk(pool: PgPool) {
+    migrated(&pool).await;
+    let pool = one_connection(&pool).await;
+    let store = ChunkStore::new(pool.clone().into(), 1);
+    // 400 streams of 150 chunks, analysed: enough for the planner to weigh a scan against 84 index reads.
+    sqlx::raw_sql(
+        "insert into streams (stream_id, last_position) select 'stream-' || s, 150 from generate_series(1, 400) s;
+         insert into chunks (stream_id, position, chunk, bytes)
+         select 'stream-' || s, p, '{}'::json, 2 from generate_series(1, 400) s, generate_series(1, 150) p;
+         analyze chunks",
+    )
+    .execute(&pool)
+    .await
+    .expect("the chunks");
+    let ranges: Vec<_> = (1..=84).map(|s| range(&format!("stream-{s}"), 100, 101)).collect();
+    let before = chunks_read_by_scans(&pool).await;
+    let rows = store.rows_in(&ranges).await.expect("the rows");
+    assert_eq!(rows.len(), 84, "one row of each stream named");
+    assert!(rows.iter().all(|row| row.position == 101));
+    assert_eq!(chunks_read_by_scans(&pool).await, before, "no chunk read by a sequential scan");
 }

@@ -328,6 +328,7 @@ impl FeedSource for MessageStore {
                cross join lateral (
                  select * from messages
                  where conversation_id = r.k and position > r.after and position <= r.last
+                 order by position limit greatest(r.last - r.after, 0)
                ) m
                order by r.ord, m.position"#,
             &keys as &[&str],

@@ -39,6 +39,19 @@ impl QuestionStore {
     /// were asked — only Query `name`'s when given — except those an MCP task waits on. Returns how many.
     #[tracing::instrument(level = "debug", skip_all)]
     pub async fn cancel_for_ended_streams(&self, name: Option<&str>, limit: i64) -> StoreResult<usize> {
+        // Most Queries end with no question open: finding that out takes no feed lock, which every replica's
+        // stream ends would otherwise queue on. A question committed after this look is the reaper's.
+        let open = sqlx::query_scalar!(
+            r#"select exists (select 1 from questions
+                              where status = 'pending' and task_id is null and ($1::text is null or query_name = $1))
+               as "open!""#,
+            name,
+        )
+        .fetch_one(&self.pool)
+        .await?;
+        if !open {
+            return Ok(0);
+        }
         change!(&self.pool, |tx| async {
             let rows = sqlx::query_as!(
                 QuestionRow,
