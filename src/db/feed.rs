@@ -154,8 +154,6 @@ pub struct FeedTx {
     also: Vec<Feed>,
     /// What settles this transaction if its COMMIT goes unanswered.
     receipt: Receipt,
-    /// Whether a statement already sent the feed's notification and inserted the receipt.
-    receipted: bool,
 }
 
 impl FeedTx {
@@ -175,7 +173,6 @@ impl FeedTx {
             unnamed: false,
             also: Vec::new(),
             receipt,
-            receipted: false,
         })
     }
 
@@ -198,17 +195,9 @@ impl FeedTx {
         self.named.push(KeyRange { key: key.to_owned(), after, last });
     }
 
-    /// The receipt token, for a statement that inserts the receipt itself (see [`FeedTx::wrote_with_receipt`]).
+    /// The receipt token, which [`FeedTx::commit`] inserts.
     pub fn receipt_token(&self) -> uuid::Uuid {
         self.receipt.token()
-    }
-
-    /// Records that rows were written and that the statement writing them also sent the feed's notification
-    /// (`pg_notify(CHANNEL, '<feed>:' || pg_current_xact_id())`) and inserted the commit receipt
-    /// ([`FeedTx::receipt_token`]): one round trip fewer on the hottest path, the chunk flush.
-    pub fn wrote_with_receipt(&mut self) {
-        self.wrote = true;
-        self.receipted = true;
     }
 
     /// Records that rows of another feed were written too, so its readers hear of this transaction as well.
@@ -227,28 +216,25 @@ impl FeedTx {
     pub async fn commit(mut self) -> StoreResult<()> {
         let mut feeds = std::mem::take(&mut self.also);
         let mut suffixes = vec![String::new(); feeds.len()];
-        if self.wrote && !self.receipted {
+        if self.wrote {
             feeds.insert(0, self.feed);
             let named = if self.unnamed { &[][..] } else { &self.named[..] };
             suffixes.insert(0, notice::keys_suffix(named, self.feed.name().len() + 1));
         }
-        if !self.receipted || !feeds.is_empty() {
-            // Every feed's notification and the receipt in one statement: a round trip fewer while the rows'
-            // locks are held (an event changes its session too).
-            let prefixes: Vec<String> = feeds.iter().map(|feed| format!("{}:", feed.name())).collect();
-            sqlx::query!(
-                r#"with receipt as (insert into commit_receipts (token) select $3 where not $4)
-                   select count(pg_notify($1, p || pg_current_xact_id()::text || s)) as "notified!"
-                   from unnest($2::text[], $5::text[]) as n(p, s)"#,
-                CHANNEL,
-                &prefixes,
-                self.receipt.token(),
-                self.receipted,
-                &suffixes,
-            )
-            .fetch_one(&mut *self.tx)
-            .await?;
-        }
+        // Every feed's notification and the receipt in one statement: a round trip fewer while the rows' locks
+        // are held (an event changes its session too).
+        let prefixes: Vec<String> = feeds.iter().map(|feed| format!("{}:", feed.name())).collect();
+        sqlx::query!(
+            r#"with receipt as (insert into commit_receipts (token) values ($3))
+               select count(pg_notify($1, p || pg_current_xact_id()::text || s)) as "notified!"
+               from unnest($2::text[], $4::text[]) as n(p, s)"#,
+            CHANNEL,
+            &prefixes,
+            self.receipt.token(),
+            &suffixes,
+        )
+        .fetch_one(&mut *self.tx)
+        .await?;
         match self.tx.commit().await {
             Ok(()) => Ok(()),
             Err(error) if super::is_unreachable(&error) => match receipt::settle(&self.pool, self.receipt).await? {

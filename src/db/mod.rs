@@ -14,6 +14,7 @@ pub mod listener;
 pub mod live;
 mod migrate;
 pub mod notice;
+pub mod notifier;
 pub mod wakeup;
 
 pub use migrate::{migrate, migrate_on};

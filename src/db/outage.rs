@@ -63,9 +63,11 @@ impl Outage {
         true
     }
 
-    /// Whether the window has passed since the first failure.
+    /// Whether the window has passed since the first failure. A window of zero rides nothing through, not
+    /// even one immediate retry: the time a lost answer took to settle would otherwise buy the database that
+    /// came back meanwhile a second attempt.
     fn expired(&self) -> bool {
-        self.since.is_some_and(|since| since.elapsed() >= window())
+        window().is_zero() || self.since.is_some_and(|since| since.elapsed() >= window())
     }
 
     /// Whether an attempt has failed for an outage.

@@ -1,7 +1,7 @@
 //! Commit receipts: how a write whose COMMIT went unanswered is settled, the same way on every write path.
 //!
 //! Every write transaction inserts a row with a token of its own into `commit_receipts` ([`FeedTx`] does it
-//! in the statement that sends its notification). When the COMMIT's answer is lost (the connection or the
+//! in the statement that sends its notification, the chunk flush in its one statement). When the COMMIT's answer is lost (the connection or the
 //! server died), [`settle`] asks whichever server answers now — the same one, the same one after a crash, or
 //! a promoted standby — by inserting that token itself, marked `fenced`:
 //!

@@ -10,6 +10,7 @@ pub mod budget;
 pub mod completion;
 mod completion_store;
 pub mod ends;
+mod flush;
 mod ingest;
 pub mod model;
 mod ndjson;

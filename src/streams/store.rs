@@ -10,9 +10,10 @@ use sqlx::PgConnection;
 use super::model::{ChunkRow, Line};
 use crate::db::{
     StoreResult,
-    feed::{CHANNEL, Feed, FeedTx, GlobalCursor},
+    feed::{Feed, FeedTx, GlobalCursor},
     follow::{BATCH, BATCH_BYTES, Page},
     notice::{self, KeyRange},
+    notifier::Notifier,
     tail::FeedSource,
     watch::KeyPages,
 };
@@ -33,17 +34,26 @@ pub struct ChunkStore {
     pool: Pool,
     /// This replica's liveness key ([`crate::db::listener::ListenerStatus::replica_key`]), on its open POSTs.
     replica_key: i64,
+    /// Sends each flush's notification after its commit.
+    notifier: Notifier,
 }
 
 impl ChunkStore {
-    /// A store on `pool`, for the replica whose liveness key is `replica_key`.
+    /// A store on `pool`, for the replica whose liveness key is `replica_key`; starts its notifier, which
+    /// runs as long as a clone of the store does.
     pub fn new(pool: Pool, replica_key: i64) -> Self {
-        ChunkStore { pool, replica_key }
+        let (notifier, _) = Notifier::spawn(pool.clone());
+        ChunkStore { pool, replica_key, notifier }
     }
 
     /// The pool, for the store's other files.
     pub(super) fn pool(&self) -> &Pool {
         &self.pool
+    }
+
+    /// What sends each flush's notification after its commit ([`super::flush`]).
+    pub(super) fn notifier(&self) -> &Notifier {
+        &self.notifier
     }
 
     /// This replica's liveness key.
@@ -58,80 +68,6 @@ impl ChunkStore {
         let mut statements = self.pool.statements().await?;
         create_streams(&mut statements, stream_ids).await?;
         Ok(statements.done().await?)
-    }
-
-    /// Appends several streams' chunks in one transaction with one NOTIFY (a group commit). Returns the
-    /// streams it wrote; the others are held by another transaction right now and should be tried again.
-    /// The streams must exist ([`ChunkStore::create_streams`]).
-    #[tracing::instrument(level = "debug", skip_all)]
-    pub async fn append(&self, appends: &[&Append]) -> StoreResult<Vec<String>> {
-        let rows: usize = appends.iter().map(|a| a.chunks.len()).sum();
-        if rows == 0 {
-            return Ok(Vec::new());
-        }
-        let mut stream_ids: Vec<&str> = Vec::with_capacity(rows);
-        let mut chunks: Vec<&str> = Vec::with_capacity(rows);
-        let mut events: Vec<Option<&str>> = Vec::with_capacity(rows);
-        for append in appends {
-            for line in &append.chunks {
-                stream_ids.push(&append.stream_id);
-                chunks.push(&line.text);
-                events.push(line.event.map(|e| e.as_str()));
-            }
-        }
-        let mut tx = FeedTx::begin(&self.pool, Feed::Chunks).await?;
-        let written = sqlx::query_scalar!(
-            r#"with wanted as (
-                 select stream_id, count(*) as n from unnest($1::text[]) as w(stream_id) group by stream_id
-               ), free as (
-                 select s.stream_id from streams s where s.stream_id in (select stream_id from wanted)
-                 order by s.stream_id for update skip locked
-               ), claimed as (
-                 update streams s set last_position = s.last_position + w.n, last_tx = pg_current_xact_id(),
-                                      writer_lost_at = null, aborted_at = null
-                 from wanted w
-                 where s.stream_id = w.stream_id and s.stream_id in (select stream_id from free)
-                   and s.last_tx < pg_current_xact_id()
-                 returning s.stream_id, s.last_position - w.n as base, s.last_position as last
-               ), numbered as (
-                 select c.stream_id, c.chunk, c.event_type, c.ordinal,
-                        row_number() over (partition by c.stream_id order by c.ordinal) as k
-                 from unnest($1::text[], $2::text[], $3::text[]) with ordinality as c(stream_id, chunk, event_type, ordinal)
-               ), inserted as (
-                 insert into chunks (stream_id, position, chunk, bytes, event_type)
-                 select n.stream_id, cl.base + n.k, n.chunk::json, octet_length(n.chunk), n.event_type
-                 from numbered n join claimed cl on cl.stream_id = n.stream_id
-                 order by n.ordinal
-                 returning 1
-               ), notified as (
-                 -- Naming each stream with its new positions (crate::db::notice), or none when that is too long.
-                 select pg_notify($4, case when octet_length(k.named) <= $7 then k.named
-                                           else $5 || pg_current_xact_id()::text end)
-                 from (select $5 || pg_current_xact_id()::text || ':'
-                              || json_agg(json_build_array(stream_id, base, last))::text as named
-                       from claimed having count(*) > 0) k
-               ), receipt as (
-                 insert into commit_receipts (token) select $6 from (select 1 from claimed limit 1) c
-               )
-               select c.stream_id as "stream_id!"
-               from claimed c cross join (select count(*) from notified) n"#,
-            &stream_ids as &[&str],
-            &chunks as &[&str],
-            &events as &[Option<&str>],
-            CHANNEL,
-            format!("{}:", Feed::Chunks.name()),
-            tx.receipt_token(),
-            notice::MAX_PAYLOAD as i32,
-        )
-        .fetch_all(tx.conn())
-        .await?;
-        if written.is_empty() {
-            tx.rollback().await?;
-            return Ok(Vec::new());
-        }
-        tx.wrote_with_receipt();
-        tx.commit().await?;
-        Ok(written)
     }
 
     /// Appends one hand-over of a request that carries an idempotency key, in a transaction of its own: of

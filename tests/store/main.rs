@@ -147,7 +147,7 @@ async fn a_repeated_idempotency_key_appends_nothing_and_says_so(pool: PgPool) {
 
 #[ignore = "needs DATABASE_URL: a PostgreSQL whose user may create databases (scripts/test starts one)"]
 #[sqlx::test(migrations = false)]
-async fn a_chunk_flush_notifies_once_from_its_own_statement_naming_its_transaction(pool: PgPool) {
+async fn a_chunk_flush_notifies_once_after_its_commit_naming_its_transaction(pool: PgPool) {
     migrated(&pool).await;
     let store = ChunkStore::new(pool.clone().into(), 1);
     let mut listener = PgListener::connect_with(&pool).await.expect("a LISTEN connection");
