@@ -1,6 +1,7 @@
 //! A frozen writer harms only itself: a replica SIGSTOPped while it holds an open write transaction does not
 //! stop ingest or per-key readers on the other replicas, and Postgres ends its transaction and releases its
-//! locks well within 10 s.
+//! locks well within 10 s. The chunk flush holds no transaction open between statements at all: one frozen
+//! in it leaves a flush that commits whole by itself.
 
 use std::time::Duration;
 
@@ -26,8 +27,11 @@ async fn a_replica_frozen_inside_its_write_transaction_stops_neither_ingest_nor_
     let mut conversation = SseReader::open(&client, &c.url("/messages?watch=true&conversation_id=d")).await;
     assert_eq!(conversation.next_frame().await.as_deref(), Some(": connected"));
 
-    // A's flush draws the position of stream "held" and waits at the hook; then A freezes with it open.
-    let held = client.post(a.url("/stream/held")).header("content-type", "application/x-ndjson").body("{\"hold\":1}\n");
+    // A's message write draws the position of conversation "held" and waits at the hook; then A freezes with
+    // its transaction open.
+    let held = client
+        .post(a.url("/messages"))
+        .json(&json!({"conversation_id": "held", "query_id": "q", "messages": [{"hold": 1}]}));
     let _held = tokio::spawn(held.send());
     wait_until_held(&mut hold).await;
     a.freeze();
@@ -53,37 +57,72 @@ async fn a_replica_frozen_inside_its_write_transaction_stops_neither_ingest_nor_
         assert_eq!(item["message"], n);
     }
 
-    // Postgres ends the frozen session (idle in transaction) and releases the stream it held.
+    // Postgres ends the frozen session (idle in transaction) and releases the conversation it held.
     let mut admin = PgConnection::connect(&url).await.unwrap();
-    let released = tokio::time::timeout(Duration::from_secs(10), async {
-        loop {
-            let open: i64 = sqlx::query_scalar(
-                "select count(*) from pg_stat_activity where datname = current_database()
-                   and state like 'idle in transaction%'",
-            )
-            .fetch_one(&mut admin)
-            .await
-            .unwrap();
-            if open == 0 {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    })
-    .await;
+    let released = tokio::time::timeout(Duration::from_secs(10), idle_in_transaction(&mut admin, 0)).await;
     assert!(released.is_ok(), "the frozen transaction must be ended within 10 s");
+    let body = json!({"conversation_id": "held", "query_id": "q", "messages": [{"after": 1}]});
     let reply = within(
-        "a POST to the stream the frozen replica held",
-        client
-            .post(b.url("/stream/held"))
-            .header("content-type", "application/x-ndjson")
-            .body("{\"after\":1}\n")
-            .send(),
+        "a POST to the conversation the frozen replica held",
+        client.post(b.url("/messages")).json(&body).send(),
     )
     .await
     .unwrap();
     assert_eq!(reply.status(), 200);
-    let stored = SseReader::open(&client, &c.url("/stream/held?from-beginning=true")).await.take_data(1).await;
-    assert_eq!(stored, ["{\"after\":1}"], "the frozen replica's uncommitted chunk was rolled back, not half-stored");
+    let page: Value = client.get(c.url("/messages?conversation_id=held")).send().await.unwrap().json().await.unwrap();
+    let stored: Vec<&Value> = page["items"].as_array().unwrap().iter().map(|item| &item["message"]).collect();
+    assert_eq!(
+        stored,
+        [&json!({"after": 1})],
+        "the frozen replica's uncommitted message was rolled back, not half-stored"
+    );
     a.thaw();
+}
+
+#[tokio::test]
+async fn a_replica_frozen_in_its_chunk_flush_leaves_the_flush_committed_whole_and_its_stream_free() {
+    let (_server, url) = OwnServer::start().await;
+    let (a, b) = tokio::join!(Replica::start(&url), Replica::start(&url));
+    let mut hold = install_hold(&url).await;
+    let client = reqwest::Client::new();
+
+    // A's flush statement waits at the hook for stream "held"; A freezes; the statement goes on without it.
+    let held = client.post(a.url("/stream/held")).header("content-type", "application/x-ndjson").body("{\"hold\":1}\n");
+    let held = tokio::spawn(held.send());
+    wait_until_held(&mut hold).await;
+    a.freeze();
+    release_hold(&mut hold).await;
+
+    // The flush committed by itself: the stream is free for B at once, nothing waits in a transaction, and
+    // the stream holds the frozen replica's line whole, then B's.
+    let post =
+        client.post(b.url("/stream/held")).header("content-type", "application/x-ndjson").body("{\"after\":1}\n");
+    let reply = tokio::time::timeout(PROMPT, post.send()).await.expect("B's POST is acknowledged within 1 s");
+    assert_eq!(reply.unwrap().status(), 200);
+    let mut admin = PgConnection::connect(&url).await.unwrap();
+    assert_eq!(idle_in_transaction_now(&mut admin).await, 0, "no session waits in a transaction");
+    let stored = SseReader::open(&client, &b.url("/stream/held?from-beginning=true")).await.take_data(2).await;
+    assert_eq!(stored, ["{\"hold\":1}", "{\"after\":1}"]);
+
+    // Thawed, A answers its POST: the line it was asked to store is stored.
+    a.thaw();
+    let reply = within("the frozen replica's reply", held).await.unwrap().unwrap();
+    assert_eq!(reply.status(), 200);
+}
+
+/// Sessions of the database idle in a transaction now.
+async fn idle_in_transaction_now(admin: &mut PgConnection) -> i64 {
+    sqlx::query_scalar(
+        "select count(*) from pg_stat_activity where datname = current_database() and state like 'idle in transaction%'",
+    )
+    .fetch_one(admin)
+    .await
+    .unwrap()
+}
+
+/// Returns once no more than `at_most` sessions are idle in a transaction.
+async fn idle_in_transaction(admin: &mut PgConnection, at_most: i64) {
+    while idle_in_transaction_now(admin).await > at_most {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
