@@ -3,7 +3,9 @@
 //! hear within the deadline means the LISTEN connection is lost although its socket looks open — a backend
 //! that stopped, a proxy or NAT that forgot the connection while its own end still answers TCP — which
 //! keepalive ([`super::keepalive`]) cannot see. A ping that could not be sent says nothing about the LISTEN
-//! connection (the pool may be busy) and is not counted.
+//! connection (the pool may be busy) and is not counted. While other notifications arrive the connection is
+//! plainly delivering, and no ping is sent: under load every replica's ping would otherwise be one more
+//! notifying commit that wakes every replica's LISTEN backend (PostgreSQL 15 wakes all of them).
 
 use super::pool::Pool;
 use std::time::Duration;
@@ -27,6 +29,8 @@ pub struct Heartbeat {
     unheard: Option<(u64, Instant)>,
     heard: u64,
     in_flight: bool,
+    /// Whether other notifications arrived since the last tick.
+    traffic: bool,
     sent_tx: mpsc::UnboundedSender<Option<(u64, Instant)>>,
     sent_rx: mpsc::UnboundedReceiver<Option<(u64, Instant)>>,
 }
@@ -46,6 +50,7 @@ impl Heartbeat {
             unheard: None,
             heard: 0,
             in_flight: false,
+            traffic: false,
             sent_tx,
             sent_rx,
         }
@@ -57,12 +62,16 @@ impl Heartbeat {
     }
 
     /// Called every [`EVERY`]: `Err` with how long a ping has gone unheard when that is past the deadline;
-    /// otherwise sends the next ping unless one is still on its way.
+    /// otherwise sends the next ping unless one is still on its way, or other notifications arrived since
+    /// the last tick and no ping is unheard.
     pub fn tick(&mut self) -> Result<(), Duration> {
         if let Some((_, sent)) = self.unheard
             && sent.elapsed() > self.deadline
         {
             return Err(sent.elapsed());
+        }
+        if std::mem::take(&mut self.traffic) && self.unheard.is_none() {
+            return Ok(());
         }
         if !self.in_flight {
             self.in_flight = true;
@@ -98,6 +107,11 @@ impl Heartbeat {
         {
             self.unheard = Some((number, at));
         }
+    }
+
+    /// Records that another notification arrived on the LISTEN connection.
+    pub fn other_traffic(&mut self) {
+        self.traffic = true;
     }
 
     /// Records a ping heard back (the notification's payload); one of another connection's is ignored.
@@ -141,6 +155,20 @@ mod tests {
         beat.heard(&format!("{}:3", beat.connection));
         beat.record_sent(Some((3, Instant::now() - Duration::from_secs(1))));
         assert_eq!(beat.tick(), Ok(()));
+    }
+
+    #[tokio::test]
+    async fn no_ping_goes_out_while_other_notifications_arrive_unless_one_is_unheard() {
+        let mut beat = heartbeat(Duration::from_secs(10));
+        beat.other_traffic();
+        assert_eq!(beat.tick(), Ok(()));
+        assert!(!beat.in_flight, "the connection delivered since the last tick: no ping");
+        assert_eq!(beat.tick(), Ok(()));
+        assert!(beat.in_flight, "a quiet tick sends one");
+        beat.record_sent(Some((1, Instant::now())));
+        beat.other_traffic();
+        assert_eq!(beat.tick(), Ok(()));
+        assert!(beat.in_flight, "a ping unheard is followed up whatever else arrives");
     }
 
     #[tokio::test]

@@ -236,7 +236,10 @@ async fn pump(
             Ok(Some(notification)) if notification.channel() == heartbeat.channel() => {
                 heartbeat.heard(notification.payload());
             }
-            Ok(Some(notification)) => dispatch(notification.payload(), tails, completions),
+            Ok(Some(notification)) => {
+                heartbeat.other_traffic();
+                dispatch(notification.payload(), tails, completions)
+            }
             Ok(None) => return Some("connection closed".to_owned()),
             Err(error) => return Some(error.to_string()),
         }
