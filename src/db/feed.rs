@@ -30,9 +30,9 @@ use super::pool::Pool;
 use sqlx::{Postgres, Transaction};
 
 use super::{
-    StoreError, StoreResult,
+    StoreResult,
     notice::{self, KeyRange},
-    receipt::{self, Receipt, Settled},
+    receipt::{self, Receipt},
 };
 
 /// The one NOTIFY channel every replica LISTENs on.
@@ -211,8 +211,8 @@ impl FeedTx {
     ///
     /// When the COMMIT goes unanswered (the connection or the server died meanwhile) it may still have
     /// committed, and the server answering next may be another one: the receipt settles it
-    /// ([`receipt::settle`]). Not committed is [`StoreError::Unavailable`], which a writer may try again;
-    /// unknown past the ride-through window is [`StoreError::Unsettled`].
+    /// ([`receipt::settle_lost`]): not committed is [`super::StoreError::Unavailable`], which a writer may try
+    /// again; unknown past the ride-through window is [`super::StoreError::Unsettled`].
     pub async fn commit(mut self) -> StoreResult<()> {
         let mut feeds = std::mem::take(&mut self.also);
         let mut suffixes = vec![String::new(); feeds.len()];
@@ -237,10 +237,7 @@ impl FeedTx {
         .await?;
         match self.tx.commit().await {
             Ok(()) => Ok(()),
-            Err(error) if super::is_unreachable(&error) => match receipt::settle(&self.pool, self.receipt).await? {
-                Settled::Committed => Ok(()),
-                Settled::NotCommitted => Err(StoreError::Unavailable(error)),
-            },
+            Err(error) if super::is_unreachable(&error) => receipt::settle_lost(&self.pool, self.receipt, error).await,
             Err(error) => Err(error.into()),
         }
     }

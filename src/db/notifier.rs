@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use tokio::{sync::mpsc, task::JoinHandle};
+use tokio::sync::mpsc;
 
 use super::{feed::CHANNEL, pool::Pool};
 use crate::telemetry::chain;
@@ -27,9 +27,10 @@ pub struct Notifier {
 
 impl Notifier {
     /// Starts sending notifications through `pool`; the task ends once every handle is dropped.
-    pub fn spawn(pool: Pool) -> (Self, JoinHandle<()>) {
+    pub fn spawn(pool: Pool) -> Self {
         let (payloads, queued) = mpsc::unbounded_channel();
-        (Notifier { payloads }, tokio::spawn(run(pool, queued)))
+        tokio::spawn(run(pool, queued));
+        Notifier { payloads }
     }
 
     /// Queues the notification `payload` (for [`CHANNEL`]) of a transaction that committed.

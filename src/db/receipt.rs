@@ -1,9 +1,10 @@
 //! Commit receipts: how a write whose COMMIT went unanswered is settled, the same way on every write path.
 //!
 //! Every write transaction inserts a row with a token of its own into `commit_receipts` ([`FeedTx`] does it
-//! in the statement that sends its notification, the chunk flush in its one statement). When the COMMIT's answer is lost (the connection or the
-//! server died), [`settle`] asks whichever server answers now — the same one, the same one after a crash, or
-//! a promoted standby — by inserting that token itself, marked `fenced`:
+//! in the statement that sends its notification, the chunk flush in its one statement). When the COMMIT's
+//! answer is lost (the connection or the server died), [`settle`] asks whichever server answers now — the
+//! same one, the same one after a crash, or a promoted standby — by inserting that token itself, marked
+//! `fenced`:
 //!
 //! - the insert conflicts with a committed receipt: the write committed, and this server holds it;
 //! - it waits while the transaction still runs there (a COMMIT not yet processed, or waiting for a
@@ -79,6 +80,15 @@ pub async fn settle(pool: &Pool, receipt: Receipt) -> StoreResult<Settled> {
             return Err(StoreError::Unsettled);
         }
         tokio::time::sleep(RETRY).await;
+    }
+}
+
+/// Settles a write whose answer was lost with `lost`: `Ok` when it committed, [`StoreError::Unavailable`]
+/// (`lost`, which a writer may try again) when it did not, [`StoreError::Unsettled`] when no server could say.
+pub async fn settle_lost(pool: &Pool, receipt: Receipt, lost: sqlx::Error) -> StoreResult<()> {
+    match settle(pool, receipt).await? {
+        Settled::Committed => Ok(()),
+        Settled::NotCommitted => Err(StoreError::Unavailable(lost)),
     }
 }
 

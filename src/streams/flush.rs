@@ -13,7 +13,7 @@ use crate::db::{
     StoreError, StoreResult,
     feed::Feed,
     is_unreachable, notice, outage,
-    receipt::{self, Receipt, Settled},
+    receipt::{self, Receipt},
 };
 
 impl ChunkStore {
@@ -94,14 +94,14 @@ impl ChunkStore {
                 }
                 Ok(flushed.written)
             }
-            Err(error) if is_unreachable(&error) => match receipt::settle(self.pool(), receipt).await? {
+            Err(error) if is_unreachable(&error) => {
+                receipt::settle_lost(self.pool(), receipt, error).await?;
                 // Readers hear of it by their resync and poll: the listener lost the server too.
-                Settled::Committed => outage::ride(|| self.written_by(receipt)).await.map_err(|error| {
+                outage::ride(|| self.written_by(receipt)).await.map_err(|error| {
                     tracing::warn!(error = %crate::telemetry::chain(&error), "a flush committed, but which streams it wrote could not be read back");
                     StoreError::Unsettled
-                }),
-                Settled::NotCommitted => Err(StoreError::Unavailable(error)),
-            },
+                })
+            }
             Err(error) => Err(error.into()),
         }
     }

@@ -42,8 +42,7 @@ impl ChunkStore {
     /// A store on `pool`, for the replica whose liveness key is `replica_key`; starts its notifier, which
     /// runs as long as a clone of the store does.
     pub fn new(pool: Pool, replica_key: i64) -> Self {
-        let (notifier, _) = Notifier::spawn(pool.clone());
-        ChunkStore { pool, replica_key, notifier }
+        ChunkStore { notifier: Notifier::spawn(pool.clone()), pool, replica_key }
     }
 
     /// The pool, for the store's other files.
