@@ -101,7 +101,8 @@ impl Database {
     pub fn options(&self, application_name: &str) -> Result<PgConnectOptions, sqlx::Error> {
         // Not `plan_cache_mode=force_custom_plan` for the whole session: it re-planned the hot statements (the
         // flush CTE, the tail reads) on every execution, which halved the saturation ingest
-        // (docs/performance.md). The list queries that need it ask for it: [`super::plan_per_execution`].
+        // (docs/performance.md). The request pool plans generically ([`super::connect`]); the list queries
+        // that need a plan for their values ask for it: [`super::plan_per_execution`].
         let options = PgConnectOptions::from_str(&self.url)?
             .application_name(application_name)
             .options(super::keepalive::server_settings(self.network_timeout));

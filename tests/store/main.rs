@@ -38,10 +38,10 @@ async fn migrated(pool: &PgPool) -> MessageStore {
     MessageStore::new(pool.clone().into())
 }
 
-/// A pool of one connection to `pool`'s database, so every read through it is flushed to PostgreSQL's
-/// counters by [`chunks_read_by_scans`].
-async fn one_connection(pool: &PgPool) -> PgPool {
-    let options = pool.connect_options().as_ref().clone();
+/// A pool of one connection to `pool`'s database, with `settings` as its session's settings, so every read
+/// through it is flushed to PostgreSQL's counters by [`chunks_read_by_scans`].
+async fn one_connection(pool: &PgPool, settings: &[(&str, &str)]) -> PgPool {
+    let options = pool.connect_options().as_ref().clone().options(settings.iter().copied());
     sqlx::postgres::PgPoolOptions::new().max_connections(1).connect_with(options).await.expect("a connection")
 }
 

@@ -27,7 +27,7 @@ async fn insert_chunks(pool: &PgPool, from: i64, to: i64) {
 #[sqlx::test(migrations = false)]
 async fn a_small_table_is_counted_exactly_and_a_big_one_estimated_without_reading_it(pool: PgPool) {
     migrated(&pool).await;
-    let pool = one_connection(&pool).await;
+    let pool = one_connection(&pool, &[]).await;
     sqlx::query("insert into streams (stream_id) values ('s')").execute(&pool).await.unwrap();
     insert_chunks(&pool, 1, 3).await;
     let before = chunks_read_by_scans(&pool).await;

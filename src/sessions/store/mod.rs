@@ -166,6 +166,9 @@ impl SessionStore {
         // Not materialised: the counts and the page each scan the table, and the page can then walk an index
         // (at 100k sessions 103 ms → 21 ms for a page in creation order). The sort is written twice: the top
         // rows are picked in it, and `rank` carries it past the join with the view to the final order.
+        // The sort's `case when $6` folds only in a plan made for the values: planned per execution.
+        let mut tx = self.pool.begin().await?;
+        crate::db::plan_per_execution(&mut tx).await?;
         let rows = sqlx::query!(
             r#"with matching as not materialized (
                  select s.session_id, s.sequence, s.name, s.status, s.last_activity, s.conversation_count
@@ -213,8 +216,9 @@ impl SessionStore {
             offset,
             limit,
         )
-        .fetch_all(&self.pool)
+        .fetch_all(&mut *tx)
         .await?;
+        tx.commit().await?;
         let Some(first) = rows.first() else { return Ok((Vec::new(), 0, StatusCounts::default())) };
         let (total, counts) =
             (first.total, StatusCounts { active: first.active, idle: first.idle, error: first.error });
