@@ -279,3 +279,15 @@ database.listenUrlSecretRef or database.listenUrl. */}}
 {{- end }}
 {{- end }}
 {{- end }}
+
+{{- /* Bytes of a Kubernetes memory quantity ("512Mi", "1G", "1073741824"); "" when it is empty or not one. */ -}}
+{{- define "ark-broker.bytes" -}}
+{{- $quantity := toString (. | default "") -}}
+{{- $parts := regexFindAll "^([0-9]+)([KMGT]i?|k)?$" $quantity 1 -}}
+{{- if $parts -}}
+{{- $number := regexFind "^[0-9]+" $quantity -}}
+{{- $unit := trimPrefix $number $quantity -}}
+{{- $factors := dict "" 1 "k" 1000 "K" 1000 "M" 1000000 "G" 1000000000 "T" 1000000000000 "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 "Ti" 1099511627776 -}}
+{{- mul (int64 $number) (get $factors $unit) -}}
+{{- end -}}
+{{- end }}

@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use super::{
     ChunkStore,
     completion::{self, OpenWriters},
+    completion_store::Overdue,
     ends::StreamEnds,
 };
 
@@ -29,6 +30,8 @@ const MAX_PERIOD: Duration = Duration::from_secs(1);
 /// Writers registered longer than this are forgotten: their replica died without releasing them (a POST open
 /// for a whole day is none of Ark's).
 const STALE_WRITER: Duration = Duration::from_secs(86_400);
+/// How often stale writers are looked for: a day's registrations need no look every second.
+const STALE_WRITER_PERIOD: Duration = Duration::from_secs(600);
 
 /// Starts this replica's sweep for streams whose grace period ran out.
 pub fn spawn(
@@ -42,33 +45,50 @@ pub fn spawn(
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(period);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut stale_writers = tokio::time::interval(STALE_WRITER_PERIOD);
+        stale_writers.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 _ = tick.tick() => {}
             }
-            match store.abort_lost(grace, BATCH).await {
-                Ok(aborted) => {
-                    for stream in aborted {
-                        tracing::info!(stream.id = %stream, "stream aborted: its writer disconnected and did not come back");
-                        ends.ended(&stream);
-                    }
-                }
-                Err(error) => tracing::warn!(error = %chain(&error), "cannot mark aborted streams"),
-            }
-            match store.complete_overdue(grace, BATCH).await {
-                Ok(completed) => {
-                    for stream in completed {
-                        tracing::warn!(stream.id = %stream, "stream completed without its writers: they did not finish within the grace");
-                        ends.ended(&stream);
-                    }
-                }
-                Err(error) => tracing::warn!(error = %chain(&error), "cannot finish overdue stream completions"),
+            // Every replica passes every period; most passes find nothing, and one look says so.
+            match store.overdue(grace).await {
+                Ok(due) => sweep(&store, &ends, grace, due).await,
+                Err(error) => tracing::warn!(error = %chain(&error), "cannot look for overdue streams"),
             }
             completion::seal_requested(&store, &writers).await;
-            if let Err(error) = store.forget_writers_older_than(STALE_WRITER).await {
+            if futures::FutureExt::now_or_never(stale_writers.tick()).is_some()
+                && let Err(error) = store.forget_writers_older_than(STALE_WRITER).await
+            {
                 tracing::warn!(error = %chain(&error), "cannot forget stale chunk POST registrations");
             }
         }
     })
+}
+
+/// Marks the streams `due` says are overdue: aborted (a lost writer) or completed (a requested completion).
+async fn sweep(store: &ChunkStore, ends: &StreamEnds, grace: Duration, due: Overdue) {
+    if due.lost_writers {
+        match store.abort_lost(grace, BATCH).await {
+            Ok(aborted) => {
+                for stream in aborted {
+                    tracing::info!(stream.id = %stream, "stream aborted: its writer disconnected and did not come back");
+                    ends.ended(&stream);
+                }
+            }
+            Err(error) => tracing::warn!(error = %chain(&error), "cannot mark aborted streams"),
+        }
+    }
+    if due.completions {
+        match store.complete_overdue(grace, BATCH).await {
+            Ok(completed) => {
+                for stream in completed {
+                    tracing::warn!(stream.id = %stream, "stream completed without its writers: they did not finish within the grace");
+                    ends.ended(&stream);
+                }
+            }
+            Err(error) => tracing::warn!(error = %chain(&error), "cannot finish overdue stream completions"),
+        }
+    }
 }

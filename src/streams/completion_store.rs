@@ -186,6 +186,24 @@ impl ChunkStore {
         Ok(completed)
     }
 
+    /// Whether any stream's lost writer (`abort_lost`) or requested completion (`complete_overdue`) is past
+    /// `grace`: one look, without a lock or a transaction, so a pass with nothing due costs one round trip.
+    #[tracing::instrument(level = "debug", skip_all)]
+    pub async fn overdue(&self, grace: Duration) -> StoreResult<Overdue> {
+        let due = sqlx::query!(
+            r#"select exists (select 1 from streams
+                              where writer_lost_at <= now() - $1::bigint * interval '1 millisecond'
+                                and completed_at is null) as "lost!",
+                      exists (select 1 from streams
+                              where complete_requested_at <= now() - $1::bigint * interval '1 millisecond'
+                                and completed_at is null) as "completions!""#,
+            grace.as_millis() as i64,
+        )
+        .fetch_one(self.pool())
+        .await?;
+        Ok(Overdue { lost_writers: due.lost, completions: due.completions })
+    }
+
     /// Forgets writers registered longer ago than `age` (their replica died without releasing them).
     #[tracing::instrument(level = "debug", skip_all)]
     pub async fn forget_writers_older_than(&self, age: Duration) -> StoreResult<u64> {
@@ -278,4 +296,13 @@ async fn append_marker(tx: &mut FeedTx, stream_id: &str) -> StoreResult<bool> {
     sqlx::query!("delete from stream_writers where stream_id = $1", stream_id).execute(tx.conn()).await?;
     tx.wrote_key(stream_id, position - 1, position);
     Ok(true)
+}
+
+/// What the sweep has to do ([`ChunkStore::overdue`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Overdue {
+    /// A stream's writer was lost longer than the grace ago and nothing came since.
+    pub lost_writers: bool,
+    /// A stream's completion was requested longer than the grace ago and is still waiting.
+    pub completions: bool,
 }

@@ -1,7 +1,8 @@
 //! Prometheus metrics: the process's recorder (`metrics` + `metrics-exporter-prometheus`, installed once),
-//! the names every part of the broker records under, and the text a scrape of `GET /metrics` gets. Counters
-//! and histograms are recorded where things happen; what is a count of rows (questions by status, outbox
-//! backlogs) or of the pool is read when scraped (by the `/metrics` route).
+//! the names every part of the broker records under, and the text a scrape of `GET /metrics` gets, the
+//! process's own `process_*` families included. Counters and histograms are recorded where things happen;
+//! what is a count of rows (questions by status, outbox backlogs), of the pool or of the process is read when
+//! scraped (by the `/metrics` route).
 //!
 //! Every family has its help text from the start, and every series whose labels are known before anything
 //! happens ([`start_at_zero`]) is exported at zero from start-up, so a dashboard or an alert on a healthy,
@@ -136,6 +137,9 @@ const SECONDS: &[f64] = &[0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.
 const ROWS: &[f64] = &[1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 5000.0];
 
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+/// The process's own metrics (`process_*`: memory, CPU seconds, file descriptors, threads, start time), as
+/// Prometheus' clients export them; read from `/proc` at each scrape.
+static PROCESS: OnceLock<metrics_process::Collector> = OnceLock::new();
 
 /// Installs the recorder once per process (tests start many brokers in one), sets the build info and keeps
 /// the histograms' buffers drained.
@@ -161,6 +165,9 @@ pub fn install() -> &'static PrometheusHandle {
         for (_, gauge, help) in UPSTREAM_SIZES {
             ::metrics::describe_gauge!(*gauge, *help);
         }
+        let process = PROCESS.get_or_init(metrics_process::Collector::default);
+        process.describe();
+        process.collect();
         let upkeep = handle.clone();
         std::thread::Builder::new()
             .name("metrics-upkeep".into())
@@ -203,7 +210,11 @@ pub fn start_at_zero(feeds: &[&'static str]) {
 
 /// The Prometheus text of every metric.
 pub fn render() -> String {
-    install().render()
+    let handle = install();
+    if let Some(process) = PROCESS.get() {
+        process.collect();
+    }
+    handle.render()
 }
 
 /// Counts one answered request and its latency.

@@ -93,7 +93,11 @@ fn families_in_the_readme() -> Vec<String> {
         .skip(1)
         .step_by(2)
         .map(|code| code.split('{').next().unwrap())
-        .filter(|name| name.starts_with("ark_broker_") || (name.starts_with("broker_") && name.ends_with("_count")))
+        .filter(|name| {
+            name.starts_with("ark_broker_")
+                || name.starts_with("process_")
+                || (name.starts_with("broker_") && name.ends_with("_count"))
+        })
         .map(str::to_owned)
         .collect();
     families.sort();
@@ -123,7 +127,7 @@ async fn a_fresh_replica_exports_every_family_with_its_help_and_type_at_zero_bef
     // A newline first, so every line, the first too, follows one.
     let metrics = format!("\n{}", reqwest::get(replica.url("/metrics")).await.unwrap().text().await.unwrap());
     let families = families_in_the_readme();
-    assert!(families.len() >= 23, "the README lists the families: {families:?}");
+    assert!(families.len() >= 31, "the README lists the families: {families:?}");
     // Their `route` and `status` labels are not known before the first request (the README says so).
     let after_the_first_request = ["ark_broker_http_requests_total", "ark_broker_http_request_duration_seconds"];
     // Read at scrape, so not zero: the pool this replica has, its wait, and the build.
@@ -134,11 +138,12 @@ async fn a_fresh_replica_exports_every_family_with_its_help_and_type_at_zero_bef
         "ark_broker_build_info",
     ];
     for family in families.iter().filter(|f| !after_the_first_request.contains(&f.as_str())) {
+        let not_zero = not_zero.contains(&family.as_str()) || family.starts_with("process_");
         assert!(metrics.contains(&format!("\n# HELP {family} ")), "{family} has its help:\n{metrics}");
         assert!(metrics.contains(&format!("\n# TYPE {family} ")), "{family} has its type:\n{metrics}");
         let samples = samples_of(&metrics, family);
         assert!(!samples.is_empty(), "{family} is exported:\n{metrics}");
-        if !not_zero.contains(&family.as_str()) {
+        if !not_zero {
             assert!(samples.iter().all(|(_, value)| *value == 0.0), "{family} is at zero: {samples:?}");
         }
     }
@@ -165,6 +170,33 @@ async fn a_fresh_replica_exports_every_family_with_its_help_and_type_at_zero_bef
         metrics.contains("\n# TYPE ark_broker_notify_delivery_lag_seconds histogram\n"),
         "a histogram, with nothing observed:\n{metrics}"
     );
+    the_process_families_describe_the_replica(&replica, &metrics);
+}
+
+/// The `process_*` families of `metrics` are `replica`'s own process, as `/proc` shows it.
+fn the_process_families_describe_the_replica(replica: &Replica, metrics: &str) {
+    let value = |name: &str| sample(metrics, name).unwrap_or_else(|| panic!("{name}:\n{metrics}"));
+    let status = std::fs::read_to_string(format!("/proc/{}/status", replica.pid())).unwrap();
+    let kib = |field: &str| -> f64 {
+        let line = status.lines().find(|line| line.starts_with(field)).unwrap();
+        line.split_whitespace().nth(1).unwrap().parse::<f64>().unwrap() * 1024.0
+    };
+    let (resident, virtual_memory) = (value("process_resident_memory_bytes"), value("process_virtual_memory_bytes"));
+    assert!(resident > 1e6 && resident < 2.0 * kib("VmHWM:"), "resident {resident} vs /proc's peak {}", kib("VmHWM:"));
+    assert!((virtual_memory - kib("VmSize:")).abs() < 0.25 * virtual_memory, "virtual {virtual_memory}");
+    let (open, max) = (value("process_open_fds"), value("process_max_fds"));
+    assert!(open >= 3.0 && open < max, "open descriptors {open} of {max}");
+    assert!(value("process_threads") >= 2.0, "the runtime's threads");
+    // Whole seconds (the `metrics` crate's counters are integers), as /proc counts them (clock ticks of 10 ms).
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", replica.pid())).unwrap();
+    let ticks: f64 =
+        stat.rsplit(") ").next().unwrap().split(' ').skip(11).take(2).map(|t| t.parse::<f64>().unwrap()).sum();
+    let cpu = value("process_cpu_seconds_total");
+    assert!(cpu <= ticks / 100.0 && ticks / 100.0 - cpu < 2.0, "CPU seconds {cpu}, /proc's {}", ticks / 100.0);
+    let started = value("process_start_time_seconds");
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
+    assert!(started <= now && now - started < 600.0, "started {started}, now {now}");
+    assert!(metrics.contains("\n# TYPE process_cpu_seconds_total counter\n"), "CPU seconds are a counter");
 }
 
 /// The JSON log lines of `replica` that say `message`.

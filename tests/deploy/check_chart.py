@@ -319,7 +319,10 @@ variants = {
             "enabled": True, "selector": 'job="ark",cluster="eu-1"', "alertLabels": {"team": "ark"},
             "replicaDownFor": "2m", "deliveryLag": {"p99Seconds": 0.5, "for": "5m"},
             "outboxBacklog": {"rows": 1000}, "pendingQuestions": {"count": 7, "for": "1h"},
-            "poolExhausted": {"waitSeconds": 0.25}}}}),
+            "poolExhausted": {"waitSeconds": 0.25},
+            "memoryNearLimit": {"fraction": 0.75, "for": "30m", "limitBytes": 2000000000}}}}),
+    "rules on, the container without a memory limit": merged(SECRET_DB, {
+        "app": {"resources": {"limits": {"cpu": "1", "memory": None}}}, "prometheus": {"rules": {"enabled": True}}}),
     "CNPG tuned: own name, image, storage class, parameters, no synchronous commit, extra spec": {"cnpg": {
         "enabled": True, "name": "ark-pg", "imageName": "ghcr.io/cloudnative-pg/postgresql:17.6",
         "storage": {"size": "50Gi", "storageClass": "fast-ssd"}, "parameters": {"max_connections": "200"},
@@ -781,16 +784,24 @@ CHART_README = (CHART / "README.md").read_text()
 DASHBOARD_FILE = json.loads((CHART / "dashboards" / "ark-broker.json").read_text())
 TUNED = "dashboard and rules tuned: own label, namespace, selector and thresholds"
 ALERTS = ["ArkBrokerReplicaDown", "ArkBrokerDeliveryLagHigh", "ArkBrokerOutboxBacklogGrowing",
-          "ArkBrokerOutboxFailing", "ArkBrokerQuestionsPending", "ArkBrokerDbPoolExhausted"]
+          "ArkBrokerOutboxFailing", "ArkBrokerQuestionsPending", "ArkBrokerDbPoolExhausted", "ArkBrokerMemoryNearLimit"]
+# The process's families (metrics-process, collected at each scrape in src/telemetry/metrics.rs): the README lists
+# them, and tests/api/observability.rs checks a fresh replica exports them.
+PROCESS_FAMILIES = {"process_resident_memory_bytes": "Gauge", "process_virtual_memory_bytes": "Gauge",
+                    "process_virtual_memory_max_bytes": "Gauge", "process_cpu_seconds_total": "Counter",
+                    "process_open_fds": "Gauge", "process_max_fds": "Gauge", "process_threads": "Gauge",
+                    "process_start_time_seconds": "Gauge"}
 
 
 def broker_families():
     """{family: Counter|Gauge|Histogram} of the broker's own metrics (the constants and HELP table of
-    src/telemetry/metrics.rs), plus upstream's size gauges."""
+    src/telemetry/metrics.rs), plus upstream's size gauges and the process's families."""
     constants = dict(re.findall(r'pub const ([A-Z_]+): &str = "([a-z_:]+)";', METRICS_RS))
     families = {constants[name]: kind for name, kind in re.findall(r"\(\s*([A-Z_]+),\s*Kind::(\w+)", METRICS_RS)}
     assert len(families) >= 17, families
     families.update({name: "Gauge" for name in re.findall(r'"(broker_[a-z_]+_count)"', METRICS_RS)})
+    assert "metrics_process::Collector" in METRICS_RS, "the process families are collected"
+    families.update(PROCESS_FAMILIES)
     return families
 
 
@@ -859,7 +870,7 @@ def _():
 
 
 @check("the dashboard queries only metrics the broker exports, and shows ingest, lag, readers, waiters, questions, "
-       "outboxes, the pool and HTTP errors")
+       "outboxes, the pool, HTTP errors and each replica's memory and CPU")
 def _():
     exported = exported_series()
     used = set()
@@ -872,7 +883,8 @@ def _():
     wanted = {"ark_broker_ingest_lines_total", "ark_broker_notify_delivery_lag_seconds_bucket",
               "ark_broker_sse_readers", "ark_broker_mcp_waiters", "ark_broker_questions", "ark_broker_outbox_backlog",
               "ark_broker_db_pool_connections", "ark_broker_db_pool_idle_connections",
-              "ark_broker_db_pool_acquire_wait_seconds", "ark_broker_http_requests_total"}
+              "ark_broker_db_pool_acquire_wait_seconds", "ark_broker_http_requests_total",
+              "process_resident_memory_bytes", "process_cpu_seconds_total"}
     assert wanted <= used, sorted(wanted - used)
     assert any('status=~"5.."' in expr and "by (route)" in expr for expr in dashboard_exprs(DASHBOARD_FILE))
     assert len({panel["id"] for panel in DASHBOARD_FILE["panels"]}) == len(DASHBOARD_FILE["panels"]), "unique ids"
@@ -918,7 +930,19 @@ def _():
     assert pending["expr"].endswith("> 7") and pending["for"] == "1h", pending
     pool = rules["ArkBrokerDbPoolExhausted"]["expr"]
     assert "> 0.25" in pool and ">= 25)" in pool, pool
+    memory = rules["ArkBrokerMemoryNearLimit"]
+    assert memory["expr"].endswith("> 1500000000") and memory["for"] == "30m", memory
     assert all(r["labels"]["team"] == "ark" for r in rules.values())
+
+
+@check("the memory alert's threshold is 0.9 of app.resources.limits.memory (512Mi) by default; without a limit "
+       "(and no limitBytes) there is no memory alert")
+def _():
+    memory = {r["alert"]: r for r in rules_of(every)}["ArkBrokerMemoryNearLimit"]
+    assert memory["expr"].endswith(f"> {int(0.9 * 512 * 1024 * 1024)}") and memory["for"] == "15m", memory
+    assert "process_resident_memory_bytes{" in memory["expr"] and "by (namespace, job, pod)" in memory["expr"]
+    unlimited = [r["alert"] for r in rules_of(rendered["rules on, the container without a memory limit"])]
+    assert unlimited == ALERTS[:-1], unlimited
 
 
 for label, source in (("all options", "all options on"), ("tuned", TUNED)):
