@@ -34,7 +34,7 @@ use crate::{
         unreachable,
     },
     messages,
-    operations::{health, metrics},
+    operations::{health, index, metrics},
     queries, questions, sessions, streams, traces, ui,
 };
 
@@ -91,6 +91,7 @@ pub fn app(state: AppState) -> Router {
 /// Each domain's routes get their part of `state`.
 pub fn rest_routes(state: &AppState) -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .merge(index::router())
         .merge(health::router())
         .merge(metrics::router())
         .routes(routes!(openapi::document))

@@ -1,9 +1,35 @@
-//! Cross-cutting behaviour: health and readiness, request ids, CORS, body limits, unknown routes, shutdown,
-//! and recovery when the LISTEN connection is killed.
+//! Cross-cutting behaviour: the index at `/`, health and readiness, request ids, CORS, body limits, unknown
+//! routes, shutdown, and recovery when the LISTEN connection is killed.
 
 use serde_json::{Value, json};
 
 use crate::support::{SseReader, TestApp, within};
+
+#[tokio::test]
+async fn the_index_links_to_the_page_the_openapi_document_the_probes_and_the_metrics() {
+    let app = TestApp::spawn().await;
+    let response = app.get("/").await;
+    assert_eq!(response.status(), 200);
+    let index: Value = response.json().await.unwrap();
+    assert_eq!(
+        (index["name"].as_str(), index["version"].as_str()),
+        (Some("ark-broker"), Some(env!("CARGO_PKG_VERSION")))
+    );
+    let links = index["links"].as_object().expect("links");
+    let paths: Vec<&str> = links.values().map(|path| path.as_str().unwrap()).collect();
+    assert_eq!(paths, ["/ui", "/openapi.json", "/health", "/readyz", "/metrics"], "{index}");
+    for path in &paths {
+        assert_eq!(app.get(path).await.status(), 200, "{path} answers");
+    }
+
+    let page = app.client.get(app.url("/")).header("accept", "text/html,application/xhtml+xml,*/*;q=0.8").send().await;
+    let page = page.unwrap();
+    assert!(page.headers()["content-type"].to_str().unwrap().starts_with("text/html"));
+    let html = page.text().await.unwrap();
+    for path in paths {
+        assert!(html.contains(&format!("href=\"{path}\"")), "the page links {path}:\n{html}");
+    }
+}
 
 #[tokio::test]
 async fn health_and_readiness_answer_ok_in_plain_text() {
