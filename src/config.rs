@@ -268,6 +268,13 @@ pub struct Config {
     #[arg(long, env = "ARK_BROKER_SHUTDOWN_TIMEOUT_SECONDS", default_value_t = 120)]
     pub shutdown_timeout_seconds: u64,
 
+    /// Milliseconds a `GET /stream/{id}` reader may go without a live chunk before it gets upstream's timeout
+    /// frame and `[DONE]` (upstream's `STREAM_IDLE_TIMEOUT_MS`); each live chunk starts it again. The stream
+    /// itself is not ended: another reader, or this one reconnecting, reads on.
+    #[arg(long, env = "STREAM_IDLE_TIMEOUT_MS", default_value_t = 300_000,
+          value_parser = clap::value_parser!(u64).range(1..=2_147_483_647))]
+    pub stream_idle_timeout_ms: u64,
+
     /// Largest JSON request body, in bytes (upstream: 10 MB). Larger bodies get 413.
     #[arg(long, env = "ARK_BROKER_MAX_BODY_BYTES", default_value_t = 10 * 1024 * 1024)]
     pub max_body_bytes: usize,

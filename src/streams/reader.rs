@@ -1,5 +1,5 @@
 //! The SSE readers of chunk streams: `GET /stream/{id}` (upstream's chunk framing, `[DONE]`, the
-//! `wait-for-query` timeout; OpenAI chunks as stored, or the unified format's typed events) and
+//! `wait-for-query` and idle timeouts; OpenAI chunks as stored, or the unified format's typed events) and
 //! `GET /stream?watch=true` (the generic feed of every chunk). Both take their rows from this replica's
 //! fan-out and read Postgres only to catch up.
 
@@ -23,6 +23,9 @@ use crate::{
 
 /// Upstream's frame when `wait-for-query` runs out before the first live chunk.
 const TIMEOUT_FRAME: &str = r#"{"error":{"message":"Request timeout waiting for streaming query response","type":"timeout_error","code":"timeout"}}"#;
+/// Upstream's frame when a reader went `STREAM_IDLE_TIMEOUT_MS` without a live chunk.
+const IDLE_FRAME: &str =
+    r#"{"error":{"message":"Streaming query response timed out","type":"timeout_error","code":"timeout"}}"#;
 
 /// How one `GET /stream/{id}` reads.
 #[derive(Debug, Clone, Copy)]
@@ -31,6 +34,8 @@ pub struct ReadOptions {
     pub from_beginning: bool,
     /// Give up with the timeout frame unless a live chunk arrives within this time.
     pub wait_for_query: Option<Duration>,
+    /// Give up with the idle frame when no live chunk arrived for this long (each one starts it again).
+    pub idle_timeout: Duration,
     /// The OpenAI chunks as stored, or the unified format.
     pub format: Format,
 }
@@ -84,7 +89,7 @@ impl Render {
     }
 }
 
-/// Serves one stream until its completion marker, an error chunk, the timeout, or shutdown. "New" chunks
+/// Serves one stream until its completion marker, an error chunk, a timeout, or shutdown. "New" chunks
 /// are those stored after this call: the start is fixed before the response goes out. A unified reader
 /// reads the stream from its first row even when it sends only new ones: a tool call's fragments may have
 /// started before it connected.
@@ -106,19 +111,23 @@ pub async fn stream_response(
     let events = async_stream::stream! {
         // Armed until the first live chunk (one stored after we started); replayed chunks do not disarm it.
         let mut deadline = options.wait_for_query.map(|wait| Instant::now() + wait);
+        // Started again by each live chunk, as upstream's: the bound is silence between chunks, so a reader
+        // of a stream whose writer died before `[DONE]` is not left hanging.
+        let mut idle_at = Instant::now() + options.idle_timeout;
         // Reused for every row, so sending a chunk allocates nothing but its frame.
         let mut frames: Vec<Event> = Vec::new();
         loop {
-            let row = match deadline {
-                Some(at) => tokio::select! {
-                    row = rows.next() => row,
-                    _ = tokio::time::sleep_until(at) => {
-                        yield sse::data(timeout_frame(options.format, &stream_id));
-                        yield sse::data(DONE);
-                        return;
-                    }
-                },
-                None => rows.next().await,
+            let (at, frame) = match deadline {
+                Some(at) if at <= idle_at => (at, TIMEOUT_FRAME),
+                _ => (idle_at, IDLE_FRAME),
+            };
+            let row = tokio::select! {
+                row = rows.next() => row,
+                _ = tokio::time::sleep_until(at) => {
+                    yield sse::data(timeout_frame(options.format, &stream_id, frame));
+                    yield sse::data(DONE);
+                    return;
+                }
             };
             let Some(row) = row else { return };
             if row.position <= sent_after {
@@ -144,6 +153,7 @@ pub async fn stream_response(
             let ends = render.frames(&stream_id, &row, superseded, &mut frames);
             if row.position > start && (options.format == Format::Unified || row.is_openai_visible()) {
                 deadline = None;
+                idle_at = Instant::now() + options.idle_timeout;
             }
             for frame in frames.drain(..) {
                 yield frame;
@@ -168,12 +178,12 @@ pub async fn feed_response(state: &RouteState) -> Result<Response, ApiError> {
     Ok(sse::watch(chunks, state.streams_end.token(), state.config.sse_heartbeat()))
 }
 
-/// The frame sent when `wait-for-query` runs out: upstream's, or as a typed `error` event.
-fn timeout_frame(format: Format, stream_id: &str) -> String {
+/// The frame sent when a timeout runs out (`frame`: upstream's), or it as a typed `error` event.
+fn timeout_frame(format: Format, stream_id: &str, frame: &str) -> String {
     match format {
-        Format::OpenAi => TIMEOUT_FRAME.to_owned(),
+        Format::OpenAi => frame.to_owned(),
         Format::Unified => {
-            let frame = serde_json::from_str(TIMEOUT_FRAME).expect("the timeout frame is JSON");
+            let frame = serde_json::from_str(frame).expect("the timeout frame is JSON");
             unified::error_event(&frame, chrono::Utc::now()).frame(stream_id)
         }
     }

@@ -190,7 +190,8 @@ pub async fn read(
     let from_beginning = flag("from-beginning", params.from_beginning.as_deref())?;
     let wait_for_query = params.wait_for_query.as_deref().map(parse_wait).transpose()?;
     let format = params.format()?;
-    reader::stream_response(&state, id, ReadOptions { from_beginning, wait_for_query, format }).await
+    let idle_timeout = Duration::from_millis(state.config.stream_idle_timeout_ms);
+    reader::stream_response(&state, id, ReadOptions { from_beginning, wait_for_query, idle_timeout, format }).await
 }
 
 /// `wait-for-query` in seconds, clamped to 1–300 as upstream does.

@@ -115,6 +115,41 @@ async fn wait_for_query_times_out_with_upstreams_frames() {
     assert_eq!(reader.next_frame().await, None);
 }
 
+/// Upstream's frame (`STREAM_IDLE_TIMEOUT_MS`, its handlers.ts at 40274024) when a reader heard nothing for long.
+const IDLE_FRAME: &str =
+    r#"data: {"error":{"message":"Streaming query response timed out","type":"timeout_error","code":"timeout"}}"#;
+
+#[tokio::test]
+async fn a_reader_that_hears_no_live_chunk_for_the_idle_timeout_gets_upstreams_frame_and_done() {
+    let app = TestApp::spawn_with(|config| config.stream_idle_timeout_ms = 600).await;
+    app.post_raw("/stream/idle", "{\"n\":1}\n").await;
+    // One reader replays the stored chunk first, one reads only new ones: both end the same way.
+    let mut replaying = SseReader::open(&app.client, &app.url("/stream/idle?from-beginning=true")).await;
+    let mut live = SseReader::open(&app.client, &app.url("/stream/idle")).await;
+    assert_eq!(replaying.next_data().await.as_deref(), Some("{\"n\":1}"));
+    // Live chunks, each within the timeout of the last, keep the reader: 5 × 200 ms outlast 600 ms.
+    for n in 2..=6 {
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        app.post_raw("/stream/idle", format!("{{\"n\":{n}}}\n")).await;
+        assert_eq!(live.next_data().await, Some(format!("{{\"n\":{n}}}")));
+    }
+    for reader in [&mut live, &mut replaying] {
+        let mut frames = Vec::new();
+        while let Some(frame) = reader.next_frame().await {
+            if !frame.starts_with(':') {
+                frames.push(frame);
+            }
+        }
+        let tail: Vec<&str> = frames.iter().map(String::as_str).skip_while(|f| *f != IDLE_FRAME).collect();
+        assert_eq!(tail, [IDLE_FRAME, "data: [DONE]"], "the idle frame, [DONE], the end: {frames:?}");
+    }
+    // The stream itself goes on: a new reader reads every chunk, and the writer can still complete it.
+    let (status, _) = json_of(app.post_raw("/stream/idle/complete", "{}").await).await;
+    assert_eq!(status, 200);
+    let mut again = SseReader::open(&app.client, &app.url("/stream/idle?from-beginning=true")).await;
+    assert_eq!(again.take_data(7).await.last().map(String::as_str), Some("[DONE]"));
+}
+
 #[tokio::test]
 async fn a_live_chunk_disarms_wait_for_query() {
     let app = TestApp::spawn().await;
