@@ -3,20 +3,18 @@
 //! policy never the principal that asked. A refusal is a 403 that changes nothing but the record. Two broker
 //! processes with token auth.
 
-use std::path::{Path, PathBuf};
-
 use serde_json::{Value, json};
+use tempfile::NamedTempFile;
 
-use crate::support::{Replica, cluster::fresh_database, json_of};
+use crate::support::{Replica, cluster::fresh_database, json_of, temp_file};
 
-fn file(content: &str) -> PathBuf {
-    let path = std::env::temp_dir().join(format!("ark-broker-policy-{}", uuid::Uuid::new_v4()));
-    std::fs::write(&path, content).unwrap();
-    path
+/// A file of `content`, removed when the test ends.
+fn file(content: &str) -> NamedTempFile {
+    temp_file("ark-broker-policy-", content)
 }
 
-async fn replica(url: &str, policy: &str, tokens: &Path, teams: &Path) -> Replica {
-    let (tokens, teams) = (tokens.to_str().unwrap(), teams.to_str().unwrap());
+async fn replica(url: &str, policy: &str, tokens: &NamedTempFile, teams: &NamedTempFile) -> Replica {
+    let (tokens, teams) = (tokens.path().to_str().unwrap(), teams.path().to_str().unwrap());
     let args = ["--auth", "token", "--auth-tokens-file", tokens, "--answer-policy", policy, "--teams-file", teams];
     Replica::start_with(url, &args).await
 }

@@ -31,9 +31,13 @@ async fn run_sdk_script(script: &str, args: &[&str]) -> Value {
         python.exists(),
         "this test needs the pinned ark-sdk; ./scripts/test installs it (scripts/python-venv tests/ark_sdk)"
     );
+    // What the script writes to the temp dir (executor_app.py's kubeconfig) goes to one of this run's own,
+    // removed when the test ends, even if the script is killed at the timeout.
+    let scratch = tempfile::Builder::new().prefix("ark-sdk-").tempdir().expect("create the script's temp dir");
     let run = tokio::process::Command::new(&python)
         .arg(tool_path(&format!("tests/ark_sdk/{script}")))
         .args(args)
+        .env("TMPDIR", scratch.path())
         .env_remove("KUBECONFIG")
         .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
         .kill_on_drop(true)

@@ -3,27 +3,26 @@
 //! each caller's own; the trusted proxy header names who answered), the tokens file reloaded, and
 //! `--auth kubernetes` against a strict fake TokenReview API (audiences, caching, the API refusing the broker).
 
-use std::path::PathBuf;
-
 use serde_json::{Value, json};
+use tempfile::NamedTempFile;
 
 use crate::support::{
     PATIENCE, Replica,
     fake_token_review::{API_SERVER_AUDIENCE, FakeTokenReview},
     fresh_database, json_of,
     mcp::Mcp,
+    temp_file,
 };
 
 const PERSON_HEADER: &str = "x-auth-request-user";
 
-fn tokens_file(content: &str) -> PathBuf {
-    let path = std::env::temp_dir().join(format!("ark-broker-tokens-{}", uuid::Uuid::new_v4()));
-    std::fs::write(&path, content).unwrap();
-    path
+/// A tokens file of `content`, removed when the test ends.
+fn tokens_file(content: &str) -> NamedTempFile {
+    temp_file("ark-broker-tokens-", content)
 }
 
-async fn start_with_tokens(url: &str, path: &std::path::Path) -> Replica {
-    let path = path.to_str().unwrap();
+async fn start_with_tokens(url: &str, path: &NamedTempFile) -> Replica {
+    let path = path.path().to_str().unwrap();
     Replica::start_with(url, &["--auth", "token", "--auth-tokens-file", path, "--trusted-user-header", PERSON_HEADER])
         .await
 }
@@ -177,7 +176,6 @@ async fn with_token_auth_each_principal_sees_only_its_own_tasks_and_unauthentica
     assert_eq!(json_of(by_token).await.1["answeredBy"], "alice");
     let result = alice_b.legacy("tasks/result", json!({"taskId": legacy_task})).await;
     assert_eq!(result.result()["structuredContent"]["response"], "go ahead");
-    let _ = std::fs::remove_file(path);
 }
 
 /// The id of the pending question with `content`, listed with the `credential` header.
@@ -213,9 +211,8 @@ async fn a_changed_tokens_file_takes_effect_without_a_restart_and_a_broken_one_i
     assert_eq!(status_with("old-token").await, 200);
     assert_eq!(status_with("new-token").await, 401);
     // Rotated as a mounted Secret is: the new file replaces the old one.
-    let next = path.with_extension("next");
-    std::fs::write(&next, "new-token ci\n").unwrap();
-    std::fs::rename(&next, &path).unwrap();
+    let next = tokens_file("new-token ci\n");
+    next.persist(path.path()).unwrap();
     let deadline = tokio::time::Instant::now() + PATIENCE;
     while status_with("new-token").await != 200 {
         assert!(tokio::time::Instant::now() < deadline, "the new token was never accepted");
@@ -231,7 +228,6 @@ async fn a_changed_tokens_file_takes_effect_without_a_restart_and_a_broken_one_i
     }
     assert_eq!(status_with("new-token").await, 200);
     assert!(!replica.log().contains("new-token") && !replica.log().contains("lonely-line"), "no token in the log");
-    let _ = std::fs::remove_file(path);
 }
 
 #[tokio::test]

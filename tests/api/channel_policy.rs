@@ -3,9 +3,8 @@
 //! — only them, in Slack; in a reply comment, on GitHub — that they may not answer, nothing changes but the
 //! question's record, and the recipient's answer is taken.
 
-use std::path::PathBuf;
-
 use serde_json::{Value, json};
+use tempfile::NamedTempFile;
 
 use crate::support::{
     Replica,
@@ -14,23 +13,25 @@ use crate::support::{
     github::{deliver, issue_comment},
     json_of,
     slack::{self, ask_with, click, event, interaction},
+    temp_file,
 };
 
 const WEBHOOK_SECRET: &str = "policy-webhook";
 
-fn file(content: &str) -> PathBuf {
-    let path = std::env::temp_dir().join(format!("ark-broker-channel-policy-{}", uuid::Uuid::new_v4()));
-    std::fs::write(&path, content).unwrap();
-    path
+fn file(content: &str) -> NamedTempFile {
+    temp_file("ark-broker-channel-policy-", content)
 }
 
-/// A broker with token auth and the recipient policy, delivering to and answering from both fakes.
-async fn replica(slack: &FakeApi, github: &FakeApi) -> Replica {
-    let tokens = file("alice-token alice\nbob-token bob\n");
-    let identities = file(
-        "# who is who in the channels\nslack:UBOB bob\nslack:UCAROL carol\ngithub:bob-gh bob\ngithub:carol-gh carol\n",
-    );
-    let (tokens, identities) = (tokens.to_str().unwrap().to_owned(), identities.to_str().unwrap().to_owned());
+/// A broker with token auth and the recipient policy, delivering to and answering from both fakes; with its
+/// tokens and identities files, removed when dropped (after the broker: keep them first in the `let`).
+async fn replica(slack: &FakeApi, github: &FakeApi) -> ([NamedTempFile; 2], Replica) {
+    let files = [
+        file("alice-token alice\nbob-token bob\n"),
+        file(
+            "# who is who in the channels\nslack:UBOB bob\nslack:UCAROL carol\ngithub:bob-gh bob\ngithub:carol-gh carol\n",
+        ),
+    ];
+    let [tokens, identities] = files.each_ref().map(|file| file.path().to_str().unwrap().to_owned());
     let args = [
         "--auth",
         "token",
@@ -53,7 +54,7 @@ async fn replica(slack: &FakeApi, github: &FakeApi) -> Replica {
         "--github-webhook-secret",
         WEBHOOK_SECRET,
     ];
-    Replica::start_with(&fresh_database().await, &args).await
+    (files, Replica::start_with(&fresh_database().await, &args).await)
 }
 
 /// A client that calls as alice (the asker).
@@ -89,7 +90,7 @@ async fn steps(replica: &Replica, id: &str) -> Vec<(String, String, String)> {
 #[tokio::test]
 async fn slack_tells_a_person_the_policy_refuses_that_they_may_not_answer_and_takes_the_recipients_answer() {
     let (slack, github) = tokio::join!(FakeApi::slack(), FakeApi::github());
-    let broker = replica(&slack, &github).await;
+    let (_files, broker) = replica(&slack, &github).await;
     let (id, message) = ask_with(&broker, &slack, &alice(), to_bob("slack:#ops")).await;
 
     // Carol is someone, but not the recipient: her click is refused, and only she is told why.
@@ -137,7 +138,7 @@ async fn slack_tells_a_person_the_policy_refuses_that_they_may_not_answer_and_ta
 #[tokio::test]
 async fn github_replies_to_a_person_the_policy_refuses_that_they_may_not_answer_and_takes_the_recipients_answer() {
     let (slack, github) = tokio::join!(FakeApi::slack(), FakeApi::github());
-    let broker = replica(&slack, &github).await;
+    let (_files, broker) = replica(&slack, &github).await;
     let (status, question) =
         json_of(alice().post(broker.url("/questions")).json(&to_bob("github:acme/app#7")).send().await.unwrap()).await;
     assert_eq!(status, 201, "{question}");

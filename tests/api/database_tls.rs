@@ -16,18 +16,19 @@ fn openssl(dir: &Path, args: &[&str]) {
 }
 
 /// A CA (`ca.crt`), a server certificate it signed for 127.0.0.1 (`server.crt`, `server.key`), and another CA
-/// that signed nothing of the server's (`other.crt`), in a fresh directory the server's user can read.
-fn certificates() -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("ark-broker-tls-{}", uuid::Uuid::new_v4().simple()));
-    std::fs::create_dir_all(&dir).unwrap();
+/// that signed nothing of the server's (`other.crt`), in a fresh directory the server's user can read, removed
+/// when the returned guard drops.
+fn certificates() -> tempfile::TempDir {
+    let guard = tempfile::Builder::new().prefix("ark-broker-tls-").tempdir().unwrap();
+    let dir = guard.path();
     let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
     for (name, subject) in [("ca", "/CN=ark-broker test CA"), ("other", "/CN=another CA")] {
         let (key, crt) = (format!("{name}.key"), format!("{name}.crt"));
         let ca = ["req", "-x509", "-days", "2", "-subj", subject, "-keyout", &key, "-out", &crt];
-        openssl(&dir, &[&ca[..], &ec, &["-addext", "basicConstraints=critical,CA:TRUE"]].concat());
+        openssl(dir, &[&ca[..], &ec, &["-addext", "basicConstraints=critical,CA:TRUE"]].concat());
     }
     openssl(
-        &dir,
+        dir,
         &[&["req", "-subj", "/CN=127.0.0.1", "-keyout", "server.key", "-out", "server.csr"][..], &ec].concat(),
     );
     std::fs::write(
@@ -36,7 +37,7 @@ fn certificates() -> std::path::PathBuf {
     )
     .unwrap();
     openssl(
-        &dir,
+        dir,
         &[
             "x509",
             "-req",
@@ -59,10 +60,10 @@ fn certificates() -> std::path::PathBuf {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(dir.join("server.key"), std::fs::Permissions::from_mode(0o600)).unwrap();
     if unsafe { libc::geteuid() } == 0 {
-        let owned = Command::new("chown").arg("-R").arg("postgres").arg(&dir).status().expect("chown runs");
+        let owned = Command::new("chown").arg("-R").arg("postgres").arg(dir).status().expect("chown runs");
         assert!(owned.success(), "chown the certificates to postgres");
     }
-    dir
+    guard
 }
 
 /// A broker's start-up on `url` with `root_cert`: the error it stops with, if it does.
@@ -74,7 +75,8 @@ async fn start(url: &str, root_cert: Option<&Path>) -> Result<app::AppState, Str
 
 #[tokio::test]
 async fn a_postgresql_with_its_own_ca_is_reached_over_verified_tls_only_with_that_ca() {
-    let dir = certificates();
+    let certificates = certificates();
+    let dir = certificates.path();
     let file = |name: &str| dir.join(name).display().to_string();
     let settings = [
         "ssl=on".to_owned(),
@@ -108,5 +110,4 @@ async fn a_postgresql_with_its_own_ca_is_reached_over_verified_tls_only_with_tha
     let missing = dir.join("missing.crt");
     let refused = start(&url, Some(&missing)).await.expect_err("a missing CA file");
     assert!(refused.contains(&missing.display().to_string()) && refused.contains("DATABASE_SSL_ROOT_CERT_PATH"));
-    let _ = std::fs::remove_dir_all(&dir);
 }

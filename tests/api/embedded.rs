@@ -2,13 +2,19 @@
 //! and the next start in the same data directory stops that server and comes up; a second broker on a
 //! directory whose broker still runs says what to do; SIGHUP stops the broker and its server.
 
+use std::{fs::Permissions, os::unix::fs::PermissionsExt};
+
 use serde_json::json;
 
 use crate::support::{Replica, replica::refused_start};
 
 #[tokio::test]
 async fn a_broker_killed_with_its_postgres_running_starts_again_and_sighup_stops_both() {
-    let dir = std::env::temp_dir().join(format!("ark-embedded-{}", uuid::Uuid::new_v4()));
+    // A data directory the broker makes itself, in one the test removes when it ends (0755: the embedded server
+    // runs as `postgres` when the tests run as root, and must reach it).
+    let reachable = Permissions::from_mode(0o755);
+    let scratch = tempfile::Builder::new().prefix("ark-embedded-").permissions(reachable).tempdir().unwrap();
+    let dir = scratch.path().join("data");
     let mut first = Replica::start_embedded(&dir).await;
     let client = reqwest::Client::new();
     let stored =
@@ -30,5 +36,4 @@ async fn a_broker_killed_with_its_postgres_running_starts_again_and_sighup_stops
     second.signal(libc::SIGHUP);
     assert!(second.wait().await, "SIGHUP is a clean stop");
     assert!(!dir.join("postgres/data/postmaster.pid").exists(), "its PostgreSQL stopped too");
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -159,15 +159,16 @@ async fn the_pinned_validator_accepts_the_document_as_openapi_3_1() {
     let venv = openapi_venv();
     let app = TestApp::spawn().await;
     let document = document(&app).await;
-    let file = std::env::temp_dir().join(format!("ark-broker-openapi-{}.json", uuid::Uuid::new_v4()));
-    std::fs::write(&file, serde_json::to_vec_pretty(&document).unwrap()).unwrap();
+    // Removed when dropped, also if the validator cannot be run.
+    let file = tempfile::Builder::new().prefix("ark-broker-openapi-").suffix(".json").tempfile().unwrap();
+    std::fs::write(file.path(), serde_json::to_vec_pretty(&document).unwrap()).unwrap();
     let output = tokio::process::Command::new(venv.join("bin/openapi-spec-validator"))
         .args(["--schema", "3.1", "--validation-errors", "all"])
-        .arg(&file)
+        .arg(file.path())
         .output()
         .await
         .expect("run openapi-spec-validator");
-    let _ = std::fs::remove_file(&file);
+    drop(file);
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success() && stdout.contains("OK"),

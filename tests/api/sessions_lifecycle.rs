@@ -211,7 +211,8 @@ async fn messages_without_a_ttl_expire_after_the_message_visibility_ttl() {
 
 #[tokio::test]
 async fn a_broker_whose_session_ttl_is_shorter_than_the_message_ttl_refuses_to_start_and_says_why() {
-    let dir = std::env::temp_dir().join(format!("ark-ttl-{}", uuid::Uuid::new_v4()));
+    let scratch = tempfile::Builder::new().prefix("ark-ttl-").tempdir().unwrap();
+    let dir = scratch.path().join("data");
     let env = [("SESSIONS_VISIBILITY_TTL_SECONDS", "3600"), ("MESSAGE_VISIBILITY_TTL_SECONDS", "7200")];
     let said = refused_start(&dir, &env).await;
     assert!(said.contains("SESSIONS_VISIBILITY_TTL_SECONDS (--session-ttl-seconds, 3600) must be at least"), "{said}");

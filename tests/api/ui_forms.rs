@@ -3,12 +3,11 @@
 //! policy deciding who is offered a form; and a typed form filled in headless Chromium, on the questions page
 //! and on a Query's page (tests/browser/questions-typed.mjs).
 
-use std::path::PathBuf;
-
 use ark_broker::config::{AnswerPolicy, AuthMode};
 use serde_json::{Value, json};
+use tempfile::NamedTempFile;
 
-use crate::support::{Replica, TestApp, browser, fresh_database, json_of};
+use crate::support::{Replica, TestApp, browser, fresh_database, json_of, temp_file};
 
 fn form() -> Value {
     json!({
@@ -236,10 +235,9 @@ async fn the_page_declines_and_each_card_shows_its_history() {
     assert_eq!(again.await.unwrap().headers()["location"], format!("/ui?conflict={id}"));
 }
 
-fn tokens_file() -> PathBuf {
-    let path = std::env::temp_dir().join(format!("ark-broker-page-tokens-{}", uuid::Uuid::new_v4()));
-    std::fs::write(&path, "alice-token alice\nbob-token bob\ncarol-token carol\n").unwrap();
-    path
+/// The page's tokens file, removed when the test ends.
+fn tokens_file() -> NamedTempFile {
+    temp_file("ark-broker-page-tokens-", "alice-token alice\nbob-token bob\ncarol-token carol\n")
 }
 
 #[tokio::test]
@@ -247,7 +245,7 @@ async fn under_the_recipient_policy_only_who_may_answer_is_offered_the_form_and_
     let tokens = tokens_file();
     let app = TestApp::spawn_with(|config| {
         config.auth = AuthMode::Token;
-        config.auth_tokens_file = Some(tokens.clone());
+        config.auth_tokens_file = Some(tokens.path().to_path_buf());
         config.answer_policy = AnswerPolicy::Recipient;
         config.trusted_user_header = Some("x-auth-request-user".into());
     })

@@ -23,9 +23,11 @@ if an A2A reply is not a plain result.
 """
 
 import asyncio
+import atexit
 import json
 import logging
 import os
+import shutil
 import socket
 import sys
 import tempfile
@@ -89,7 +91,10 @@ def fake_kubernetes(namespace, queries):
 
 
 def kubeconfig(api_url, namespace):
-    path = os.path.join(tempfile.mkdtemp(prefix="ark-sdk-kube-"), "config")
+    """Writes the kubeconfig into a fresh temp directory, removed when the process exits (read until then)."""
+    folder = tempfile.mkdtemp(prefix="ark-sdk-kube-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    path = os.path.join(folder, "config")
     with open(path, "w") as f:
         json.dump({
             "apiVersion": "v1", "kind": "Config", "current-context": "fake",

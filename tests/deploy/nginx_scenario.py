@@ -341,8 +341,8 @@ def main():
     if len(brokers) != 3 or any(len(b) != 2 for b in brokers):
         sys.exit(f"BROKERS must list three http_port:mcp_port pairs, got {raw!r}")
     HTTP_PORTS, MCP_PORTS = {b[0] for b in brokers}, {b[1] for b in brokers}
-    tmp = pathlib.Path(tempfile.mkdtemp(prefix="ark-nginx-"))
     port = free_port()
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix="ark-nginx-"))  # removed in the `finally` below
     nginx = None
     try:
         write_config(tmp, brokers, port)

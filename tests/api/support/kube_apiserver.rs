@@ -41,7 +41,8 @@ pub struct KubeApiServer {
     pub url: String,
     ca_pem: Vec<u8>,
     admin_token: String,
-    dir: PathBuf,
+    /// Removed by [`Self::stop`], or on drop if the start fails before there is a server to stop.
+    dir: tempfile::TempDir,
     processes: Mutex<Vec<Child>>,
 }
 
@@ -62,13 +63,14 @@ impl KubeApiServer {
     async fn start() -> Self {
         super::install_tls_provider();
         let bin = binaries();
-        let dir = std::env::temp_dir().join(format!("ark-broker-kube-{}-{}", std::process::id(), uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(&dir).unwrap();
-        make_certificates(&dir).await;
+        let prefix = format!("ark-broker-kube-{}-", std::process::id());
+        let dir = tempfile::Builder::new().prefix(&prefix).tempdir().expect("create the API server's directory");
+        make_certificates(dir.path()).await;
         let admin_token = uuid::Uuid::new_v4().simple().to_string();
-        std::fs::write(dir.join("tokens.csv"), format!("{admin_token},admin,admin-uid,\"system:masters\"\n")).unwrap();
+        std::fs::write(dir.path().join("tokens.csv"), format!("{admin_token},admin,admin-uid,\"system:masters\"\n"))
+            .unwrap();
         let [etcd_client, etcd_peer, secure] = [free_port(), free_port(), free_port()];
-        let file = |name: &str| dir.join(name).to_str().expect("a UTF-8 path").to_owned();
+        let file = |name: &str| dir.path().join(name).to_str().expect("a UTF-8 path").to_owned();
         let mut etcd = Command::new(bin.join("etcd"));
         etcd.args(["--name", "test", "--data-dir", &file("etcd")])
             .arg(format!("--listen-client-urls=http://127.0.0.1:{etcd_client}"))
@@ -94,12 +96,12 @@ impl KubeApiServer {
             .args(["--service-cluster-ip-range=10.0.0.0/24", "--enable-priority-and-fairness=false"]);
         let server = KubeApiServer {
             url: format!("https://127.0.0.1:{secure}"),
-            ca_pem: std::fs::read(dir.join("ca.crt")).unwrap(),
+            ca_pem: std::fs::read(dir.path().join("ca.crt")).unwrap(),
             admin_token,
-            processes: Mutex::new(vec![spawn(etcd, &dir.join("etcd.log"))]),
+            processes: Mutex::new(vec![spawn(etcd, &dir.path().join("etcd.log"))]),
             dir,
         };
-        server.processes.lock().unwrap().push(spawn(apiserver, &server.dir.join("kube-apiserver.log")));
+        server.processes.lock().unwrap().push(spawn(apiserver, &server.dir.path().join("kube-apiserver.log")));
         server.wait_ready().await;
         server
     }
@@ -126,7 +128,7 @@ impl KubeApiServer {
         ["etcd.log", "kube-apiserver.log"]
             .iter()
             .map(|name| {
-                let text = std::fs::read_to_string(self.dir.join(name)).unwrap_or_default();
+                let text = std::fs::read_to_string(self.dir.path().join(name)).unwrap_or_default();
                 let tail: Vec<&str> = text.lines().rev().take(30).collect();
                 format!("--- {name} (last lines)\n{}", tail.into_iter().rev().collect::<Vec<_>>().join("\n"))
             })
@@ -147,7 +149,7 @@ impl KubeApiServer {
 
     /// Writes [`Self::kubeconfig`] to a file (removed with the server's directory) and returns its path.
     pub fn kubeconfig_file(&self, token: &str) -> PathBuf {
-        let path = self.dir.join(format!("kubeconfig-{}", uuid::Uuid::new_v4()));
+        let path = self.dir.path().join(format!("kubeconfig-{}", uuid::Uuid::new_v4()));
         std::fs::write(&path, self.kubeconfig(token)).unwrap();
         path
     }
@@ -223,11 +225,11 @@ impl KubeApiServer {
         let mut claims: serde_json::Value = serde_json::from_slice(&B64.decode(payload).unwrap()).unwrap();
         edit(&mut claims);
         let signed = format!("{header}.{}", B64.encode(claims.to_string()));
-        let input = self.dir.join(format!("jwt-{}", uuid::Uuid::new_v4()));
+        let input = self.dir.path().join(format!("jwt-{}", uuid::Uuid::new_v4()));
         std::fs::write(&input, &signed).unwrap();
         let output = tokio::process::Command::new("openssl")
             .args(["dgst", "-sha256", "-sign"])
-            .arg(self.dir.join("sa.key"))
+            .arg(self.dir.path().join("sa.key"))
             .arg(&input)
             .output()
             .await
@@ -243,7 +245,8 @@ impl KubeApiServer {
             let _ = process.kill();
             let _ = process.wait();
         }
-        let _ = std::fs::remove_dir_all(&self.dir);
+        // The shared server is a static, never dropped: its directory goes here, at exit.
+        let _ = std::fs::remove_dir_all(self.dir.path());
     }
 }
 
@@ -265,7 +268,7 @@ fn binaries() -> PathBuf {
     for binary in ["kube-apiserver", "etcd"] {
         assert!(
             dir.join(binary).exists(),
-            "{} is missing: ./scripts/test builds it (or run scripts/kube-apiserver, about 4 minutes once)",
+            "{} is missing: ./scripts/test builds it (or run scripts/kube-apiserver: 5–12 minutes on two cores, once)",
             dir.join(binary).display()
         );
     }

@@ -86,3 +86,11 @@ pub fn within<F: std::future::Future>(what: &'static str, future: F) -> impl std
         }
     }
 }
+
+/// A file named `<prefix><random>` in the temp dir holding `content`. The file is removed when the returned
+/// guard drops, also when the test panics: keep it for as long as anything (a broker) reads the file.
+pub fn temp_file(prefix: &str, content: &str) -> tempfile::NamedTempFile {
+    let mut file = tempfile::Builder::new().prefix(prefix).tempfile().expect("create a temporary file");
+    std::io::Write::write_all(&mut file, content.as_bytes()).expect("write a temporary file");
+    file
+}

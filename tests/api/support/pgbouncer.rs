@@ -27,7 +27,8 @@ const MISSING: &str = "pgbouncer is not installed: install Debian's pgbouncer pa
 /// A running PgBouncer.
 pub struct PgBouncer {
     child: Child,
-    dir: PathBuf,
+    /// Removed on drop (after the process is stopped), also if the start fails half-way.
+    dir: tempfile::TempDir,
     port: u16,
     user: String,
 }
@@ -47,8 +48,8 @@ impl PgBouncer {
         let binary = binary().unwrap_or_else(|| panic!("{MISSING}"));
         let upstream = PgConnectOptions::from_str(database_url).expect("a valid PostgreSQL URL");
         let user = upstream.get_username().to_owned();
-        let dir = std::env::temp_dir().join(format!("ark-broker-pgbouncer-{}", uuid::Uuid::new_v4().simple()));
-        std::fs::create_dir_all(&dir).expect("create PgBouncer's directory");
+        let guard = tempfile::Builder::new().prefix("ark-broker-pgbouncer-").tempdir().expect("create its directory");
+        let dir = guard.path();
         let port = free_port();
         let upstream_host = match upstream.get_socket() {
             Some(socket) => socket.to_string_lossy().into_owned(),
@@ -57,7 +58,7 @@ impl PgBouncer {
         // PgBouncer logs in to the server with the password its auth file gives the user (none for the
         // embedded server, which trusts local connections); clients are trusted.
         let password = password_of(database_url).unwrap_or_default();
-        write(&dir, "userlist.txt", &format!("{} {}\n", quoted(&user), quoted(&password)));
+        write(dir, "userlist.txt", &format!("{} {}\n", quoted(&user), quoted(&password)));
         let mut ini = format!(
             "[databases]\n* = host={upstream_host} port={upstream_port}\n\n[pgbouncer]\n\
              listen_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n\
@@ -71,28 +72,27 @@ impl PgBouncer {
             ini.push_str(setting);
             ini.push('\n');
         }
-        write(&dir, "pgbouncer.ini", &ini);
+        write(dir, "pgbouncer.ini", &ini);
         let stderr = std::fs::File::create(dir.join("stderr.log")).expect("create PgBouncer's stderr file");
         let mut command = Command::new(binary);
         command
             .arg("-q")
             .arg(dir.join("pgbouncer.ini"))
-            .current_dir(&dir)
+            .current_dir(dir)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(stderr);
         // SAFETY: geteuid has no preconditions and cannot fail.
         if unsafe { libc::geteuid() } == 0 {
             let (uid, gid) = postgres_user();
-            for path in [dir.as_path(), &dir.join("userlist.txt"), &dir.join("pgbouncer.ini"), &dir.join("stderr.log")]
-            {
+            for path in [dir, &dir.join("userlist.txt"), &dir.join("pgbouncer.ini"), &dir.join("stderr.log")] {
                 chown(path, Some(uid), Some(gid)).expect("hand PgBouncer's directory to the postgres user");
             }
             // std drops root's supplementary groups too when it sets the user.
             command.uid(uid).gid(gid);
         }
         let child = command.spawn().unwrap_or_else(|error| panic!("cannot start pgbouncer: {error}"));
-        let mut bouncer = PgBouncer { child, dir, port, user };
+        let mut bouncer = PgBouncer { child, dir: guard, port, user };
         bouncer.wait_until_listening().await;
         (bouncer, url_through(database_url, port))
     }
@@ -146,7 +146,7 @@ impl PgBouncer {
 
     /// What PgBouncer has logged so far (its log file, then what it wrote to stderr).
     pub fn log(&self) -> String {
-        let read = |name: &str| std::fs::read_to_string(self.dir.join(name)).unwrap_or_default();
+        let read = |name: &str| std::fs::read_to_string(self.dir.path().join(name)).unwrap_or_default();
         format!("{}{}", read("pgbouncer.log"), read("stderr.log"))
     }
 }
@@ -156,7 +156,6 @@ impl Drop for PgBouncer {
         // SIGKILL: the test is done with it, and its clients' and server connections just close.
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
