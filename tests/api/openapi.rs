@@ -17,6 +17,7 @@ use crate::support::{Replica, TestApp, fresh_database, json_of};
 /// Every REST route the router serves: (method, path template). `/ui…` (HTML) and `/mcp` (JSON-RPC, its own
 /// port) are not in the document.
 const ROUTES: &[(&str, &str)] = &[
+    ("get", "/"),
     ("get", "/health"),
     ("get", "/readyz"),
     ("get", "/metrics"),
@@ -111,7 +112,7 @@ async fn the_document_is_openapi_3_1_with_every_rest_route_and_the_error_body() 
     let served: BTreeSet<(&str, &str)> = operations(&document).map(|(method, path, _)| (method, path)).collect();
     let expected: BTreeSet<(&str, &str)> = ROUTES.iter().copied().collect();
     assert_eq!(served, expected, "the document's operations are the router's REST routes");
-    assert_eq!(document["paths"].as_object().unwrap().len(), 31);
+    assert_eq!(document["paths"].as_object().unwrap().len(), 32);
     let ids: Vec<&str> = operations(&document).map(|(_, _, op)| op["operationId"].as_str().unwrap()).collect();
     assert_eq!(ids.iter().collect::<HashSet<_>>().len(), ids.len(), "operation ids are unique: {ids:?}");
 
