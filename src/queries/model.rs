@@ -13,13 +13,16 @@ use crate::questions::model::QuestionStatus;
 pub struct ResumeState {
     /// Which Query.
     pub query: QueryName,
-    /// `waiting` while a question of it is open; otherwise `completed` once its stream was completed, else
-    /// the latest `phase_change` in its stream (`running` when there is none).
+    /// `waiting` while a question of it is open or a tool approval is pending; otherwise `completed` once its
+    /// stream was completed, else the latest `phase_change` in its stream (`running` when there is none).
     pub phase: String,
     /// The open question it waits on (the oldest), or null.
     pub waiting_for: Option<WaitingFor>,
     /// `tool_call_start`s of its stream without a `tool_call_result` (none once the stream completed).
     pub pending_tool_calls: Vec<PendingToolCall>,
+    /// The tool approval Ark's executor asked for (`tool_approval_request` in its stream) and nobody gave
+    /// yet: no `tool_approval_response` of its task, and the Query did not end since. Null otherwise.
+    pub pending_tool_approval: Option<PendingToolApproval>,
     /// The question it is blocked on: the open one, else the latest closed one whose tool call has no
     /// result in the stream yet.
     pub blocked_on: Option<BlockedOn>,
@@ -62,6 +65,26 @@ pub struct PendingToolCall {
     pub tool_name: String,
     /// Its arguments: the parsed JSON, or the raw string.
     pub arguments: Value,
+    /// Since when (ISO 8601).
+    pub since: String,
+}
+
+/// A tool approval the executor waits for (its `tool_approval_request` frame).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingToolApproval {
+    /// The executor's task that waits.
+    pub task_id: String,
+    /// The tool calls to approve, as the executor sent them (OpenAI's `{id, type, function: {name,
+    /// arguments}}`).
+    #[schema(value_type = Vec<Object>)]
+    pub tool_calls: Value,
+    /// The agent that would call them.
+    pub agent_name: Option<String>,
+    /// How long the executor waits, as it wrote it (a Go duration, `5m0s`).
+    pub timeout: Option<String>,
+    /// What happens then: `reject` or `proceed`.
+    pub on_timeout: Option<String>,
     /// Since when (ISO 8601).
     pub since: String,
 }

@@ -1,30 +1,63 @@
-//! The tool calls of a Query's stream still waiting for a result: the stream folded through the same
-//! translation the unified format uses, so the state and the stream agree on every call.
+//! What a Query's stream leaves waiting: its tool calls without a result, and a tool approval the executor
+//! asked for without an answer. The stream is folded through the same translation the unified format uses,
+//! so the state and the stream agree.
 
 use serde_json::Value;
 
-use super::model::PendingToolCall;
+use super::model::{PendingToolApproval, PendingToolCall};
 use crate::{
     db::StoreResult,
-    streams::{ChunkStore, typed::EventType, unified},
+    streams::{
+        ChunkStore,
+        typed::EventType,
+        unified::{self, ERROR, TOOL_APPROVAL_REQUEST, TOOL_APPROVAL_RESPONSE},
+    },
     timestamp::iso_timestamp,
 };
 
-/// `tool_call_start`s of stream `stream_id` without a `tool_call_result`, oldest first.
-pub async fn pending_tool_calls(chunks: &ChunkStore, stream_id: &str) -> StoreResult<Vec<PendingToolCall>> {
-    let mut pending: Vec<PendingToolCall> = Vec::new();
+/// What stream `stream_id` leaves waiting.
+#[derive(Debug, Default)]
+pub struct Pending {
+    /// `tool_call_start`s without a `tool_call_result`, oldest first.
+    pub tool_calls: Vec<PendingToolCall>,
+    /// The last `tool_approval_request`, unless a `tool_approval_response` of its task, the Query's end
+    /// (`completed_query`) or an error came after it.
+    pub tool_approval: Option<PendingToolApproval>,
+}
+
+/// Folds stream `stream_id` as stored now.
+pub async fn pending(chunks: &ChunkStore, stream_id: &str) -> StoreResult<Pending> {
+    let mut pending = Pending::default();
     for event in unified::replay(chunks, stream_id).await? {
         let text = |field: &str| event.data.get(field).and_then(Value::as_str).unwrap_or_default().to_owned();
-        if event.event == EventType::ToolCallStart.as_str() {
-            pending.push(PendingToolCall {
+        let optional = |field: &str| event.data.get(field).and_then(Value::as_str).map(str::to_owned);
+        match event.event {
+            kind if kind == EventType::ToolCallStart.as_str() => pending.tool_calls.push(PendingToolCall {
                 tool_call_id: text("tool_call_id"),
                 tool_name: text("tool_name"),
                 arguments: event.data.get("arguments").cloned().unwrap_or(Value::Null),
                 since: iso_timestamp(event.at),
-            });
-        } else if event.event == EventType::ToolCallResult.as_str() {
-            let id = text("tool_call_id");
-            pending.retain(|call| call.tool_call_id != id);
+            }),
+            kind if kind == EventType::ToolCallResult.as_str() => {
+                let id = text("tool_call_id");
+                pending.tool_calls.retain(|call| call.tool_call_id != id);
+            }
+            TOOL_APPROVAL_REQUEST => {
+                pending.tool_approval = Some(PendingToolApproval {
+                    task_id: text("taskId"),
+                    tool_calls: event.data.get("toolCalls").cloned().unwrap_or(Value::Array(Vec::new())),
+                    agent_name: optional("agentName"),
+                    timeout: optional("timeout"),
+                    on_timeout: optional("onTimeout"),
+                    since: iso_timestamp(event.at),
+                })
+            }
+            TOOL_APPROVAL_RESPONSE => {
+                let task = text("taskId");
+                pending.tool_approval.take_if(|approval| approval.task_id == task);
+            }
+            kind if kind == EventType::CompletedQuery.as_str() || kind == ERROR => pending.tool_approval = None,
+            _ => {}
         }
     }
     Ok(pending)

@@ -5,7 +5,7 @@
 use super::{
     RouteState,
     model::{BlockedOn, Checkpoint, QueryName, ResumeState, WaitingFor},
-    pending::pending_tool_calls,
+    pending::{Pending, pending},
     store::{QueryStore, ResumeRow, StreamPhase},
 };
 use crate::{db::StoreResult, timestamp::iso_timestamp};
@@ -37,11 +37,13 @@ pub async fn load(state: &RouteState, namespace: String, name: String) -> StoreR
     if resume.is_none() && stream.is_none() && last_message_sequence.is_none() {
         return Ok(None);
     }
-    let pending = match &stream {
-        Some(stream) if !stream.completed => pending_tool_calls(&state.chunks, &name).await?,
-        _ => Vec::new(),
+    // The executor completes its stream right after asking for an approval: read a completed one too.
+    let Pending { tool_calls, tool_approval } = match &stream {
+        Some(_) => pending(&state.chunks, &name).await?,
+        None => Pending::default(),
     };
-    let phase = phase_of(resume.as_ref(), stream.as_ref());
+    let pending = if stream.as_ref().is_some_and(|stream| stream.completed) { Vec::new() } else { tool_calls };
+    let phase = if tool_approval.is_some() { "waiting".to_owned() } else { phase_of(resume.as_ref(), stream.as_ref()) };
     let blocked_on = resume.as_ref().and_then(|row| {
         Some(BlockedOn {
             kind: "question",
@@ -68,6 +70,7 @@ pub async fn load(state: &RouteState, namespace: String, name: String) -> StoreR
         phase,
         waiting_for,
         pending_tool_calls: pending,
+        pending_tool_approval: tool_approval,
         can_resume: resume.as_ref().is_some_and(|row| row.can_resume),
         blocked_on,
         conversation_checkpoint: Checkpoint { last_message_sequence, pending_tool_call },

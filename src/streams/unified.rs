@@ -16,6 +16,18 @@ use crate::{db::StoreResult, timestamp::iso_timestamp};
 /// The `event` of an error frame (an error chunk, or the broker's abort frame).
 pub const ERROR: &str = "error";
 
+/// Frames Ark's newest executor writes beside the OpenAI chunks, `{"type": …, …}` (its
+/// `ark/executors/completions/streaming.go` at 1c5c368f): each is a typed event of its own name, its
+/// `data` the frame's other fields as the executor wrote them (`taskId`, `toolCalls`, `timeout`, …).
+pub const EXECUTOR_EVENTS: [&str; 3] = [TOOL_APPROVAL_REQUEST, TOOL_APPROVAL_RESPONSE, A2A_STATUS];
+/// The executor stops for a person to approve tool calls (`taskId`, `toolCalls`, `timeout`, `onTimeout`,
+/// `agentName`, `agentContext`); the Query then waits (`input-required`).
+pub const TOOL_APPROVAL_REQUEST: &str = "tool_approval_request";
+/// The approval's outcome (`taskId`, `action`: `approved` or `rejected`, `timestamp`).
+pub const TOOL_APPROVAL_RESPONSE: &str = "tool_approval_response";
+/// A remote A2A agent's interim status (`taskId`, `state`, `message`, `agentName`).
+pub const A2A_STATUS: &str = "a2a_status";
+
 /// One typed event of the unified stream.
 #[derive(Debug, Clone, PartialEq)]
 pub struct UnifiedEvent {
@@ -100,8 +112,14 @@ impl Unifier {
         out
     }
 
-    /// Translates an OpenAI chunk.
+    /// Translates an OpenAI chunk, or an executor's frame. A content boundary (an empty `content` with
+    /// `finish_reason`, which the executor sends between two remote artifacts) sends no text: the text
+    /// before and after it reads on as one.
     fn translate(&mut self, chunk: &Value, at: DateTime<Utc>, out: &mut Vec<UnifiedEvent>) {
+        if let Some((event, data)) = executor_event(chunk) {
+            out.push(UnifiedEvent { event, at, data });
+            return;
+        }
         if is_error(chunk) {
             self.flush(None, at, out);
             out.push(error_event(chunk, at));
@@ -219,6 +237,15 @@ pub async fn replay(store: &ChunkStore, stream_id: &str) -> StoreResult<Vec<Unif
             return Ok(events);
         }
     }
+}
+
+/// An executor's frame (one of [`EXECUTOR_EVENTS`]) as its event and data: its fields but `type`.
+fn executor_event(chunk: &Value) -> Option<(&'static str, Value)> {
+    let kind = chunk.get("type")?.as_str()?;
+    let event = EXECUTOR_EVENTS.into_iter().find(|event| *event == kind)?;
+    let mut data = chunk.as_object()?.clone();
+    data.remove("type");
+    Some((event, Value::Object(data)))
 }
 
 /// Whether a chunk is an error frame `{"error":{"message",…},…}`, after which upstream ends the stream.

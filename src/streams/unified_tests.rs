@@ -199,3 +199,42 @@ fn a_call_cut_off_by_the_abort_frame_is_sent_as_it_stands() {
     assert_eq!(events.iter().map(|e| e.event).collect::<Vec<_>>(), ["tool_call_start", "error"]);
     assert_eq!(events[0].data["arguments"], "{\"a\":");
 }
+
+#[test]
+fn the_executors_approval_and_a2a_frames_are_typed_events_and_a_content_boundary_sends_no_text() {
+    let request = json!({"type":"tool_approval_request","taskId":"t-1",
+        "toolCalls":[{"id":"call_1","function":{"arguments":"{\"env\":\"prod\"}","name":"deploy"},"type":"function"}],
+        "timeout":"5m0s","onTimeout":"reject","agentName":"hitl-agent"});
+    let response =
+        json!({"type":"tool_approval_response","taskId":"t-1","action":"approved","timestamp":"2026-09-01T12:00:00Z"});
+    let status =
+        json!({"type":"a2a_status","taskId":"t-2","state":"working","message":"Searching","agentName":"researcher"});
+    let lines = [
+        chunk(json!({"content": "Hel"}), None),
+        status.to_string(),
+        // The executor's boundary between two remote artifacts: empty content, finish_reason "stop".
+        chunk(json!({"content": ""}), Some("stop")),
+        chunk(json!({"content": "lo"}), None),
+        request.to_string(),
+        response.to_string(),
+        // A chunk that merely has a `type` field of another kind stays an OpenAI chunk.
+        json!({"type":"something_else","choices":[{"index":0,"delta":{"content":"!"}}]}).to_string(),
+    ];
+    let events = unify(&lines.iter().map(String::as_str).collect::<Vec<_>>());
+    let without_type = |frame: &Value| {
+        let mut data = frame.clone();
+        data.as_object_mut().unwrap().remove("type");
+        data
+    };
+    assert_eq!(
+        events,
+        vec![
+            ("text_delta", json!({"content": "Hel"})),
+            ("a2a_status", without_type(&status)),
+            ("text_delta", json!({"content": "lo"})),
+            ("tool_approval_request", without_type(&request)),
+            ("tool_approval_response", without_type(&response)),
+            ("text_delta", json!({"content": "!"})),
+        ]
+    );
+}

@@ -149,3 +149,73 @@ async fn a_question_that_named_only_the_querys_name_is_its_state_in_any_namespac
         (Some("waiting"), asked["id"].as_str())
     );
 }
+
+/// Frames as Ark's newest executor writes them (`ark/executors/completions/streaming.go` at 1c5c368f): its
+/// approval request, then (`answer`) the response or the Query's end, then `/complete`.
+async fn executor_stream(app: &TestApp, query: &str, answer: Option<Value>) {
+    let text = |content: &str, finish: Value| {
+        json!({"id":query,"object":"chat.completion.chunk","model":"agent/hitl-agent",
+               "choices":[{"index":0,"delta":{"content":content},"finish_reason":finish}],"ark":{"query":query}})
+    };
+    let request = json!({"type":"tool_approval_request","taskId":format!("task-{query}"),
+        "toolCalls":[{"id":"call_1","function":{"arguments":"{\"env\":\"prod\"}","name":"deploy-application"},"type":"function"}],
+        "timeout":"5m0s","onTimeout":"reject","agentName":"hitl-agent"});
+    let status =
+        json!({"type":"a2a_status","taskId":"remote-1","state":"working","message":"Planning","agentName":"planner"});
+    let mut frames =
+        vec![text("Plan: ", Value::Null), status, text("", json!("stop")), text("deploy.", Value::Null), request];
+    frames.extend(answer);
+    let body: String = frames.iter().map(|frame| format!("{frame}\n")).collect();
+    let (status, reply) = json_of(app.post_raw(&format!("/stream/{query}"), body).await).await;
+    assert_eq!((status, reply["chunks_received"].as_u64()), (200, Some(frames.len() as u64)), "{reply}");
+    assert_eq!(app.post_raw(&format!("/stream/{query}/complete"), "{}").await.status(), 200);
+}
+
+#[tokio::test]
+async fn a_tool_approval_the_executor_asked_for_is_pending_in_the_state_until_answered_or_the_query_ends() {
+    let app = TestApp::spawn().await;
+    executor_stream(&app, "approve-me", None).await;
+    let (status, state) = json_of(app.get("/queries/ns/approve-me/state").await).await;
+    assert_eq!(status, 200);
+    assert_eq!(state["phase"], "waiting", "{state}");
+    let approval = &state["pendingToolApproval"];
+    assert_eq!(approval["taskId"], "task-approve-me");
+    assert_eq!(approval["toolCalls"][0]["function"]["name"], "deploy-application");
+    assert_eq!((approval["agentName"].as_str(), approval["timeout"].as_str()), (Some("hitl-agent"), Some("5m0s")));
+    assert_eq!(approval["onTimeout"], "reject");
+    assert!(approval["since"].as_str().is_some_and(|since| since.ends_with('Z')), "{approval}");
+
+    // The unified stream has the same frames as typed events; the boundary between "Plan: " and "deploy."
+    // sends no text of its own.
+    let mut reader =
+        crate::support::SseReader::open(&app.client, &app.url("/stream/approve-me?format=unified&from-beginning=true"))
+            .await;
+    let mut events = Vec::new();
+    while let Some(data) = reader.next_data().await.filter(|data| data != "[DONE]") {
+        let frame: Value = serde_json::from_str(&data).unwrap();
+        events.push((frame["event"].as_str().unwrap().to_owned(), frame["data"].clone()));
+    }
+    let names: Vec<&str> = events.iter().map(|(event, _)| event.as_str()).collect();
+    assert_eq!(names, ["text_delta", "a2a_status", "text_delta", "tool_approval_request"], "{events:?}");
+    assert_eq!(events[1].1, json!({"taskId":"remote-1","state":"working","message":"Planning","agentName":"planner"}));
+    assert_eq!(events[3].1["toolCalls"], approval["toolCalls"]);
+
+    // Answered: the matching response clears it; another task's does not.
+    let response = |task: &str| json!({"type":"tool_approval_response","taskId":task,"action":"approved","timestamp":"2026-09-01T12:00:00Z"});
+    executor_stream(&app, "other-task", Some(response("task-someone-else"))).await;
+    let (_, state) = json_of(app.get("/queries/ns/other-task/state").await).await;
+    assert_eq!(state["pendingToolApproval"]["taskId"], "task-other-task", "{state}");
+    executor_stream(&app, "approved", Some(response("task-approved"))).await;
+    let (_, state) = json_of(app.get("/queries/ns/approved/state").await).await;
+    assert_eq!(
+        (state["pendingToolApproval"].clone(), state["phase"].as_str()),
+        (Value::Null, Some("completed")),
+        "{state}"
+    );
+    // The Query ended (its final chunk carries ark.completedQuery): nothing is pending any more.
+    let ended =
+        json!({"id":"ended","object":"chat.completion.chunk","choices":[],"ark":{"completedQuery":{"name":"ended"}}});
+    executor_stream(&app, "ended", Some(ended)).await;
+    let (_, state) = json_of(app.get("/queries/ns/ended/state").await).await;
+    assert_eq!(state["pendingToolApproval"], Value::Null, "{state}");
+}
