@@ -1,5 +1,5 @@
 //! Events, sessions and traces across three broker processes on one database: what is written on one
-//! replica is read, watched and derived the same on every other.
+//! replica is read, watched and derived the same on every other; and the events feed across a restart.
 
 use serde_json::{Value, json};
 
@@ -94,4 +94,72 @@ async fn spans_exported_to_b_by_the_opentelemetry_sdk_are_listed_on_c_and_watche
     assert_eq!(page["total"], 1);
     assert_eq!(page["items"][0]["spans"], Value::Array(watched), "the same spans, in the same order");
     assert_eq!(exported["exports"], 1);
+}
+
+/// Upstream's `src/http/routes/events/restart-seam.test.ts` (at 906d58a2) for a broker process restarted on
+/// its database: pages resumed by `cursor` are gapless and their cursors monotonic, and a watch resumed by
+/// `cursor` replays exactly what came after it, then goes live.
+#[tokio::test]
+async fn events_paged_and_watched_by_cursor_across_a_restart_are_gapless_and_monotonic() {
+    let url = fresh_database().await;
+    let client = reqwest::Client::new();
+    let event = |n: u32| {
+        json!({"timestamp": "2026-11-29T10:00:00Z", "eventType": "Normal", "reason": "Completed",
+               "message": format!("e{n}"),
+               "data": {"queryId": "q1", "queryName": "q1", "queryNamespace": "default", "sessionId": "s1"}})
+    };
+    let page = |replica: &Replica, cursor: Option<i64>| {
+        let url = match cursor {
+            Some(cursor) => replica.url(&format!("/events?limit=2&cursor={cursor}")),
+            None => replica.url("/events?limit=2"),
+        };
+        let client = client.clone();
+        async move {
+            let page: Value = client.get(url).send().await.unwrap().json().await.unwrap();
+            let messages: Vec<String> =
+                page["items"].as_array().unwrap().iter().map(|e| e["message"].as_str().unwrap().to_owned()).collect();
+            (messages, page["hasMore"].as_bool().unwrap(), page["nextCursor"].as_i64())
+        }
+    };
+
+    let mut before = Replica::start(&url).await;
+    for n in 1..=3 {
+        post_event(&client, &before, &event(n)).await;
+    }
+    let (first, more, after_two) = page(&before, None).await;
+    assert_eq!((first, more), (vec!["e1".to_owned(), "e2".to_owned()], true));
+    let after_two = after_two.expect("a cursor while more follow");
+    before.terminate();
+    assert!(before.wait().await, "the first process exits");
+
+    let after = Replica::start(&url).await;
+    assert_eq!(page(&after, Some(after_two)).await, (vec!["e3".to_owned()], false, None));
+    post_event(&client, &after, &event(4)).await;
+    // e4 comes after e3: the sequence did not go back with the restart.
+    let (rest, _, _) = page(&after, Some(after_two)).await;
+    assert_eq!(rest, ["e3", "e4"]);
+    let e3: Value = client
+        .get(after.url(&format!("/events?limit=1&cursor={after_two}")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let after_three = e3["nextCursor"].as_i64();
+    let after_three = after_three.expect("e3's cursor");
+    assert!(after_three > after_two, "cursors only grow: {after_two} then {after_three}");
+    assert_eq!(page(&after, Some(after_three)).await, (vec!["e4".to_owned()], false, None));
+
+    // A watch resumed after e2 replays e3 and e4, exactly, then goes live with e5.
+    let mut watch = SseReader::open(&client, &after.url(&format!("/events?watch=true&cursor={after_two}"))).await;
+    let messages = |frames: Vec<String>| -> Vec<String> {
+        frames
+            .iter()
+            .map(|f| serde_json::from_str::<Value>(f).unwrap()["message"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(messages(watch.take_data(2).await), ["e3", "e4"]);
+    post_event(&client, &after, &event(5)).await;
+    assert_eq!(messages(watch.take_data(1).await), ["e5"]);
 }
