@@ -77,7 +77,7 @@ pub fn app(state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(state.auth.clone(), auth::require_credentials))
         .layer(middleware::from_fn(ui::errors_as_html))
         .layer(DefaultBodyLimit::max(state.config.max_body_bytes))
-        .layer(Extension(BodyDeadline(Duration::from_secs(state.config.body_read_timeout_seconds))))
+        .layer(Extension(BodyDeadline(state.config.body_deadline())))
         .layer(middleware::from_fn(error::render_error_body))
         .layer(middleware::from_fn(access_log::record))
         .layer(trace)

@@ -268,6 +268,14 @@ pub struct Config {
     #[arg(long, env = "ARK_BROKER_SHUTDOWN_TIMEOUT_SECONDS", default_value_t = 120)]
     pub shutdown_timeout_seconds: u64,
 
+    /// Milliseconds a whole request may take to arrive, streamed chunk POSTs included (upstream's
+    /// `REQUEST_TIMEOUT_MS`, Node's `server.requestTimeout`); 0: no such bound. Slower requests get 408 (a
+    /// chunk POST with its `chunks_stored`). A whole body is also bounded by `--body-read-timeout-seconds`:
+    /// the shorter wins.
+    #[arg(long, env = "REQUEST_TIMEOUT_MS", default_value_t = 0,
+          value_parser = clap::value_parser!(u64).range(0..=2_147_483_647))]
+    pub request_timeout_ms: u64,
+
     /// Milliseconds a `GET /stream/{id}` reader may go without a live chunk before it gets upstream's timeout
     /// frame and `[DONE]` (upstream's `STREAM_IDLE_TIMEOUT_MS`); each live chunk starts it again. The stream
     /// itself is not ended: another reader, or this one reconnecting, reads on.

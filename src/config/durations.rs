@@ -24,4 +24,16 @@ impl Config {
     pub fn shutdown_timeout(&self) -> Duration {
         Duration::from_secs(self.shutdown_timeout_seconds)
     }
+
+    /// How long a whole request may take to arrive (`REQUEST_TIMEOUT_MS`), if bounded.
+    pub fn request_timeout(&self) -> Option<Duration> {
+        (self.request_timeout_ms > 0).then(|| Duration::from_millis(self.request_timeout_ms))
+    }
+
+    /// How long a whole (not streamed) request body may take: the body read timeout, or the request
+    /// timeout when that is shorter.
+    pub fn body_deadline(&self) -> Duration {
+        let body = Duration::from_secs(self.body_read_timeout_seconds);
+        self.request_timeout().map_or(body, |request| request.min(body))
+    }
 }

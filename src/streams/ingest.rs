@@ -35,6 +35,8 @@ pub struct Ingest<'a> {
     registered: bool,
     /// Since when it is sealing: reading what arrived before a requested completion.
     sealing: Option<Instant>,
+    /// When the whole request must have arrived (`REQUEST_TIMEOUT_MS`), if it is bounded.
+    arrive_by: Option<Instant>,
     /// The NDJSON lines read so far.
     pub lines: NdjsonLines,
     /// What `lines` holds of the replica's budget; given back when the request ends, however it ends.
@@ -87,6 +89,7 @@ impl<'a> Ingest<'a> {
             request: Arc::new(Request::new(key)),
             registered: false,
             sealing: None,
+            arrive_by: state.config.request_timeout().map(|timeout| Instant::now() + timeout),
             lines: NdjsonLines::new(state.config.max_chunk_bytes),
             budget,
             pending: VecDeque::new(),
@@ -151,6 +154,16 @@ impl<'a> Ingest<'a> {
                     return Err(ApiError::Draining(
                         "the broker is shutting down: send the lines after chunks_stored to another replica".into(),
                     ));
+                }
+                () = sleep_until(self.arrive_by), if self.arrive_by.is_some() => {
+                    // As upstream's Node server: the request took too long to arrive. What was read is stored
+                    // and the reply says how much; the broker ended the request, the stream keeps its writer.
+                    self.body_ended = true;
+                    return Err(ApiError::RequestTimeout(format!(
+                        "the request did not arrive within REQUEST_TIMEOUT_MS ({} ms): send the lines after \
+                         chunks_stored again",
+                        self.state.config.request_timeout_ms
+                    )));
                 }
                 () = seal.notified(), if self.sealing.is_none() && self.registered => {
                     self.sealing = Some(Instant::now());

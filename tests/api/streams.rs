@@ -252,3 +252,32 @@ async fn a_chunk_whose_notification_never_came_reaches_a_live_reader_by_the_poll
     let frame = within("the poll to deliver the silent chunk", reader.next_data()).await;
     assert_eq!(frame.as_deref(), Some("{\"n\":2}"));
 }
+
+#[tokio::test]
+async fn with_request_timeout_ms_a_post_still_arriving_after_it_gets_408_with_what_it_stored() {
+    let app = TestApp::spawn_with(|config| config.request_timeout_ms = 700).await;
+    let mut reader = SseReader::open(&app.client, &app.url("/stream/slow")).await;
+    let (tx, body) = open_body();
+    let post = tokio::spawn({
+        let client = app.client.clone();
+        let url = app.url("/stream/slow");
+        async move { client.post(url).header("content-type", "application/x-ndjson").body(body).send().await }
+    });
+    for n in 1..=2 {
+        tx.send(Ok(Bytes::from(format!("{{\"n\":{n}}}\n")))).await.unwrap();
+        assert_eq!(reader.next_data().await, Some(format!("{{\"n\":{n}}}")));
+    }
+    // The writer keeps the body open and sends nothing more: the broker ends it at the timeout.
+    let response = within("the 408", post).await.unwrap().unwrap();
+    let (status, reply) = json_of(response).await;
+    assert_eq!(status, 408, "{reply}");
+    assert_eq!((reply["error"]["code"].as_str(), reply["chunks_stored"].as_u64()), (Some("REQUEST_TIMEOUT"), Some(2)));
+    assert!(reply["error"]["message"].as_str().unwrap().contains("REQUEST_TIMEOUT_MS (700 ms)"), "{reply}");
+    drop(tx);
+    // A whole JSON body is bounded by it too (the shorter of it and --body-read-timeout-seconds).
+    let (tx, body) = open_body();
+    tx.send(Ok(Bytes::from_static(b"{\"sender\":"))).await.unwrap();
+    let response = app.client.post(app.url("/questions")).header("content-type", "application/json").body(body);
+    let (status, reply) = json_of(within("the JSON body's 408", response.send()).await.unwrap()).await;
+    assert_eq!((status, reply["error"]["code"].as_str()), (408, Some("REQUEST_TIMEOUT")), "{reply}");
+}
