@@ -91,3 +91,20 @@ fn a_bad_upstream_value_is_refused_naming_where_it_came_from() {
         Some("note: set from upstream's variables: DATABASE_STATEMENT_TIMEOUT_MS=50 (as --db-statement-timeout-ms)")
     );
 }
+
+#[test]
+fn upstreams_newest_timeouts_are_our_flags_under_its_names_with_its_defaults() {
+    let command = Config::command();
+    let env_of = |id: &str| {
+        let arg = command.get_arguments().find(|arg| arg.get_id() == id).expect("the flag");
+        arg.get_env().and_then(|name| name.to_str()).map(str::to_owned)
+    };
+    assert_eq!(env_of("stream_idle_timeout_ms").as_deref(), Some("STREAM_IDLE_TIMEOUT_MS"));
+    assert_eq!(env_of("request_timeout_ms").as_deref(), Some("REQUEST_TIMEOUT_MS"));
+    let defaults = load(&[], &[]);
+    assert_eq!((defaults.stream_idle_timeout_ms, defaults.request_timeout_ms), (300_000, 0));
+    assert_eq!(defaults.request_timeout(), None);
+    let set = load(&["--stream-idle-timeout-ms", "1500", "--request-timeout-ms", "2000"], &[]);
+    assert_eq!((set.stream_idle_timeout_ms, set.request_timeout()), (1500, Some(std::time::Duration::from_secs(2))));
+    assert_eq!(set.body_deadline(), std::time::Duration::from_secs(2), "the shorter of the two bounds a body");
+}
