@@ -1,5 +1,5 @@
 //! MCP across three broker processes: ask on one, wait on another, answer on a third, kill one in the
-//! middle; and the real clients (the official Python SDK, the conformance suite) against live replicas.
+//! middle; and the real clients (the official Python SDK 1.x and 2.x, the conformance suite) against live replicas.
 
 use std::path::Path;
 
@@ -158,6 +158,39 @@ async fn the_official_python_sdk_uses_tasks_and_progress_across_three_replicas()
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "the Python SDK scenario failed:\n{stdout}\n{stderr}");
+    assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
+}
+
+#[tokio::test]
+#[ignore = "needs Python with the MCP SDK 2.x (tests/mcp2): ./scripts/test installs it and runs it"]
+async fn the_official_python_sdk_2_client_asks_across_three_replicas_in_auto_and_legacy_mode() {
+    let python = tool_path("tests/mcp2/.venv/bin/python");
+    assert!(
+        python.exists(),
+        "this test needs the pinned MCP Python SDK 2.x; ./scripts/test installs it (scripts/python-venv tests/mcp2)"
+    );
+    let url = fresh_database().await;
+    let (a, b, c) = tokio::join!(Replica::start(&url), Replica::start(&url), Replica::start(&url));
+    let output = within(
+        "the Python SDK 2.x scenario",
+        tokio::process::Command::new(&python)
+            .arg(tool_path("tests/mcp2/client_modes.py"))
+            .env("MCP_A", &a.mcp_url)
+            .env("MCP_B", &b.mcp_url)
+            .env("MCP_C", &c.mcp_url)
+            .env("REST_A", &a.base)
+            .env("REST_B", &b.base)
+            .env("REST_C", &c.base)
+            .output(),
+    )
+    .await
+    .expect("run python");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    println!("{stdout}");
+    assert!(output.status.success(), "the Python SDK 2.x scenario failed:\n{stdout}\n{stderr}");
+    assert!(stdout.contains("mode=auto: negotiated protocol version 2026-07-28"), "{stdout}");
+    assert!(stdout.contains("mode=legacy: negotiated protocol version 2025-11-25"), "{stdout}");
     assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
 }
 
