@@ -1,5 +1,5 @@
 //! MCP across three broker processes: ask on one, wait on another, answer on a third, kill one in the
-//! middle; and the real clients (the official Python SDK 1.x and 2.x, the conformance suite) against live replicas.
+//! middle; and the real clients (the official Python SDK 1.x and 2.x, the TypeScript SDK, the conformance suite) against live replicas.
 
 use std::path::Path;
 
@@ -191,6 +191,37 @@ async fn the_official_python_sdk_2_client_asks_across_three_replicas_in_auto_and
     assert!(output.status.success(), "the Python SDK 2.x scenario failed:\n{stdout}\n{stderr}");
     assert!(stdout.contains("mode=auto: negotiated protocol version 2026-07-28"), "{stdout}");
     assert!(stdout.contains("mode=legacy: negotiated protocol version 2025-11-25"), "{stdout}");
+    assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
+}
+
+#[tokio::test]
+#[ignore = "needs Node with the MCP TypeScript SDK (tests/mcp_ts): ./scripts/test installs it and runs it"]
+async fn the_official_typescript_sdk_client_asks_across_three_replicas() {
+    assert!(
+        tool_path("tests/mcp_ts/node_modules/@modelcontextprotocol/sdk").exists(),
+        "this test needs the pinned MCP TypeScript SDK; ./scripts/test installs it (npm ci in tests/mcp_ts)"
+    );
+    let url = fresh_database().await;
+    let (a, b, c) = tokio::join!(Replica::start(&url), Replica::start(&url), Replica::start(&url));
+    let output = within(
+        "the TypeScript SDK scenario",
+        tokio::process::Command::new("node")
+            .arg(tool_path("tests/mcp_ts/client.mjs"))
+            .env("MCP_A", &a.mcp_url)
+            .env("MCP_B", &b.mcp_url)
+            .env("MCP_C", &c.mcp_url)
+            .env("REST_A", &a.base)
+            .env("REST_B", &b.base)
+            .env("REST_C", &c.base)
+            .output(),
+    )
+    .await
+    .expect("run node");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    println!("{stdout}");
+    assert!(output.status.success(), "the TypeScript SDK scenario failed:\n{stdout}\n{stderr}");
+    assert!(stdout.contains("# negotiated protocol version 2025-11-25"), "{stdout}");
     assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
 }
 
