@@ -1,5 +1,6 @@
 //! Command-line flags with environment fallbacks: the one place the broker's settings are defined.
 
+pub mod budgets;
 mod durations;
 mod load;
 mod ttls;
@@ -396,6 +397,9 @@ pub struct Config {
     #[arg(long, env = "ARK_BROKER_NDJSON_BUFFER_BUDGET_BYTES", default_value_t = 128 * 1024 * 1024,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub ndjson_buffer_budget_bytes: u64,
+
+    #[command(flatten)]
+    pub budgets: budgets::ByteBudgets,
 }
 
 #[cfg(test)]

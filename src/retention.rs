@@ -1,5 +1,5 @@
 //! The reaper, so no table grows forever: deletes messages, events, sessions and spans whose TTL has passed (and the
-//! oldest events and spans beyond their caps), finished streams and their chunks after the stream retention, the questions
+//! oldest events and spans beyond their caps, and messages, events and spans beyond their byte budgets), finished streams and their chunks after the stream retention, the questions
 //! watch log after its window, done (or day-old undone) Query status patches, day-old idempotency keys and inbound
 //! channel delivery ids, and commit receipts past any settlement; and expires pending questions past their expiry. Every replica runs it, but a pass is made by
 //! whichever replica takes the turn (an advisory try-lock); each statement deletes at most a batch (`skip locked`), so
@@ -29,6 +29,8 @@ pub struct Retention {
     pub max_events: i64,
     /// Most spans kept (0: no cap).
     pub max_spans: i64,
+    /// Most bytes of messages, events and spans kept (0: no budget; `config::budgets`).
+    pub max_bytes: MaxBytes,
     /// How long watch-log rows are kept (a watch from before that gets 410 and relists).
     pub question_log_seconds: i64,
     /// How long each step of a question's decision is kept.
@@ -45,11 +47,27 @@ impl Retention {
             stream_seconds: config.stream_retention_seconds as i64,
             max_events: config.max_events as i64,
             max_spans: config.max_spans as i64,
+            max_bytes: MaxBytes {
+                messages: config.budgets.message_max_bytes as i64,
+                events: config.budgets.event_max_bytes as i64,
+                spans: config.budgets.trace_max_bytes as i64,
+            },
             question_log_seconds: config.question_log_seconds as i64,
             question_history_seconds: config.question_history_seconds as i64,
             batch: config.reap_batch_size as i64,
         }
     }
+}
+
+/// Byte budgets per table (0: none).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MaxBytes {
+    /// Of messages.
+    pub messages: i64,
+    /// Of events.
+    pub events: i64,
+    /// Of spans.
+    pub spans: i64,
 }
 
 type Reap = Arc<dyn Fn(Retention) -> BoxFuture<'static, StoreResult<usize>> + Send + Sync>;

@@ -91,12 +91,20 @@ pub fn register(pool: &Pool, replica_key: i64, wakeups: &Wakeups, deliveries: &D
     let mut registry = Registry::default();
     let messages = registry.feed(Feed::Messages, MessageStore::new(pool.clone()), |store| {
         vec![Duty::new("messages", "messages", store.clone(), |s, keep| async move {
-            Ok(s.delete_expired(keep.batch).await? as usize)
+            let over = match keep.max_bytes.messages {
+                0 => 0,
+                budget => s.delete_over_budget(budget, keep.batch).await?,
+            };
+            Ok((s.delete_expired(keep.batch).await? + over) as usize)
         })]
     });
     let events = registry.feed(Feed::Events, EventStore::new(pool.clone()), |store| {
         vec![Duty::new("events", "events", store.clone(), |s, keep| async move {
-            s.reap(keep.max_events, keep.batch).await
+            let over = match keep.max_bytes.events {
+                0 => 0,
+                budget => s.delete_over_budget(budget, keep.batch).await?,
+            };
+            Ok(s.reap(keep.max_events, keep.batch).await? + over as usize)
         })]
     });
     let sessions = registry.feed(Feed::Sessions, SessionStore::new(pool.clone()), |store| {
@@ -104,12 +112,15 @@ pub fn register(pool: &Pool, replica_key: i64, wakeups: &Wakeups, deliveries: &D
             Ok(s.delete_expired(keep.batch).await? as usize)
         })]
     });
-    let spans =
-        registry.feed(Feed::Spans, SpanStore::new(pool.clone()), |store| {
-            vec![Duty::new("spans", "spans", store.clone(), |s, keep| async move {
-                s.reap(keep.max_spans, keep.batch).await
-            })]
-        });
+    let spans = registry.feed(Feed::Spans, SpanStore::new(pool.clone()), |store| {
+        vec![Duty::new("spans", "spans", store.clone(), |s, keep| async move {
+            let over = match keep.max_bytes.spans {
+                0 => 0,
+                budget => s.delete_over_budget(budget, keep.batch).await?,
+            };
+            Ok(s.reap(keep.max_spans, keep.batch).await? + over as usize)
+        })]
+    });
     let questions = QuestionStore::new(pool.clone());
     registry.tail(Feed::Questions, question_tail::spawn(questions.clone(), wakeups.clone()));
     registry.reaped([

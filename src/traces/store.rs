@@ -192,6 +192,28 @@ impl SpanStore {
         Ok(())
     }
 
+    /// Deletes up to `limit` of the oldest spans beyond `max_bytes` (their `bytes` summed from the newest; the
+    /// newest is always kept). Returns how many.
+    #[tracing::instrument(level = "debug", skip_all)]
+    pub async fn delete_over_budget(&self, max_bytes: i64, limit: i64) -> StoreResult<u64> {
+        let deleted = sqlx::query!(
+            "delete from spans where sequence_number in (
+               select sequence_number from spans
+               where sequence_number <= (select t.sequence_number
+                                         from (select sequence_number,
+                                                      sum(bytes) over (order by sequence_number desc) as newer
+                                               from spans) t
+                                         where t.newer > $1 order by t.sequence_number desc limit 1)
+                 and sequence_number < (select max(sequence_number) from spans)
+               order by sequence_number limit $2 for update skip locked)",
+            max_bytes,
+            limit,
+        )
+        .execute(&self.pool)
+        .await?;
+        Ok(deleted.rows_affected())
+    }
+
     /// Deletes up to `limit` expired spans, then up to `limit` of the oldest beyond `max_rows` (0: no cap);
     /// replicas reaping at once skip each other's rows.
     #[tracing::instrument(level = "debug", skip_all)]

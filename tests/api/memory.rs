@@ -17,6 +17,7 @@ pub fn reaper(app: &TestApp) -> ark_broker::retention::Reaper {
         stream_seconds: 3600,
         max_events: 0,
         max_spans: 0,
+        max_bytes: Default::default(),
         question_log_seconds: 3600,
         question_history_seconds: 3600,
         batch: 1000,
@@ -282,4 +283,45 @@ async fn watch_streams_send_heartbeats_while_idle() {
     let mut watch = SseReader::open(&app.client, &app.url("/messages?watch=true")).await;
     assert_eq!(watch.next_frame().await.as_deref(), Some(": connected"));
     assert_eq!(watch.next_frame().await.as_deref(), Some(": heartbeat"));
+}
+
+#[tokio::test]
+async fn the_reaper_keeps_messages_events_and_spans_within_their_byte_budgets_and_always_the_newest() {
+    let app = TestApp::spawn().await;
+    for n in 1..=5 {
+        append(&app, "budget", "q", json!([{"role": "user", "content": format!("message {n}")}])).await;
+        let event = json!({"timestamp": "2026-11-29T10:00:00Z", "eventType": "Normal", "reason": "Step",
+                           "message": format!("e{n}"), "data": {"queryId": "q", "sessionId": "s"}});
+        crate::events::post_event(&app, &event).await;
+        crate::traces::export_json(&app, &crate::traces::export_of(&[(&format!("t{n}"), json!("s"))])).await;
+    }
+    let sizes = |table: &'static str| {
+        let pool = app.pool();
+        async move {
+            let query = format!("select bytes::bigint from {table} order by sequence_number desc");
+            sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(query)).fetch_all(&pool).await.unwrap()
+        }
+    };
+    let newest_two = |sizes: &[i64]| sizes[0] + sizes[1];
+    let mut budgeted = reaper(&app);
+    // Messages: room for the newest two and a byte less than the third; events: not even the newest.
+    budgeted.retention.max_bytes = ark_broker::retention::MaxBytes {
+        messages: newest_two(&sizes("messages").await) + sizes("messages").await[2] - 1,
+        events: 1,
+        spans: newest_two(&sizes("spans").await),
+    };
+    budgeted.pass().await;
+    let (_, page) = json_of(app.get("/messages?conversation_id=budget").await).await;
+    let contents: Vec<&str> =
+        page["items"].as_array().unwrap().iter().map(|m| m["message"]["content"].as_str().unwrap()).collect();
+    assert_eq!(contents, ["message 4", "message 5"], "the oldest beyond the budget are gone");
+    let (_, events) = json_of(app.get("/events").await).await;
+    let events: Vec<&str> =
+        events["items"].as_array().unwrap().iter().map(|e| e["message"].as_str().unwrap()).collect();
+    assert_eq!(events, ["e5"], "the newest is kept even when it alone is over the budget");
+    assert_eq!(sizes("spans").await.len(), 2, "the newest two spans fit exactly");
+    // Without budgets (the default), nothing more goes.
+    let unbounded = reaper(&app);
+    unbounded.pass().await;
+    assert_eq!((sizes("messages").await.len(), sizes("events").await.len()), (2, 1));
 }

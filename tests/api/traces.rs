@@ -97,7 +97,7 @@ async fn json_exports_of_the_opentelemetry_sdk_are_kept_as_sent() {
 }
 
 /// An OTLP/JSON export of one span per trace, with `ark.session.id` written as given.
-fn export_of(spans: &[(&str, Value)]) -> Value {
+pub fn export_of(spans: &[(&str, Value)]) -> Value {
     let spans: Vec<Value> = spans
         .iter()
         .map(|(trace, session)| {
@@ -108,7 +108,7 @@ fn export_of(spans: &[(&str, Value)]) -> Value {
     json!({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]})
 }
 
-async fn export_json(app: &TestApp, body: &Value) {
+pub async fn export_json(app: &TestApp, body: &Value) {
     let (status, reply) = json_of(app.post_json("/v1/traces", body).await).await;
     assert_eq!((status, reply), (200, json!({})));
 }

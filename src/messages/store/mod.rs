@@ -22,6 +22,7 @@ use crate::{
     timestamp::iso_timestamp,
 };
 
+mod retention;
 mod watch;
 /// Per-conversation counts for `/memory-status`.
 #[derive(Debug)]
@@ -286,20 +287,6 @@ impl MessageStore {
         .execute(&self.pool)
         .await?;
         Ok(())
-    }
-
-    /// Deletes up to `limit` expired messages; replicas reaping at once skip each other's rows.
-    #[tracing::instrument(level = "debug", skip_all)]
-    pub async fn delete_expired(&self, limit: i64) -> StoreResult<u64> {
-        let deleted = sqlx::query!(
-            "delete from messages where sequence_number in (
-               select sequence_number from messages where expires_at <= now()
-               order by expires_at limit $1 for update skip locked)",
-            limit,
-        )
-        .execute(&self.pool)
-        .await?;
-        Ok(deleted.rows_affected())
     }
 }
 
