@@ -126,6 +126,31 @@ fn tool_path(relative: &str) -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(relative)
 }
 
+/// Runs a client scenario (`program script`, `what` for messages) against replicas `a`, `b`, `c`, given their
+/// MCP endpoints and REST bases as `MCP_A`… and `REST_A`…; asserts it succeeded and returns its stdout.
+async fn scenario(what: &'static str, program: &std::path::Path, script: &str, [a, b, c]: [&Replica; 3]) -> String {
+    let output = within(
+        what,
+        tokio::process::Command::new(program)
+            .arg(tool_path(script))
+            .env("MCP_A", &a.mcp_url)
+            .env("MCP_B", &b.mcp_url)
+            .env("MCP_C", &c.mcp_url)
+            .env("REST_A", &a.base)
+            .env("REST_B", &b.base)
+            .env("REST_C", &c.base)
+            .output(),
+    )
+    .await
+    .unwrap_or_else(|error| panic!("run {}: {error}", program.display()));
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    println!("{stdout}");
+    assert!(output.status.success(), "{what} failed:\n{stdout}\n{stderr}");
+    assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
+    stdout
+}
+
 #[tokio::test]
 #[ignore = "needs Python with the MCP SDK (tests/mcp): ./scripts/test installs it and runs it"]
 async fn the_official_python_sdk_uses_tasks_and_progress_across_three_replicas() {
@@ -141,24 +166,7 @@ async fn the_official_python_sdk_uses_tasks_and_progress_across_three_replicas()
         Replica::start_with(&url, fast_progress),
         Replica::start_with(&url, fast_progress)
     );
-    let output = within(
-        "the Python SDK scenario",
-        tokio::process::Command::new(&python)
-            .arg(tool_path("tests/mcp/legacy_tasks.py"))
-            .env("MCP_A", &a.mcp_url)
-            .env("MCP_B", &b.mcp_url)
-            .env("MCP_C", &c.mcp_url)
-            .env("REST_A", &a.base)
-            .env("REST_B", &b.base)
-            .env("REST_C", &c.base)
-            .output(),
-    )
-    .await
-    .expect("run python");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "the Python SDK scenario failed:\n{stdout}\n{stderr}");
-    assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
+    scenario("the Python SDK scenario", &python, "tests/mcp/legacy_tasks.py", [&a, &b, &c]).await;
 }
 
 #[tokio::test]
@@ -171,27 +179,9 @@ async fn the_official_python_sdk_2_client_asks_across_three_replicas_in_auto_and
     );
     let url = fresh_database().await;
     let (a, b, c) = tokio::join!(Replica::start(&url), Replica::start(&url), Replica::start(&url));
-    let output = within(
-        "the Python SDK 2.x scenario",
-        tokio::process::Command::new(&python)
-            .arg(tool_path("tests/mcp2/client_modes.py"))
-            .env("MCP_A", &a.mcp_url)
-            .env("MCP_B", &b.mcp_url)
-            .env("MCP_C", &c.mcp_url)
-            .env("REST_A", &a.base)
-            .env("REST_B", &b.base)
-            .env("REST_C", &c.base)
-            .output(),
-    )
-    .await
-    .expect("run python");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    println!("{stdout}");
-    assert!(output.status.success(), "the Python SDK 2.x scenario failed:\n{stdout}\n{stderr}");
+    let stdout = scenario("the Python SDK 2.x scenario", &python, "tests/mcp2/client_modes.py", [&a, &b, &c]).await;
     assert!(stdout.contains("mode=auto: negotiated protocol version 2026-07-28"), "{stdout}");
     assert!(stdout.contains("mode=legacy: negotiated protocol version 2025-11-25"), "{stdout}");
-    assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
 }
 
 #[tokio::test]
@@ -203,26 +193,9 @@ async fn the_official_typescript_sdk_client_asks_across_three_replicas() {
     );
     let url = fresh_database().await;
     let (a, b, c) = tokio::join!(Replica::start(&url), Replica::start(&url), Replica::start(&url));
-    let output = within(
-        "the TypeScript SDK scenario",
-        tokio::process::Command::new("node")
-            .arg(tool_path("tests/mcp_ts/client.mjs"))
-            .env("MCP_A", &a.mcp_url)
-            .env("MCP_B", &b.mcp_url)
-            .env("MCP_C", &c.mcp_url)
-            .env("REST_A", &a.base)
-            .env("REST_B", &b.base)
-            .env("REST_C", &c.base)
-            .output(),
-    )
-    .await
-    .expect("run node");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    println!("{stdout}");
-    assert!(output.status.success(), "the TypeScript SDK scenario failed:\n{stdout}\n{stderr}");
+    let node = std::path::Path::new("node");
+    let stdout = scenario("the TypeScript SDK scenario", node, "tests/mcp_ts/client.mjs", [&a, &b, &c]).await;
     assert!(stdout.contains("# negotiated protocol version 2025-11-25"), "{stdout}");
-    assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
 }
 
 #[tokio::test]
