@@ -156,6 +156,11 @@ pub struct Config {
     #[arg(long, env = "ARK_BROKER_MCP_TASK_POLL_INTERVAL_MS", default_value_t = 5_000)]
     pub mcp_task_poll_interval_ms: u64,
 
+    /// The broker's HTTP address as people reach it (e.g. `https://ark.example`), for links to a question's
+    /// page (`mcp:caller` in URL mode). Without it, the MCP request's host with `--port`, over http.
+    #[arg(long, env = "ARK_BROKER_PUBLIC_URL")]
+    pub public_url: Option<String>,
+
     /// HTTP header on MCP requests naming the calling agent (the question's sender `ark://agents/<name>`).
     #[arg(long, env = "ARK_BROKER_AGENT_HEADER", default_value = "x-ark-agent")]
     pub agent_header: String,

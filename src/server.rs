@@ -73,11 +73,13 @@ async fn serve_on(config: Config, embedded: Option<&EmbeddedPostgres>) -> Result
     let http_address = SocketAddr::new(config.host, config.port);
     let mcp_address = SocketAddr::new(config.host, config.mcp_port);
     crate::connections::raise_open_files_limit(&config);
-    let state = app::build_state(config, &database_url).await?;
     let http = listen(http_address).map_err(|error| RunError::Bind { address: http_address, flag: "--port", error })?;
     let mcp =
         listen(mcp_address).map_err(|error| RunError::Bind { address: mcp_address, flag: "--mcp-port", error })?;
     let (http_at, mcp_at) = (http.local_addr()?, mcp.local_addr()?);
+    // The ports as bound (`0` picks one): links the broker gives (a question's page) name the real one.
+    let config = Config { port: http_at.port(), mcp_port: mcp_at.port(), ..config };
+    let state = app::build_state(config, &database_url).await?;
     tracing::info!(
         http.addr = %http_at,
         mcp.addr = %mcp_at,

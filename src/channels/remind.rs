@@ -58,6 +58,8 @@ async fn send(channels: &Channels, job: &ReminderJob) -> Result<Option<String>, 
             Some(github) => github.create_comment(&owner, &repo, number, &text).await.map(|sent| sent.url),
             None => Err(SendError::Transient("this replica has no GitHub token".into())),
         },
+        // Never queued: the caller is asked on its own connection (`mcp::caller`).
+        Channel::Caller => Err(SendError::Permanent("mcp:caller is not sent through the outbox".into())),
     }
 }
 

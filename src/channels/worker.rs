@@ -88,6 +88,8 @@ async fn send(channels: &Channels, job: &DeliveryJob) -> Result<Sent, SendError>
             Some(github) => github.comment(&owner, &repo, number, &message).await,
             None => Err(SendError::Transient("this replica has no GitHub token".into())),
         },
+        // Never queued: the caller is asked on its own connection (`mcp::caller`).
+        Channel::Caller => Err(SendError::Permanent("mcp:caller is not sent through the outbox".into())),
     }
 }
 

@@ -15,13 +15,14 @@ use axum::{
         sse::{Event, KeepAlive, Sse},
     },
 };
-use futures::{Stream, StreamExt};
+use futures::{Stream, StreamExt, stream};
 use rmcp::{ErrorData as McpError, model::CallToolResult};
 use serde_json::{Value, json};
 
 use super::{
+    caller,
     tasks::internal,
-    tools::{self, Caller},
+    tools::{self, Caller, NotAsked},
     waiter::{Wait, Waiter, pending_message, shutting_down},
 };
 use crate::{questions::model::Question, state::AppState};
@@ -29,38 +30,60 @@ use crate::{questions::model::Question, state::AppState};
 /// SSE keep-alive while a caller with a progress token waits (rmcp's, for the same calls).
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
-/// Asks the question of `params` for `caller` and answers JSON-RPC request `id` once it closes.
+/// Asks the question of `params` for `caller` and answers JSON-RPC request `id` once it closes. A question
+/// that asks its caller (`mcp:caller`) opens the reply with its `elicitation/create`, so the reply is SSE.
 pub async fn ask(state: &AppState, caller: Caller, id: Value, params: Value) -> Response {
     let caller = caller.traced(params.pointer("/_meta/traceparent").and_then(Value::as_str), &state.config);
     let asked = match tools::ask_arguments(params["arguments"].as_object(), &caller, &state.config) {
         Ok(question) => {
             // Boxed: the store's future is ~17 KB and would otherwise stay in this future's layout for the
             // whole wait (issue 27's waiter memory).
-            Box::pin(state.questions.create(&question)).await.map_err(internal)
+            Box::pin(state.questions.create(&question)).await.map_err(|error| NotAsked::Invalid(internal(error)))
         }
-        Err(error) => Err(error),
+        Err(not_asked) => Err(not_asked),
     };
     // Only the question's id is kept for the wait, and the request's JSON is let go: a caller may wait hours.
     // (Moving the id out of a bound question would keep its other fields until this function ends.)
-    let question_id = match asked {
-        Ok(question) => question.id,
-        Err(error) => return Json(envelope(id, Err(error))).into_response(),
+    let (question_id, elicitation) = match asked {
+        Ok(question) => {
+            let stored = question.caller_elicitation.as_ref();
+            let elicitation = stored.map(|stored| caller::params(stored, &question.id, &caller.page_base));
+            (question.id, elicitation)
+        }
+        Err(NotAsked::Invalid(error)) => return Json(envelope(id, Err(error))).into_response(),
+        Err(NotAsked::ToolError(result)) => return Json(envelope(id, Ok(legacy_result(&result)))).into_response(),
     };
     let token = params.pointer("/_meta/progressToken").filter(|t| t.is_string() || t.is_number()).cloned();
     drop(params);
     let progress = token.is_some();
-    let messages = messages(state.clone(), question_id, progress).map(move |message| match message {
+    let frame = move |message| match message {
         Message::Progress(progress, message) => {
             json!({"jsonrpc": "2.0", "method": "notifications/progress",
                    "params": {"progressToken": token, "progress": progress, "message": message}})
         }
         Message::Done(outcome) => envelope(id.clone(), outcome.map(|result| legacy_result(&result))),
-    });
+    };
+    if let Some(params) = elicitation {
+        let ask = caller::request(params.clone(), &question_id, None);
+        let withdrawal = caller::withdrawal(&params, &question_id);
+        let frames = messages(state.clone(), question_id, progress).flat_map(move |message| {
+            // Once the question closed, the client's elicitation is over (answered here or elsewhere).
+            let over = matches!(message, Message::Done(Ok(_))).then(|| withdrawal.clone());
+            stream::iter(over.into_iter().chain([frame(message)]))
+        });
+        return sse(stream::once(async { ask }).chain(frames));
+    }
+    let messages = messages(state.clone(), question_id, progress).map(frame);
     if !progress {
         let mut messages = std::pin::pin!(messages);
         let last = messages.next().await.unwrap_or_else(|| json!({"jsonrpc": "2.0"}));
         return Json(last).into_response();
     }
+    sse(messages)
+}
+
+/// The reply as SSE: each JSON-RPC message an event, with keep-alives.
+fn sse(messages: impl Stream<Item = Value> + Send + 'static) -> Response {
     let events =
         messages.map(|message| Ok::<_, Infallible>(Event::default().event("message").data(message.to_string())));
     Sse::new(events).keep_alive(KeepAlive::new().interval(KEEP_ALIVE)).into_response()

@@ -25,12 +25,13 @@ use serde_json::{Value, json};
 
 use super::{
     blocking::{envelope, result_of},
+    caller::{self, Modes, Replied},
     handoff,
     tasks::{self, RELATED_TASK, Tasks, internal},
-    tools::{self, BrokerTool, Caller},
+    tools::{self, BrokerTool, Caller, NotAsked},
     waiter::{Wait, Waiter},
 };
-use crate::{questions::Change, state::AppState};
+use crate::{auth::Principal, questions::Change, state::AppState};
 
 /// The first protocol version in which tasks are an extension rather than a core utility.
 const MODERN_VERSION: &str = "2026-07-28";
@@ -57,6 +58,7 @@ pub async fn serve(state: AppState, request: Request, next: Next) -> Response {
     };
     let rebuilt = |parts: Parts, bytes: Bytes| Request::from_parts(parts, Body::from(bytes));
     let mut message: Value = match serde_json::from_slice(&bytes) {
+        Ok(message) if is_caller_reply(&message) => return Box::pin(caller_reply(&state, &parts, &message)).await,
         Ok(message) if is_legacy(&parts.headers, &message) && message.get("id").is_some() => message,
         Ok(message) if !is_legacy(&parts.headers, &message) && handoff::wanted(&message) => {
             drop(message);
@@ -72,7 +74,12 @@ pub async fn serve(state: AppState, request: Request, next: Next) -> Response {
     // `tasks/result` waits for a person), and inline it would be as large as the largest branch, the store
     // calls included (issue 27's waiter memory).
     let outcome = match message["method"].as_str().unwrap_or_default() {
-        "initialize" => return Box::pin(patch(next.run(rebuilt(parts, bytes)).await, add_task_capabilities)).await,
+        "initialize" => {
+            // A client that can be asked (elicitation) gets a session id spelling how ([`caller::Modes`]).
+            let session = Modes::of(&params["capabilities"]).session_id();
+            let response = Box::pin(patch(next.run(rebuilt(parts, bytes)).await, add_task_capabilities)).await;
+            return with_session(response, session);
+        }
         "tools/list" => return Box::pin(patch(next.run(rebuilt(parts, bytes)).await, add_task_support)).await,
         "tools/call" if params.get("task").is_some_and(Value::is_object) => Box::pin(legacy.create(params)).await,
         "tools/call" if params["name"].as_str().and_then(BrokerTool::named) == Some(BrokerTool::AskQuestion) => {
@@ -114,7 +121,12 @@ impl Legacy {
             .caller
             .clone()
             .traced(params.pointer("/_meta/traceparent").and_then(Value::as_str), &self.state.config);
-        let question = tools::ask_arguments(params["arguments"].as_object(), &caller, &self.state.config)?;
+        let question = match tools::ask_arguments(params["arguments"].as_object(), &caller, &self.state.config) {
+            Ok(question) => question,
+            Err(NotAsked::Invalid(error)) => return Err(error),
+            // A task-augmented call is answered with a task or an error, never a tool result.
+            Err(NotAsked::ToolError(result)) => return Err(McpError::invalid_params(tools::text_of(&result), None)),
+        };
         let ttl = params.pointer("/task/ttl").and_then(Value::as_u64);
         let question = self.tasks.create(question, ttl).await?;
         let immediate = format!(
@@ -174,6 +186,10 @@ impl Legacy {
             Err(error) => return reply(id, Err(error)),
         };
         let task = question.task_id.map(|t| t.to_string()).unwrap_or_default();
+        // A task waiting for its caller (`input_required`) asks on this stream, as the era has it.
+        let ask = caller::elicitation(&question, &self.caller.page_base).map(|params| {
+            (caller::request(params.clone(), &question.id, Some(&task)), caller::withdrawal(&params, &question.id))
+        });
         let mut waiter = Waiter::new(&self.state, &question.id, RESULT_TICK);
         let outcome = async move {
             loop {
@@ -197,10 +213,17 @@ impl Legacy {
             return reply(id, outcome.await);
         }
         let shutdown = self.state.shutdown.clone();
+        let event = |message: &Value| Ok::<_, Infallible>(Event::default().event("message").data(message.to_string()));
         let stream = async_stream::stream! {
+            if let Some((request, _)) = &ask {
+                yield event(request);
+            }
             tokio::select! {
                 outcome = outcome => {
-                    yield Ok::<_, Infallible>(Event::default().event("message").data(envelope(id, outcome).to_string()));
+                    if let (Some((_, withdrawal)), Ok(_)) = (&ask, &outcome) {
+                        yield event(withdrawal);
+                    }
+                    yield event(&envelope(id, outcome));
                 }
                 // The client calls tasks/result again on another replica.
                 _ = shutdown.cancelled() => yield Ok(Event::default().retry(Duration::from_secs(1))),
@@ -208,6 +231,46 @@ impl Legacy {
         };
         Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))).into_response()
     }
+}
+
+/// Whether `message` is a client's JSON-RPC response to an elicitation this broker sent (`mcp:caller`).
+fn is_caller_reply(message: &Value) -> bool {
+    message.get("method").is_none()
+        && (message.get("result").is_some() || message.get("error").is_some())
+        && caller::question_of_request(&message["id"]).is_some()
+}
+
+/// Takes a client's reply to an elicitation, whichever replica asked: 202 once taken (or too late: the first
+/// answer won), 400 or 403 with a JSON-RPC error when it is not, 404 for an unknown question.
+async fn caller_reply(state: &AppState, parts: &Parts, message: &Value) -> Response {
+    let question = caller::question_of_request(&message["id"]).unwrap_or_default();
+    let principal = if state.auth.is_on() { parts.extensions.get::<Principal>() } else { None };
+    let result = message.get("result").ok_or(&message["error"]);
+    let refusal = |status: StatusCode, code: ErrorCode, why: String| {
+        (status, Json(json!({"jsonrpc": "2.0", "error": McpError::new(code, why, None)}))).into_response()
+    };
+    match caller::apply(state, question, principal, result).await {
+        Ok(Replied::Question(_)) => StatusCode::ACCEPTED.into_response(),
+        Ok(Replied::Refused(why)) => refusal(StatusCode::BAD_REQUEST, ErrorCode::INVALID_PARAMS, why),
+        Ok(Replied::Forbidden(why)) => refusal(StatusCode::FORBIDDEN, ErrorCode::INVALID_REQUEST, why),
+        Ok(Replied::NotFound) => refusal(
+            StatusCode::NOT_FOUND,
+            ErrorCode::INVALID_PARAMS,
+            format!("No question {question} asked this client anything"),
+        ),
+        Err(error) => {
+            tracing::warn!(error = %crate::telemetry::chain(&error), question.id = %question, "cannot take a reply");
+            refusal(StatusCode::SERVICE_UNAVAILABLE, ErrorCode::INTERNAL_ERROR, "Try again".into())
+        }
+    }
+}
+
+/// `response` with the session id `session`, when there is one and the response succeeded.
+fn with_session(mut response: Response, session: Option<String>) -> Response {
+    if let Some(value) = session.filter(|_| response.status().is_success()).and_then(|s| s.parse().ok()) {
+        response.headers_mut().insert("mcp-session-id", value);
+    }
+    response
 }
 
 fn task_id(params: &Value) -> Result<&str, McpError> {

@@ -5,6 +5,7 @@
 //! default).
 
 mod blocking;
+mod caller;
 mod handoff;
 mod legacy;
 mod server;

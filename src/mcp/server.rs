@@ -9,16 +9,19 @@ use rmcp::{
     ErrorData as McpError, RoleServer, ServerHandler,
     model::{
         CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, CreateTaskResult, GetTaskParams,
-        GetTaskResult, Implementation, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-        ProgressToken, ProtocolVersion, ServerCapabilities, ServerConfig, UpdateTaskParams,
+        GetTaskResult, Implementation, InputRequiredResult, InputResponses, ListToolsResult, PaginatedRequestParams,
+        ProgressNotificationParam, ProgressToken, ProtocolVersion, ServerCapabilities, ServerConfig, UpdateTaskParams,
     },
     service::RequestContext,
 };
 
+use serde_json::Value;
+
 use super::{
+    caller::{self, Modes, Replied},
     handoff::{Handed, Handoff},
     tasks::{self, Tasks, internal},
-    tools::{self, BrokerTool, Caller},
+    tools::{self, BrokerTool, Caller, NotAsked},
     waiter::{Wait, Waiter, pending_message, shutting_down},
 };
 use crate::{
@@ -52,7 +55,13 @@ impl BrokerMcp {
     }
 
     fn caller(&self, context: &RequestContext<RoleServer>) -> Caller {
-        context.extensions.get::<Parts>().map(|parts| Caller::from_request(parts, &self.state)).unwrap_or_default()
+        let mut caller =
+            context.extensions.get::<Parts>().map(|parts| Caller::from_request(parts, &self.state)).unwrap_or_default();
+        // A 2026-07-28 request declares its client's capabilities itself.
+        if let Some(capabilities) = context.meta.client_capabilities() {
+            caller.elicitation = Modes::of(&serde_json::to_value(capabilities).unwrap_or_default());
+        }
+        caller
     }
 
     async fn ask(
@@ -61,13 +70,79 @@ impl BrokerMcp {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let caller = self.caller(&context).traced(context.meta.get_traceparent(), &self.state.config);
-        let question = tools::ask_arguments(request.arguments.as_ref(), &caller, &self.state.config)?;
+        if let Some(question_id) = &request.request_state {
+            return self.resume(question_id, request.input_responses.as_ref(), &caller, context).await;
+        }
+        let question = match tools::ask_arguments(request.arguments.as_ref(), &caller, &self.state.config) {
+            Ok(question) => question,
+            Err(NotAsked::Invalid(error)) => return Err(error),
+            Err(NotAsked::ToolError(result)) => return Ok(CallToolResponse::Complete(*result)),
+        };
         if context.client_capabilities().is_some_and(|c| c.supports_tasks()) {
             let question = self.tasks.create(question, None).await?;
             let task = tasks::modern_task(&question, self.tasks.task_poll_interval_ms());
             return Ok(CallToolResponse::Task(CreateTaskResult::new(task)));
         }
         let question = self.state.questions.create(&question).await.map_err(internal)?;
+        // Asking the caller: the client asks its person and calls again with the answer and this state.
+        if let Some(input_requests) = caller::elicitation(&question, &caller.page_base).and_then(caller::input_requests)
+        {
+            return Ok(CallToolResponse::InputRequired(InputRequiredResult::new(
+                Some(input_requests),
+                Some(question.id),
+            )));
+        }
+        self.wait(question, context).await
+    }
+
+    /// A call again with the person's reply (`inputResponses`) to the question its `requestState` names:
+    /// the reply answers or declines it, and the call returns its outcome, or waits for it as a blocking call
+    /// when it is still pending (the person opened its page, or their answer was not taken).
+    async fn resume(
+        &self,
+        question_id: &str,
+        responses: Option<&InputResponses>,
+        caller: &Caller,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let unknown = || McpError::invalid_params("requestState does not name a question this caller asked", None);
+        let question = self.state.questions.get(question_id).await.map_err(internal)?.ok_or_else(unknown)?;
+        // The state comes back from the client: it must name a question this caller asked of its client.
+        if question.caller_elicitation.is_none() || (caller.owner.is_some() && question.owner != caller.owner) {
+            return Err(unknown());
+        }
+        let question = match responses.and_then(|responses| responses.get(caller::INPUT_KEY)) {
+            Some(response) => self.reply(&question.id, caller, response).await?.unwrap_or(question),
+            None => question,
+        };
+        match tools::outcome(&question) {
+            Some(result) => Ok(CallToolResponse::Complete(result)),
+            None => self.wait(question, context).await,
+        }
+    }
+
+    /// Applies a reply to the question's elicitation; the question as it now is (`None` when the reply was
+    /// not taken: the question waits for its other channels).
+    async fn reply(&self, question_id: &str, caller: &Caller, response: &Value) -> Result<Option<Question>, McpError> {
+        match caller::apply(&self.state, question_id, caller.principal.as_ref(), Ok(response))
+            .await
+            .map_err(internal)?
+        {
+            Replied::Question(question) => Ok(Some(*question)),
+            Replied::Refused(why) | Replied::Forbidden(why) => {
+                tracing::info!(question.id = %question_id, %why, "the caller's reply was not taken");
+                Ok(None)
+            }
+            Replied::NotFound => Err(McpError::invalid_params("the question is gone", None)),
+        }
+    }
+
+    /// Waits for `question` to close as a blocking call: handed to the layer in front when it can be.
+    async fn wait(
+        &self,
+        question: Question,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
         if let Some(handoff) = Handoff::of(&context) {
             let token = context.meta.get_progress_token();
             handoff.give(Handed { question_id: question.id, id: context.id.clone(), token });
@@ -179,8 +254,10 @@ impl ServerHandler for BrokerMcp {
         request: GetTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, McpError> {
-        let question = self.tasks.find(&request.task_id, &self.caller(&context)).await?;
-        Ok(GetTaskResult::new(tasks::modern_detail(&question, self.tasks.task_poll_interval_ms())))
+        let caller = self.caller(&context);
+        let question = self.tasks.find(&request.task_id, &caller).await?;
+        let poll_interval = self.tasks.task_poll_interval_ms();
+        Ok(GetTaskResult::new(tasks::modern_detail(&question, poll_interval, &caller.page_base)))
     }
 
     async fn update_task(
@@ -188,8 +265,15 @@ impl ServerHandler for BrokerMcp {
         request: UpdateTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        // Our tasks never ask the client for input; an update to a known task is acknowledged and ignored.
-        self.tasks.find(&request.task_id, &self.caller(&context)).await.map(|_| ())
+        // The only input a task asks for is its caller's answer (`mcp:caller`); other keys are ignored.
+        let caller = self.caller(&context);
+        let question = self.tasks.find(&request.task_id, &caller).await?;
+        if let Some(response) = request.input_responses.get(caller::INPUT_KEY)
+            && question.caller_elicitation.is_some()
+        {
+            self.reply(&question.id, &caller, response).await?;
+        }
+        Ok(())
     }
 
     async fn cancel_task(

@@ -10,7 +10,10 @@ use rmcp::{
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::tools::{self, Caller};
+use super::{
+    caller,
+    tools::{self, Caller},
+};
 use crate::{
     db::StoreError,
     questions::{
@@ -24,6 +27,10 @@ use crate::{
 pub const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
 /// What a working task says about itself.
 pub const PENDING_MESSAGE: &str = "Question pending — waiting for response";
+/// What a task waiting for the person at its client says (2026-07-28: its `inputRequests` ask them).
+pub const CALLER_MESSAGE: &str = "Waiting for the person at this client to answer";
+/// The same in 2025-11-25, where the asking happens on the `tasks/result` stream.
+const LEGACY_CALLER_MESSAGE: &str = "Waiting for the person at this client: call tasks/result to be asked";
 /// Shortest TTL granted, so a task is never gone before its creation reply arrives.
 const MIN_TTL_MS: u64 = 1_000;
 
@@ -142,6 +149,7 @@ fn task_id(question: &Question) -> String {
 /// tool error; only a cancelled question is a cancelled task.
 pub fn modern_task(question: &Question, poll_interval_ms: u64) -> Task {
     let status = match question.status {
+        QuestionStatus::Pending if awaits_caller(question) => TaskStatus::InputRequired,
         QuestionStatus::Pending => TaskStatus::Working,
         QuestionStatus::Answered | QuestionStatus::Expired | QuestionStatus::Declined => TaskStatus::Completed,
         QuestionStatus::Cancelled => TaskStatus::Cancelled,
@@ -149,18 +157,30 @@ pub fn modern_task(question: &Question, poll_interval_ms: u64) -> Task {
     let mut task = Task::new(task_id(question), status, question.created_at.clone(), last_updated(question))
         .with_poll_interval_ms(poll_interval_ms);
     task.ttl_ms = question.task_ttl_ms.map(|ttl| ttl as u64);
-    if question.status == QuestionStatus::Pending {
+    if awaits_caller(question) {
+        task = task.with_status_message(CALLER_MESSAGE);
+    } else if question.status == QuestionStatus::Pending {
         task = task.with_status_message(PENDING_MESSAGE);
     }
     task
 }
 
-/// The SEP-2663 task with its inlined result.
-pub fn modern_detail(question: &Question, poll_interval_ms: u64) -> DetailedTask {
+/// Whether the task waits for the person at its client (`mcp:caller`): pending, and the client has not
+/// replied to its elicitation. Then it is `input_required` in both eras.
+pub fn awaits_caller(question: &Question) -> bool {
+    question.status == QuestionStatus::Pending && question.caller_elicitation.is_some() && !question.caller_replied
+}
+
+/// The SEP-2663 task with its inlined result, or while it awaits its caller the elicitation (its link to
+/// the question's page under `page_base`).
+pub fn modern_detail(question: &Question, poll_interval_ms: u64, page_base: &str) -> DetailedTask {
     let payload = match (question.status, tools::outcome(question)) {
         (QuestionStatus::Cancelled, _) => TaskPayload::Cancelled,
         (_, Some(result)) => TaskPayload::Completed { result: as_object(&result) },
-        (_, None) => TaskPayload::Working,
+        (_, None) => match caller::elicitation(question, page_base).and_then(caller::input_requests) {
+            Some(input_requests) => TaskPayload::InputRequired { input_requests },
+            None => TaskPayload::Working,
+        },
     };
     DetailedTask::new(modern_task(question, poll_interval_ms), payload)
 }
@@ -186,7 +206,10 @@ pub fn legacy_status(status: QuestionStatus) -> (&'static str, Option<&'static s
 
 /// The task in the 2025-11-25 shape. There a tool error is a `failed` task, so an expired question is one.
 pub fn legacy_task(question: &Question, poll_interval_ms: u64) -> Value {
-    let (status, message) = legacy_status(question.status);
+    let (status, message) = match awaits_caller(question) {
+        true => ("input_required", Some(LEGACY_CALLER_MESSAGE)),
+        false => legacy_status(question.status),
+    };
     let mut task = json!({
         "taskId": task_id(question),
         "status": status,

@@ -12,11 +12,13 @@ use rmcp::{
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::caller::{self, Modes};
 use crate::{
     auth::Principal,
     config::Config,
     questions::{
         bodies::NewQuestion,
+        channel::CALLER,
         model::{QueryRef, Question, QuestionStatus},
         timeout::{EscalateTo, OnTimeout},
     },
@@ -92,6 +94,13 @@ pub struct Caller {
     /// The caller's trace context (the request's `traceparent` header, or the call's `_meta.traceparent`):
     /// a question asked with one becomes a span of that trace when it closes.
     pub trace: Option<WaitTrace>,
+    /// With authentication on, who the request authenticated as: the person at the client answers
+    /// `mcp:caller` questions as this principal.
+    pub principal: Option<Principal>,
+    /// The elicitation modes the client declared (`mcp:caller`).
+    pub elicitation: Modes,
+    /// Where links to a question's page start (`--public-url`, else this request's host on the HTTP port).
+    pub page_base: String,
 }
 
 impl Caller {
@@ -100,11 +109,14 @@ impl Caller {
     pub fn from_request(parts: &Parts, state: &AppState) -> Self {
         // The layer in front lets no unauthenticated request through with auth on; an owner no question has
         // keeps a missing principal from ever seeing everyone's.
-        let owner = state
-            .auth
-            .is_on()
-            .then(|| parts.extensions.get::<Principal>().map_or_else(String::new, |p| p.name().to_owned()));
-        Caller { owner, ..Self::from_headers(&parts.headers, &state.config) }
+        let principal = state.auth.is_on().then(|| parts.extensions.get::<Principal>().cloned()).flatten();
+        let owner = state.auth.is_on().then(|| principal.as_ref().map_or_else(String::new, |p| p.name().to_owned()));
+        // A 2025-11-25 client's modes come back in the session id it was given; a 2026-07-28 request's
+        // `_meta` overrides them (`BrokerMcp::caller`).
+        let session = parts.headers.get("mcp-session-id").and_then(|v| v.to_str().ok());
+        let elicitation = session.map(Modes::from_session_id).unwrap_or_default();
+        let page_base = page_base(&parts.headers, &state.config);
+        Caller { owner, principal, elicitation, page_base, ..Self::from_headers(&parts.headers, &state.config) }
     }
 
     fn from_headers(headers: &HeaderMap, config: &Config) -> Self {
@@ -117,7 +129,13 @@ impl Caller {
             Some((namespace, name)) => QueryRef { namespace: Some(namespace.to_owned()), name: name.to_owned() },
             None => QueryRef { namespace: header(&config.query_namespace_header), name: query },
         });
-        Caller { agent, query, owner: None, trace: WaitTrace::from_headers(headers, config) }
+        Caller {
+            agent,
+            query,
+            trace: WaitTrace::from_headers(headers, config),
+            page_base: page_base(headers, config),
+            ..Caller::default()
+        }
     }
 
     /// The caller as one call's `params._meta.traceparent` (SEP-414) says: a context there that reads is the
@@ -130,6 +148,20 @@ impl Caller {
     }
 }
 
+/// Where links to a question's page start: `--public-url`, else the request's host with the HTTP API's port
+/// (the MCP endpoint has a port of its own), over http.
+fn page_base(headers: &HeaderMap, config: &Config) -> String {
+    if let Some(public) = &config.public_url {
+        return public.trim_end_matches('/').to_owned();
+    }
+    let host = headers.get("host").and_then(|v| v.to_str().ok()).unwrap_or("localhost");
+    let name = match host.rsplit_once(':') {
+        Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
+        _ => host,
+    };
+    format!("http://{name}:{}", config.port)
+}
+
 /// `ask_question`'s arguments: the input schema `tools/list` shows is derived from this type.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -139,7 +171,8 @@ pub struct AskArguments {
     pub recipient: String,
     /// The question, as the person will read it
     pub content: String,
-    /// Where else to deliver it: slack:<channel id or #name>, github:<owner>/<repo>#<issue or PR number>
+    /// Where else to deliver it: slack:<channel id or #name>, github:<owner>/<repo>#<issue or PR number>, or
+    /// mcp:caller to ask the person at this MCP client (elicitation: a form, or a link to the question's page)
     pub channels: Option<Vec<String>>,
     /// Short answers offered as buttons, e.g. ["Yes, proceed", "No, cancel"]
     pub options: Option<Vec<String>>,
@@ -201,12 +234,29 @@ pub fn definitions() -> Vec<Tool> {
     BrokerTool::ALL.map(BrokerTool::definition).into()
 }
 
-/// Builds the question `ask_question` asks from its arguments and the caller, checked as REST checks one.
+/// Why `ask_question` asked nothing.
+#[derive(Debug)]
+pub enum NotAsked {
+    /// Arguments that do not make a question: a JSON-RPC error (invalid params).
+    Invalid(McpError),
+    /// A question its caller's client cannot be asked (`mcp:caller` without elicitation): a tool error
+    /// result, which the model reads.
+    ToolError(Box<CallToolResult>),
+}
+
+impl From<McpError> for NotAsked {
+    fn from(error: McpError) -> Self {
+        NotAsked::Invalid(error)
+    }
+}
+
+/// Builds the question `ask_question` asks from its arguments and the caller, checked as REST checks one;
+/// with `mcp:caller`, the elicitation that asks the person at the client.
 pub fn ask_arguments(
     arguments: Option<&JsonObject>,
     caller: &Caller,
     config: &Config,
-) -> Result<NewQuestion, McpError> {
+) -> Result<NewQuestion, NotAsked> {
     let arguments = Value::Object(arguments.cloned().unwrap_or_default());
     // The same messages as REST's: `recipient: required`, `channels: expected array, received string`.
     let arguments: AskArguments =
@@ -234,9 +284,24 @@ pub fn ask_arguments(
         task_ttl_ms: None,
         owner: caller.owner.clone(),
         trace: caller.trace.clone(),
+        caller_elicitation: None,
     };
+    if question.channels.iter().any(|channel| channel == CALLER) {
+        let asked = caller::stored(&question, caller.elicitation);
+        question.caller_elicitation = Some(asked.map_err(|why| NotAsked::ToolError(Box::new(tool_error(why))))?);
+    }
     question.admit(config).map_err(|error| McpError::invalid_params(error.to_string(), None))?;
     Ok(question)
+}
+
+/// The text of a result's first text block.
+pub fn text_of(result: &CallToolResult) -> String {
+    result.content.iter().find_map(|block| block.as_text().map(|text| text.text.clone())).unwrap_or_default()
+}
+
+/// A tool error result saying `why`.
+fn tool_error(why: String) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(why)])
 }
 
 /// The tool result of a closed question; `None` while it is pending.

@@ -84,6 +84,10 @@ pub struct NewQuestion {
     /// The caller's trace context, when the ask carried one: its close writes the wait's span.
     #[serde(skip)]
     pub trace: Option<crate::traces::wait::WaitTrace>,
+    /// With `mcp:caller` among the channels: the elicitation that asks the person at the calling MCP client
+    /// (set by the MCP server; a REST client cannot name that channel).
+    #[serde(skip)]
+    pub caller_elicitation: Option<Value>,
 }
 
 /// The body of a 409 on a question: the error, and the question as it is (who answered first, and what).

@@ -1,6 +1,7 @@
-//! Where a question may be delivered: `slack:<channel id or #name>` and `github:<owner>/<repo>#<number>` (an
-//! issue or pull request). Entries of another kind, or of a kind this replica has no credentials for, are
-//! refused when the question is asked, naming the entry.
+//! Where a question may be delivered: `slack:<channel id or #name>`, `github:<owner>/<repo>#<number>` (an
+//! issue or pull request), and `mcp:caller` (the person at the MCP client that asked, through elicitation;
+//! only `ask_question` can name it). Entries of another kind, or of a kind this replica has no credentials
+//! for, are refused when the question is asked, naming the entry.
 
 use std::fmt;
 
@@ -26,11 +27,19 @@ pub enum Channel {
         /// The issue or pull request number.
         number: u64,
     },
+    /// The person at the MCP client that called `ask_question` (MCP elicitation).
+    Caller,
 }
+
+/// The `mcp:caller` entry.
+pub const CALLER: &str = "mcp:caller";
 
 impl Channel {
     /// Reads `entry`, or says what is wrong with it.
     pub fn parse(entry: &str) -> Result<Channel, String> {
+        if entry == CALLER {
+            return Ok(Channel::Caller);
+        }
         let (kind, target) = entry.split_once(':').ok_or_else(|| unknown(entry))?;
         match kind {
             "slack" if is_slack_channel(target) => Ok(Channel::Slack { channel: target.to_owned() }),
@@ -42,11 +51,12 @@ impl Channel {
         }
     }
 
-    /// `slack` or `github`.
+    /// `slack`, `github` or `mcp`.
     pub fn kind(&self) -> &'static str {
         match self {
             Channel::Slack { .. } => "slack",
             Channel::GitHub { .. } => "github",
+            Channel::Caller => "mcp",
         }
     }
 }
@@ -56,13 +66,15 @@ impl fmt::Display for Channel {
         match self {
             Channel::Slack { channel } => write!(f, "slack:{channel}"),
             Channel::GitHub { owner, repo, number } => write!(f, "github:{owner}/{repo}#{number}"),
+            Channel::Caller => f.write_str(CALLER),
         }
     }
 }
 
 fn unknown(entry: &str) -> String {
     format!(
-        "channels: '{entry}' is not a channel this broker delivers to (slack:<channel>, github:<owner>/<repo>#<number>)"
+        "channels: '{entry}' is not a channel this broker delivers to (slack:<channel>, github:<owner>/<repo>#<number>, \
+         mcp:caller)"
     )
 }
 
@@ -111,6 +123,8 @@ pub fn check_entries(config: &Config, entries: &mut Vec<String>) -> Checked {
         let configured = match channel {
             Channel::Slack { .. } => config.slack_bot_token.is_some(),
             Channel::GitHub { .. } => config.github_token.is_some(),
+            // Asked through the calling client's own connection: no credentials of the broker's.
+            Channel::Caller => true,
         };
         if !configured {
             return Err(Invalid(format!(
@@ -139,6 +153,8 @@ mod tests {
         let pr = Channel::parse("github:mckinsey/agents-at-scale-ark#42").unwrap();
         assert_eq!(pr, Channel::GitHub { owner: "mckinsey".into(), repo: "agents-at-scale-ark".into(), number: 42 });
         assert_eq!(pr.to_string(), "github:mckinsey/agents-at-scale-ark#42");
+        assert_eq!(Channel::parse("mcp:caller"), Ok(Channel::Caller));
+        assert_eq!(Channel::Caller.to_string(), "mcp:caller");
         let spelled = Channel::parse("github:McKinsey/Agents-At-Scale-ARK#042").unwrap();
         assert_eq!(spelled.to_string(), "github:mckinsey/agents-at-scale-ark#42", "one spelling of each");
         for bad in [
@@ -157,6 +173,9 @@ mod tests {
             "github:/repo#1",
             "github:-owner/repo#1",
             "github:owner/..#1",
+            "mcp:",
+            "mcp:callers",
+            "mcp:Caller",
         ] {
             let error = Channel::parse(bad).unwrap_err();
             assert!(error.contains(&format!("'{bad}'")), "{bad}: {error}");

@@ -2,7 +2,12 @@
 //! [`super::answering`]). Each check returns the
 //! domain's [`Invalid`], which REST answers with 400 and MCP with invalid params.
 
-use super::{bodies::NewQuestion, channel::check_entries, schema::ResponseSchema, timeout::OnTimeout};
+use super::{
+    bodies::NewQuestion,
+    channel::{CALLER, check_entries},
+    schema::ResponseSchema,
+    timeout::OnTimeout,
+};
 use crate::{
     config::Config,
     validate::{self, Checked, Invalid},
@@ -23,7 +28,17 @@ impl NewQuestion {
     pub fn admit(&mut self, config: &Config) -> Checked {
         self.validate()?;
         check_entries(config, &mut self.channels)?;
+        if self.channels.iter().any(|c| c == CALLER) && self.caller_elicitation.is_none() {
+            return Err(Invalid(format!(
+                "channels: '{CALLER}' asks the person at the calling MCP client, so only ask_question over MCP can \
+                 name it"
+            )));
+        }
         match &mut self.escalate_to {
+            Some(to) if to.channels.iter().any(|c| c == CALLER) => Err(Invalid(format!(
+                "escalateTo.channels: '{CALLER}' is not a channel a question escalates to (its caller was asked \
+                 from the start)"
+            ))),
             Some(to) => check_entries(config, &mut to.channels),
             None => Ok(()),
         }

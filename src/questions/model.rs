@@ -87,6 +87,8 @@ pub struct QuestionRow {
     pub escalated_at: Option<DateTime<Utc>>,
     pub remind_every_seconds: Option<i32>,
     pub response_fields: Option<Vec<String>>,
+    pub caller_elicitation: Option<Value>,
+    pub caller_replied_at: Option<DateTime<Utc>>,
 }
 
 /// The Query that asked, when known.
@@ -238,6 +240,13 @@ pub struct Question {
     /// When it was created, for the page's age display.
     #[serde(skip)]
     pub created: DateTime<Utc>,
+    /// What was asked of the person at the calling MCP client (`mcp:caller`): the elicitation's parameters
+    /// without its link, which each replica adds.
+    #[serde(skip)]
+    pub caller_elicitation: Option<Value>,
+    /// Whether that client replied (accepted, declined or cancelled).
+    #[serde(skip)]
+    pub caller_replied: bool,
 }
 
 impl From<QuestionRow> for Question {
@@ -277,6 +286,8 @@ impl From<QuestionRow> for Question {
             tool_call_id: row.tool_call_id,
             task_id: row.task_id,
             owner: row.owner,
+            caller_elicitation: row.caller_elicitation,
+            caller_replied: row.caller_replied_at.is_some(),
         }
     }
 }

@@ -2,8 +2,9 @@
 //! its recipient — the user it is addressed to, a member of the team it is addressed to (the teams file, or
 //! the principal's Kubernetes groups), and once it escalated, those it escalated to; or whoever Kubernetes
 //! RBAC lets update Queries in its namespace (a SubjectAccessReview). In every policy the principal that
-//! asked may not answer its own question. A channel identity (`slack:U0123`) answers as the principal the
-//! identities file maps it to.
+//! asked may not answer its own question — except through `mcp:caller`, where the asker chose to ask the
+//! person at its own client: there only that principal may answer, under the same policy otherwise. A
+//! channel identity (`slack:U0123`) answers as the principal the identities file maps it to.
 
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -27,6 +28,9 @@ pub enum Answerer<'a> {
     Channel(&'a str),
     /// Whoever the client says (`answeredBy`), with authentication off; maybe nobody.
     Named(Option<&'a str>),
+    /// The person at the MCP client that asked (`mcp:caller`), under the principal that client
+    /// authenticates with (`None` with authentication off).
+    Caller(Option<&'a Principal>),
 }
 
 impl<'a> Answerer<'a> {
@@ -36,6 +40,7 @@ impl<'a> Answerer<'a> {
             Answerer::Principal(principal) => Some(principal.name()),
             Answerer::Channel(name) => Some(name),
             Answerer::Named(name) => name,
+            Answerer::Caller(principal) => principal.map(Principal::name),
         }
     }
 }
@@ -107,11 +112,19 @@ impl AnswerPolicy {
                 self.identities.as_ref().and_then(|ids| ids.values_of(identity).pop()).map(|name| Principal::new(&name))
             }
             Answerer::Named(_) => None,
+            Answerer::Caller(principal) => principal.cloned(),
         };
-        if let (Some(principal), Some(owner)) = (&principal, &question.owner)
-            && principal.name() == owner
-        {
-            return Err(format!("{principal} asked this question and may not answer it"));
+        let asker = |principal: &Principal| question.owner.as_deref() == Some(principal.name());
+        match (answerer, &principal) {
+            (Answerer::Caller(_), Some(principal)) if !asker(principal) => {
+                return Err(format!("{principal} did not ask this question, so it cannot answer it as its caller"));
+            }
+            (Answerer::Caller(_), None) => return Err("who is answering is not known".to_owned()),
+            (Answerer::Caller(_), Some(_)) => {}
+            (_, Some(principal)) if asker(principal) => {
+                return Err(format!("{principal} asked this question and may not answer it"));
+            }
+            _ => {}
         }
         if self.mode == Mode::Any {
             return Ok(());

@@ -13,6 +13,7 @@ use uuid::Uuid;
 use super::{
     bodies::NewQuestion,
     change_kind::ChangeKind,
+    channel::CALLER,
     deadline,
     model::{Question, QuestionRow, QuestionStatus},
     record::{record, record_all},
@@ -105,11 +106,11 @@ impl QuestionStore {
                 r#"insert into questions (id, sender, recipient, channels, content, query_namespace, query_name,
                                           tool_call_id, task_id, task_ttl_ms, expires_at, resource_version, owner,
                                           options, response_schema, on_timeout, escalate_to,
-                                          remind_every_seconds, response_fields)
+                                          remind_every_seconds, response_fields, caller_elicitation)
                    values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::bigint,
                            coalesce($17::timestamptz, now() + coalesce(make_interval(secs => $11::bigint),
                                                                        $10::bigint * interval '1 millisecond')),
-                           nextval('question_versions'), $12, $13, $14, $15, $16, $18::bigint::integer, $19)
+                           nextval('question_versions'), $12, $13, $14, $15, $16, $18::bigint::integer, $19, $20)
                    returning *"#,
                 id,
                 new.sender,
@@ -130,6 +131,7 @@ impl QuestionStore {
                 new.expires_at,
                 new.remind_every_seconds,
                 fields.as_deref(),
+                new.caller_elicitation,
             )
             .fetch_one(tx.conn())
             .await?;
@@ -137,11 +139,10 @@ impl QuestionStore {
                 crate::traces::wait_store::remember(tx.conn(), &row.id, trace).await?;
             }
             // The deliveries commit with the question: never a question without them, nor twice.
-            let row = if new.channels.is_empty() {
-                row
-            } else {
-                super::deliveries::queue(tx.conn(), &row.id, &new.channels).await?
-            };
+            // `mcp:caller` is asked on the caller's own connection, not through the outbox.
+            let outbound: Vec<String> = new.channels.iter().filter(|c| *c != CALLER).cloned().collect();
+            let row =
+                if outbound.is_empty() { row } else { super::deliveries::queue(tx.conn(), &row.id, &outbound).await? };
             record(tx, ChangeKind::QuestionCreated, row, None).await
         })
     }
@@ -365,4 +366,5 @@ async fn unchanged(tx: &mut FeedTx, id: &str) -> StoreResult<Change> {
 }
 
 // Declared after `change!`, which it uses.
+mod caller;
 mod query_end;

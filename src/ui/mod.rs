@@ -14,6 +14,7 @@ mod history;
 mod markdown;
 mod page;
 mod query_page;
+mod question_page;
 mod routes;
 mod typed_answer;
 
@@ -35,6 +36,7 @@ pub fn router() -> Router<AppState> {
         .route("/ui/", get(routes::page))
         .route("/ui/questions/{id}/answer", post(form_post::answer))
         .route("/ui/questions/{id}/decline", post(form_post::decline))
+        .route("/ui/questions/{id}", get(routes::question_page))
         .route("/ui/questions/{id}/card", get(routes::card))
         .route("/ui/queries/{namespace}/{name}", get(routes::query_page))
         .route("/ui/assets/app.js", get(routes::script))

@@ -18,6 +18,7 @@ use super::{
     filters::{self, Search},
     page::{self, Flash, Listing, View},
     query_page::{self, Around, Offer},
+    question_page,
 };
 use crate::{
     auth::Principal,
@@ -141,6 +142,23 @@ pub async fn card(
     let refusals = refusals(&state.answer_policy, std::slice::from_ref(&question), principal).await;
     let refused = refusals.get(&question.id).map(String::as_str);
     Ok(cards::card(&question, Extras { person, refused, history: &history }).into_response())
+}
+
+/// `GET /ui/questions/{id}`: the question on a page of its own (a link to it, e.g. from an MCP client).
+#[tracing::instrument(level = "debug", skip_all, fields(question.id = %id))]
+pub async fn question_page(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    principal: Option<Extension<Principal>>,
+) -> Result<Response, ApiError> {
+    reachable(&state)?;
+    let question = state.questions.get(&id).await?.ok_or_else(|| ApiError::NotFound("Question not found".into()))?;
+    let person = principal.as_ref().map(|Extension(principal)| principal.name());
+    let history = state.questions.history(&id).await?;
+    let principal = principal.as_ref().map(|Extension(principal)| principal);
+    let refusals = refusals(&state.answer_policy, std::slice::from_ref(&question), principal).await;
+    let refused = refusals.get(&question.id).map(String::as_str);
+    Ok(question_page::render(&question, Extras { person, refused, history: &history }).into_response())
 }
 
 /// Why `person` may not answer each of the pending `questions` they may not (the answer policy's words), so

@@ -30,6 +30,7 @@ mod kube_answer_policy;
 mod kube_apiserver;
 mod mcp;
 mod mcp_blocking;
+mod mcp_caller;
 mod mcp_replicas;
 mod memory;
 mod nul;

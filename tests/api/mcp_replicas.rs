@@ -185,6 +185,38 @@ async fn the_official_python_sdk_2_client_asks_across_three_replicas_in_auto_and
 }
 
 #[tokio::test]
+#[ignore = "needs Python with the MCP SDK 2.x (tests/mcp2): ./scripts/test installs it and runs it"]
+async fn the_official_python_sdk_2_client_asks_its_person_through_elicitation_in_both_eras() {
+    let python = tool_path("tests/mcp2/.venv/bin/python");
+    assert!(
+        python.exists(),
+        "this test needs the pinned MCP Python SDK 2.x; ./scripts/test installs it (scripts/python-venv tests/mcp2)"
+    );
+    let url = fresh_database().await;
+    let (a, b, c) = tokio::join!(Replica::start(&url), Replica::start(&url), Replica::start(&url));
+    let stdout =
+        scenario("the Python SDK 2.x elicitation scenario", &python, "tests/mcp2/elicitation.py", [&a, &b, &c]).await;
+    for mode in ["auto", "legacy"] {
+        assert!(stdout.contains(&format!("ok - [{mode}] the page answers first")), "{stdout}");
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs Node with the MCP TypeScript SDK (tests/mcp_ts): ./scripts/test installs it and runs it"]
+async fn the_official_typescript_sdk_client_asks_its_person_by_form_and_by_link() {
+    assert!(
+        tool_path("tests/mcp_ts/node_modules/@modelcontextprotocol/sdk").exists(),
+        "this test needs the pinned MCP TypeScript SDK; ./scripts/test installs it (npm ci in tests/mcp_ts)"
+    );
+    let url = fresh_database().await;
+    let (a, b, c) = tokio::join!(Replica::start(&url), Replica::start(&url), Replica::start(&url));
+    let node = std::path::Path::new("node");
+    let stdout =
+        scenario("the TypeScript SDK elicitation scenario", node, "tests/mcp_ts/elicitation.mjs", [&a, &b, &c]).await;
+    assert!(stdout.contains("3 passed, 0 failed"), "{stdout}");
+}
+
+#[tokio::test]
 #[ignore = "needs Node with the MCP TypeScript SDK (tests/mcp_ts): ./scripts/test installs it and runs it"]
 async fn the_official_typescript_sdk_client_asks_across_three_replicas() {
     assert!(

@@ -198,9 +198,14 @@ def leaves(exc: BaseException) -> list[BaseException]:
 
 
 def main() -> int:
+    return main_with(run)
+
+
+def main_with(scenario: Any) -> int:
+    """Runs `scenario(report)`, printing each check and the failure, if any; the exit status."""
     report = Reporter()
     try:
-        asyncio.run(run(report))
+        asyncio.run(scenario(report))
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # noqa: BLE001 - anything is a failure; anyio wraps errors in groups
