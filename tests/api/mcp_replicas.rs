@@ -5,7 +5,10 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::support::{Replica, fresh_database, mcp::Mcp, pgbouncer::three_replicas_through_pgbouncer, within};
+use crate::support::{
+    Replica, fake_channels::FakeApi, fresh_database, mcp::Mcp, pgbouncer::three_replicas_through_pgbouncer, slack,
+    within,
+};
 
 /// A poll so slow that a prompt wake-up can only have come through NOTIFY.
 const NO_POLL: &[&str] = &["--poll-interval-ms", "600000"];
@@ -128,11 +131,23 @@ fn tool_path(relative: &str) -> std::path::PathBuf {
 
 /// Runs a client scenario (`program script`, `what` for messages) against replicas `a`, `b`, `c`, given their
 /// MCP endpoints and REST bases as `MCP_A`… and `REST_A`…; asserts it succeeded and returns its stdout.
-async fn scenario(what: &'static str, program: &std::path::Path, script: &str, [a, b, c]: [&Replica; 3]) -> String {
+async fn scenario(what: &'static str, program: &std::path::Path, script: &str, replicas: [&Replica; 3]) -> String {
+    scenario_with(what, program, script, replicas, &[]).await
+}
+
+/// [`scenario`] with more environment variables.
+async fn scenario_with(
+    what: &'static str,
+    program: &std::path::Path,
+    script: &str,
+    [a, b, c]: [&Replica; 3],
+    more: &[(&str, &str)],
+) -> String {
     let output = within(
         what,
         tokio::process::Command::new(program)
             .arg(tool_path(script))
+            .envs(more.iter().copied())
             .env("MCP_A", &a.mcp_url)
             .env("MCP_B", &b.mcp_url)
             .env("MCP_C", &c.mcp_url)
@@ -192,12 +207,14 @@ async fn the_official_python_sdk_2_client_asks_its_person_through_elicitation_in
         python.exists(),
         "this test needs the pinned MCP Python SDK 2.x; ./scripts/test installs it (scripts/python-venv tests/mcp2)"
     );
-    let url = fresh_database().await;
-    let (a, b, c) = tokio::join!(Replica::start(&url), Replica::start(&url), Replica::start(&url));
+    let fake = FakeApi::slack().await;
+    let (a, b, c) = slack::three_replicas(&fake).await;
+    let person = slack::person(fake, b.base.clone()).await;
+    let what = "the Python SDK 2.x elicitation scenario";
     let stdout =
-        scenario("the Python SDK 2.x elicitation scenario", &python, "tests/mcp2/elicitation.py", [&a, &b, &c]).await;
+        scenario_with(what, &python, "tests/mcp2/elicitation.py", [&a, &b, &c], &[("SLACK_PERSON", &person)]).await;
     for mode in ["auto", "legacy"] {
-        assert!(stdout.contains(&format!("ok - [{mode}] the page answers first")), "{stdout}");
+        assert!(stdout.contains(&format!("ok - [{mode}] the page and Slack race the person")), "{stdout}");
     }
 }
 

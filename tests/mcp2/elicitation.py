@@ -11,11 +11,13 @@ on the call's own response stream, the reply POSTed to another replica) — it c
   - the person answers the form (a free-text question, and a typed one whose form is its responseSchema); the
     history says the answer came via `mcp:caller`;
   - the person declines: the question is declined, the call's result says so;
-  - the page answers while the person is still looking at the form: the page's answer wins, exactly once, and
-    the person's late answer changes nothing;
+  - the page and Slack (a reply in the question's thread, through the test's fake Slack: SLACK_PERSON) answer
+    while the person is still looking at the form: the first answer wins, exactly once, and the person's late
+    answer changes nothing;
   - a long question is asked as a link to its page (URL mode): the person opens it and answers there.
 
-Environment: MCP_A/B/C, REST_A/B/C as for client_modes.py; MCP_TEST_TIMEOUT (default 20).
+Environment: MCP_A/B/C, REST_A/B/C as for client_modes.py; SLACK_PERSON (`POST {it}/reply/{question id}` replies in
+the question's Slack thread); MCP_TEST_TIMEOUT (default 20).
 Prints `ok - <check>` per check and `N passed, 0 failed`; exits 1 at the first failure.
 """
 
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 import sys
 import uuid
 from typing import Any
@@ -174,7 +177,9 @@ async def checks(report: Reporter, rest: Rest, mode: str, urls: list[str], bases
         await decided_via_caller(rest, c, question["id"], "declined")
         report.ok()
 
-        report.start(f"[{mode}] the page answers first; the person's late answer changes nothing")
+        report.start(f"[{mode}] the page and Slack race the person; the first answer wins, once")
+        slack_person = os.environ.get("SLACK_PERSON", "").rstrip("/")
+        expect(slack_person, "SLACK_PERSON (a person in the fake Slack) is not set")
         content = f"elicitation.py {mode} race {uuid.uuid4()}"
         looking, release = asyncio.Event(), asyncio.Event()
 
@@ -184,17 +189,20 @@ async def checks(report: Reporter, rest: Rest, mode: str, urls: list[str], bases
             return ElicitResult(action="accept", content={"answer": "late from the client"})
 
         person.reply = slow
-        call = asyncio.create_task(ask(mcp, content))
+        call = asyncio.create_task(ask(mcp, content, channels=[*CALLER, "slack:#ops"]))
         await within("the form at the client", looking.wait())
         question = await rest.pending(b, content)
-        await rest.answer_on_page(c, question["id"], "from the page")
+        from_slack = rest.http.post(f"{slack_person}/reply/{question['id']}", content="from Slack")
+        await asyncio.gather(rest.answer_on_page(c, question["id"], "from the page"), from_slack)
         release.set()
         payload = tool_payload(await call)
-        expect(payload.get("response") == "from the page", f"response {payload}")
         stored = await rest.question(a, content)
-        expect(stored["response"] == "from the page", f"stored {stored}")
+        expect(payload.get("response") == stored["response"], f"the call says {payload}, the broker {stored}")
         steps = [item for item in await rest.history(a, question["id"]) if item.get("step") == "answered"]
-        expect(len(steps) == 1 and steps[0].get("channel") == "page", f"answered steps {steps}")
+        expect(len(steps) == 1, f"answered steps {steps}")
+        winner = {"page": "from the page", "slack": "from Slack"}.get(steps[0].get("channel"))
+        expect(winner == stored["response"], f"answered via {steps[0].get('channel')!r} with {stored['response']!r}")
+        print(f"# [{mode}] the race went to {steps[0].get('channel')}", flush=True)
         report.ok()
 
         report.start(f"[{mode}] a long question is a link to its page (URL mode), answered there")

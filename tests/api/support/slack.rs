@@ -45,9 +45,20 @@ pub async fn from_slack(
     body: String,
     headers: &[(&str, &str)],
 ) -> (u16, Value) {
+    from_slack_at(&replica.base, path, content_type, body, headers).await
+}
+
+/// [`from_slack`] to the replica at `base`.
+async fn from_slack_at(
+    base: &str,
+    path: &str,
+    content_type: &str,
+    body: String,
+    headers: &[(&str, &str)],
+) -> (u16, Value) {
     let now = chrono::Utc::now().timestamp();
     let mut request = reqwest::Client::new()
-        .post(replica.url(path))
+        .post(format!("{base}{path}"))
         .header("content-type", content_type)
         .header("x-slack-request-timestamp", now.to_string())
         .header("x-slack-signature", sign(SECRET, now, &body));
@@ -190,4 +201,34 @@ pub async fn updated(slack: &FakeApi, message: &Value) -> Value {
 /// The question `id` as `replica` serves it.
 pub async fn question(replica: &Replica, id: &str) -> Value {
     reqwest::get(replica.url(&format!("/questions/{id}"))).await.unwrap().json().await.unwrap()
+}
+
+/// A person in Slack, for a scenario run as another process: `POST {url}/reply/{question id}` (the body is the
+/// text) waits for the question's message in `fake` and replies in its thread, sending Slack's event to the
+/// replica at `base`; it answers with the broker's outcome.
+pub async fn person(fake: FakeApi, base: String) -> String {
+    use axum::{extract::Path, routing::post};
+    let reply = move |Path(id): Path<String>, text: String| {
+        let (fake, base) = (fake.clone(), base.clone());
+        async move {
+            let message = within("the question in Slack", async {
+                loop {
+                    if let Some(m) = fake.messages().into_iter().find(|m| m["blocks"].to_string().contains(&id)) {
+                        return m;
+                    }
+                    fake.wait_for(fake.messages().len() + 1, false).await;
+                }
+            })
+            .await;
+            let event = json!({"type": "message", "channel": message["channelId"], "user": "U42", "text": text,
+                               "ts": "1700000600.000100", "thread_ts": message["ts"], "channel_type": "channel"});
+            let body = event_callback(&format!("Ev-{id}"), event).to_string();
+            let (_, outcome) = from_slack_at(&base, "/channels/slack/events", "application/json", body, &[]).await;
+            axum::Json(outcome)
+        }
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(axum::serve(listener, axum::Router::new().route("/reply/{id}", post(reply))).into_future());
+    url
 }
