@@ -87,7 +87,7 @@ pub async fn list(
         (status = 400, description = "A bad `limit` or `cursor` (`PAGINATION_ERROR`), `watch` or `from-beginning`", body = ErrorBody),
     )
 )]
-#[tracing::instrument(level = "debug", skip_all)]
+#[tracing::instrument(level = "debug", skip_all, fields(query.id = %query_id))]
 pub async fn query(
     State(state): State<RouteState>,
     Path(query_id): Path<String>,
@@ -123,7 +123,7 @@ pub async fn purge(State(state): State<RouteState>) -> Result<Json<StatusMessage
 #[utoipa::path(delete, path = "/events/{query_id}", tag = "events", operation_id = "delete_query_events",
     params(("query_id" = String, Path, description = "The Query's UID")),
     responses((status = 200, description = "Deleted (or there was nothing)", body = StatusMessage)))]
-#[tracing::instrument(level = "debug", skip_all)]
+#[tracing::instrument(level = "debug", skip_all, fields(query.id = %query_id))]
 pub async fn delete_query(
     State(state): State<RouteState>,
     Path(query_id): Path<String>,

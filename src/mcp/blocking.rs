@@ -32,6 +32,7 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// Asks the question of `params` for `caller` and answers JSON-RPC request `id` once it closes. A question
 /// that asks its caller (`mcp:caller`) opens the reply with its `elicitation/create`, so the reply is SSE.
+#[tracing::instrument(level = "debug", skip_all, fields(question.id))]
 pub async fn ask(state: &AppState, caller: Caller, id: Value, params: Value) -> Response {
     let caller = caller.traced(params.pointer("/_meta/traceparent").and_then(Value::as_str), &state.config);
     let asked = match tools::ask_arguments(params["arguments"].as_object(), &caller, &state.config) {
@@ -46,6 +47,7 @@ pub async fn ask(state: &AppState, caller: Caller, id: Value, params: Value) -> 
     // (Moving the id out of a bound question would keep its other fields until this function ends.)
     let (question_id, elicitation) = match asked {
         Ok(question) => {
+            tracing::Span::current().record("question.id", question.id.as_str());
             let stored = question.caller_elicitation.as_ref();
             let elicitation = stored.map(|stored| caller::params(stored, &question.id, &caller.page_base));
             (question.id, elicitation)

@@ -92,6 +92,7 @@ pub async fn serve(state: &AppState, mut request: Request, next: Next) -> Respon
 }
 
 /// Waits for the handed-over question and answers as rmcp would.
+#[tracing::instrument(level = "debug", skip_all, fields(question.id = %handed.question_id))]
 async fn wait(state: AppState, handed: Handed) -> Response {
     let Handed { question_id, id, token } = handed;
     let progress = token.is_some();

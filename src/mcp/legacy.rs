@@ -139,6 +139,7 @@ impl Legacy {
         }))
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(task.id = params["taskId"].as_str()))]
     async fn get(&self, params: &Value) -> Result<Value, McpError> {
         let question = self.tasks.find(task_id(params)?, &self.caller).await?;
         Ok(tasks::legacy_task(&question, self.tasks.task_poll_interval_ms()))
@@ -155,6 +156,7 @@ impl Legacy {
         Ok(result)
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(task.id = params["taskId"].as_str()))]
     async fn cancel(&self, params: &Value) -> Result<Value, McpError> {
         let question = self.tasks.find(task_id(params)?, &self.caller).await?;
         match self.state.questions.cancel(&question.id).await.map_err(internal)? {
@@ -176,6 +178,7 @@ impl Legacy {
 
     /// Blocks until the task is terminal, then returns exactly the tool's result with the related-task
     /// `_meta`. Streams SSE keep-alives while it waits when the client accepts SSE.
+    #[tracing::instrument(level = "debug", skip_all, fields(task.id = params["taskId"].as_str()))]
     async fn result(&self, id: Value, params: &Value, headers: &HeaderMap) -> Response {
         let question = match task_id(params) {
             Ok(task) => self.tasks.find(task, &self.caller).await,

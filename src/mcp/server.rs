@@ -237,6 +237,7 @@ impl ServerHandler for BrokerMcp {
         Ok(ListToolsResult::with_all_items(tools::definitions()))
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(tool = %request.name))]
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
@@ -249,6 +250,7 @@ impl ServerHandler for BrokerMcp {
         }
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(task.id = %request.task_id))]
     async fn get_task(
         &self,
         request: GetTaskParams,
@@ -260,6 +262,7 @@ impl ServerHandler for BrokerMcp {
         Ok(GetTaskResult::new(tasks::modern_detail(&question, poll_interval, &caller.page_base)))
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(task.id = %request.task_id))]
     async fn update_task(
         &self,
         request: UpdateTaskParams,
@@ -276,6 +279,7 @@ impl ServerHandler for BrokerMcp {
         Ok(())
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(task.id = %request.task_id))]
     async fn cancel_task(
         &self,
         request: CancelTaskParams,

@@ -48,13 +48,15 @@ use crate::{
         (status = 422, description = "The `Idempotency-Key` was first used for another body", body = ErrorBody),
     )
 )]
-#[tracing::instrument(level = "debug", skip_all)]
+#[tracing::instrument(level = "debug", skip_all, fields(conversation.id, query.id))]
 pub async fn append(
     State(state): State<RouteState>,
     KeyHeader(key): KeyHeader,
     ApiJson(body): ApiJson<AppendMessages>,
 ) -> Result<Response, ApiError> {
     body.validate()?;
+    let span = tracing::Span::current();
+    span.record("conversation.id", body.conversation_id.as_str()).record("query.id", body.query_id.as_str());
     let fingerprint = key.as_ref().map(|_| body.fingerprint());
     let once = key.as_ref().zip(fingerprint.as_deref());
     let ttls = state.config.ttls();
@@ -149,7 +151,7 @@ pub async fn new_conversation() -> (StatusCode, Json<NewConversation>) {
         (status = 200, description = "Its messages", body = Conversation),
         (status = 404, description = "`Conversation not found`: no visible message", body = ErrorBody),
     ))]
-#[tracing::instrument(level = "debug", skip_all)]
+#[tracing::instrument(level = "debug", skip_all, fields(conversation.id = %id))]
 pub async fn conversation(
     State(state): State<RouteState>,
     Path(id): Path<String>,
@@ -166,7 +168,7 @@ pub async fn conversation(
 #[utoipa::path(delete, path = "/conversations/{id}", tag = "memory", operation_id = "delete_conversation",
     params(("id" = String, Path, description = "The conversation")),
     responses((status = 200, description = "Deleted (or there was nothing)", body = StatusMessage)))]
-#[tracing::instrument(level = "debug", skip_all)]
+#[tracing::instrument(level = "debug", skip_all, fields(conversation.id = %id))]
 pub async fn delete_conversation(
     State(state): State<RouteState>,
     Path(id): Path<String>,
@@ -190,7 +192,7 @@ pub async fn purge_conversations(State(state): State<RouteState>) -> Result<Json
     params(("conversation_id" = String, Path, description = "The conversation"),
         ("query_id" = String, Path, description = "The query (name)")),
     responses((status = 200, description = "Deleted (or there was nothing)", body = StatusMessage)))]
-#[tracing::instrument(level = "debug", skip_all)]
+#[tracing::instrument(level = "debug", skip_all, fields(conversation.id = %conversation_id, query.id = %query_id))]
 pub async fn delete_conversation_query(
     State(state): State<RouteState>,
     Path((conversation_id, query_id)): Path<(String, String)>,
@@ -203,7 +205,7 @@ pub async fn delete_conversation_query(
 #[utoipa::path(delete, path = "/queries/{query_id}/messages", tag = "memory", operation_id = "delete_query_messages",
     params(("query_id" = String, Path, description = "The query (name)")),
     responses((status = 200, description = "Deleted (or there was nothing); the Query's open questions are cancelled", body = StatusMessage)))]
-#[tracing::instrument(level = "debug", skip_all)]
+#[tracing::instrument(level = "debug", skip_all, fields(query.id = %query_id))]
 pub async fn delete_query(
     State(state): State<RouteState>,
     Path(query_id): Path<String>,

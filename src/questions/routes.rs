@@ -95,7 +95,7 @@ struct QuestionList {
         (status = 415, description = "The body is not declared JSON", body = ErrorBody),
     )
 )]
-#[tracing::instrument(level = "debug", skip_all)]
+#[tracing::instrument(level = "debug", skip_all, fields(question.id))]
 pub async fn create(
     State(state): State<RouteState>,
     principal: Option<Extension<Principal>>,
@@ -107,7 +107,9 @@ pub async fn create(
     if state.auth.is_on() {
         new.owner = principal.map(|Extension(principal)| principal.name().to_owned());
     }
-    Ok((StatusCode::CREATED, Json(state.questions.create(&new).await?)))
+    let question = state.questions.create(&new).await?;
+    tracing::Span::current().record("question.id", question.id.as_str());
+    Ok((StatusCode::CREATED, Json(question)))
 }
 
 /// `GET /questions`: the list with its resourceVersion, or with `watch=true` the change stream.
@@ -168,7 +170,7 @@ pub async fn list(
         (status = 200, description = "The question", body = Question),
         (status = 404, description = "`Question not found`", body = ErrorBody),
     ))]
-#[tracing::instrument(level = "debug", skip_all)]
+#[tracing::instrument(level = "debug", skip_all, fields(question.id = %id))]
 pub async fn get(State(state): State<RouteState>, Path(id): Path<String>) -> Result<Json<Question>, ApiError> {
     state.questions.get(&id).await?.map(Json).ok_or_else(not_found)
 }
@@ -191,7 +193,7 @@ pub async fn get(State(state): State<RouteState>, Path(id): Path<String>) -> Res
         (status = 415, description = "The body is not declared JSON", body = ErrorBody),
     )
 )]
-#[tracing::instrument(level = "debug", skip_all)]
+#[tracing::instrument(level = "debug", skip_all, fields(question.id = %id))]
 pub async fn answer(
     State(state): State<RouteState>,
     Path(id): Path<String>,
@@ -250,7 +252,7 @@ pub async fn post_answer(
         (status = 415, description = "The body is not declared JSON", body = ErrorBody),
     )
 )]
-#[tracing::instrument(level = "debug", skip_all)]
+#[tracing::instrument(level = "debug", skip_all, fields(question.id = %id))]
 pub async fn decline(
     State(state): State<RouteState>,
     Path(id): Path<String>,
@@ -272,7 +274,7 @@ pub async fn decline(
         (status = 200, description = "The steps, oldest first (kept `--question-history-seconds`)", body = History),
         (status = 404, description = "`Question not found` (and no step of it kept)", body = ErrorBody),
     ))]
-#[tracing::instrument(level = "debug", skip_all)]
+#[tracing::instrument(level = "debug", skip_all, fields(question.id = %id))]
 pub async fn history(State(state): State<RouteState>, Path(id): Path<String>) -> Result<Json<History>, ApiError> {
     let items = state.questions.history(&id).await?;
     if items.is_empty() && state.questions.get(&id).await?.is_none() {
@@ -299,7 +301,7 @@ pub struct History {
         (status = 404, description = "`Question not found`", body = ErrorBody),
         (status = 409, description = "Answered, cancelled or expired already: the question as it is", body = QuestionConflict),
     ))]
-#[tracing::instrument(level = "debug", skip_all)]
+#[tracing::instrument(level = "debug", skip_all, fields(question.id = %id))]
 pub async fn cancel(State(state): State<RouteState>, Path(id): Path<String>) -> Result<Json<Question>, ApiError> {
     into_reply(Outcome::Changed(Box::new(state.questions.cancel(&id).await?)))
 }

@@ -68,7 +68,7 @@ pub async fn list(
         (status = 200, description = "The session", body = SessionEntry),
         (status = 404, description = "`Session not found`", body = ErrorBody),
     ))]
-#[tracing::instrument(level = "debug", skip_all)]
+#[tracing::instrument(level = "debug", skip_all, fields(session.id = %id))]
 pub async fn get_one(State(state): State<RouteState>, Path(id): Path<String>) -> Result<Response, ApiError> {
     match state.sessions.get(&id).await? {
         Some(entry) => Ok(Json(entry).into_response()),

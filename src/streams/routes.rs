@@ -58,7 +58,7 @@ use crate::{
             body = ErrorBody, headers(("Retry-After" = i64, description = "Always 1"))),
     )
 )]
-#[tracing::instrument(level = "debug", skip_all)]
+#[tracing::instrument(level = "debug", skip_all, fields(stream.id = %id))]
 pub async fn ingest(
     State(state): State<RouteState>,
     Path(id): Path<String>,
@@ -117,7 +117,7 @@ pub async fn ingest(
         (status = 404, description = "`Stream not found`: nothing was ever written to it", body = ErrorBody),
     )
 )]
-#[tracing::instrument(level = "debug", skip_all)]
+#[tracing::instrument(level = "debug", skip_all, fields(stream.id = %id))]
 pub async fn complete(State(state): State<RouteState>, Path(id): Path<String>) -> Result<Json<Completed>, ApiError> {
     validate::key("query", &id)?;
     let status = match completion::complete(&state.chunks, &state.open_writers, &id).await? {
@@ -180,7 +180,7 @@ impl ReadParams {
         (status = 400, description = "A bad id, flag, `format` or `wait-for-query`", body = ErrorBody),
     )
 )]
-#[tracing::instrument(level = "debug", skip_all)]
+#[tracing::instrument(level = "debug", skip_all, fields(stream.id = %id))]
 pub async fn read(
     State(state): State<RouteState>,
     Path(id): Path<String>,
