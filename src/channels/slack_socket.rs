@@ -16,7 +16,7 @@ use tokio::{sync::mpsc, task::JoinHandle, time::Instant};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_util::sync::CancellationToken;
 
-use super::{RouteState, outbound::SEND_TIMEOUT, slack::Slack, slack_envelope::Envelopes};
+use super::{RouteState, send::SEND_TIMEOUT, slack::Slack, slack_envelope::Envelopes};
 use crate::{db::outbox, telemetry::metrics};
 
 /// How often the broker pings Slack, so a connection that died without a word is noticed.
