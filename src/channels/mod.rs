@@ -2,14 +2,19 @@
 //! question's channel entries are checked when it is asked, and the asking transaction queues one delivery
 //! per channel (both in [`crate::questions`]); every replica runs the [`worker`] that claims due deliveries
 //! (one replica each), sends them ([`slack`], [`github`]) and retries with backoff, honouring rate limits. A
-//! typed question's [`form`] is shown as inputs in Slack ([`slack_form`]) and as a reply syntax on GitHub.
+//! typed question's [`form`] is shown as inputs in Slack and as a reply syntax on GitHub.
 //! [`outbound::Channels`], what the shared state holds, stands below the inbound routes here. With
-//! `--slack-app-token`, every replica also takes Slack's side over a Socket Mode connection ([`slack_socket`]).
+//! `--slack-app-token`, every replica also takes Slack's side over a Socket Mode connection
+//! ([`slack::socket`]).
+//!
+//! Each channel is a room of its own, [`slack`] and [`github`], neither importing the other; beside them
+//! stands what works both (the [`outbound`] senders, the [`worker`], reminders) and what both share (the
+//! outbox's [`store`], a send's shape, the checked answer, the form, receipts, signatures). `src/layers.rs`
+//! holds that order.
 
 mod answer;
 mod form;
 mod github;
-mod github_webhook;
 mod inbound_schema;
 pub mod outbound;
 mod receipt;
@@ -17,14 +22,7 @@ mod remind;
 mod reminder_store;
 mod send;
 pub mod signature;
-mod slack;
-mod slack_actions;
-mod slack_blocks;
-mod slack_envelope;
-mod slack_form;
-mod slack_inbound;
-pub mod slack_socket;
-mod slack_text;
+pub mod slack;
 pub mod store;
 pub mod worker;
 
@@ -57,7 +55,7 @@ pub struct RouteState {
 /// The inbound routes (Slack and GitHub call them; their signatures are the credential).
 pub fn router() -> OpenApiRouter<RouteState> {
     OpenApiRouter::new()
-        .routes(routes!(github_webhook::receive))
-        .routes(routes!(slack_inbound::interactions))
-        .routes(routes!(slack_inbound::events))
+        .routes(routes!(github::webhook::receive))
+        .routes(routes!(slack::inbound::interactions))
+        .routes(routes!(slack::inbound::events))
 }

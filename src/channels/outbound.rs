@@ -2,14 +2,9 @@
 //! outbox), which the shared state holds for the worker and the inbound routes.
 
 use crate::db::pool::Pool;
-use std::time::Duration;
 
-use super::{github::GitHub, slack::Slack, store::DeliveryStore};
+use super::{github::GitHub, send::SEND_TIMEOUT, slack::Slack, store::DeliveryStore};
 use crate::{config::Config, db::StoreResult, questions::store::QuestionStore};
-
-/// How long one call to Slack or GitHub may take: a delivery makes at most two, well inside its lease and
-/// within what shutdown waits for the worker (so a replica going down does not leave a send half done).
-pub const SEND_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The channels this replica can deliver to: a kind is there when its token is configured.
 #[derive(Debug, Clone)]

@@ -3,7 +3,7 @@
 
 use tokio_util::sync::CancellationToken;
 
-use super::{outbound::Channels, reminder_store::ReminderJob, send::SendError, slack_text, store::DeliveryStore};
+use super::{outbound::Channels, reminder_store::ReminderJob, send::SendError, slack::mrkdwn, store::DeliveryStore};
 use crate::{
     db::outbox::{self, LEASE_SECONDS, MAX_ATTEMPTS},
     questions::{channel::Channel, model::QuestionStatus},
@@ -52,7 +52,7 @@ async fn send(channels: &Channels, job: &ReminderJob) -> Result<Option<String>, 
                 return Err(SendError::Transient("this replica has no Slack token".into()));
             };
             let reference = job.message_ref.clone().unwrap_or_default();
-            slack.reply_in_thread(&reference, &slack_text::escape(&text)).await.map(|()| None)
+            slack.reply_in_thread(&reference, &mrkdwn::escape(&text)).await.map(|()| None)
         }
         Channel::GitHub { owner, repo, number } => match &channels.github {
             Some(github) => github.create_comment(&owner, &repo, number, &text).await.map(|sent| sent.url),

@@ -1,9 +1,13 @@
-//! What a send to a channel is: the message, what a sent one leaves behind, and how a send fails (shared by
-//! the Slack and GitHub clients and the worker that retries them).
+//! What a send to a channel is: the message, how long one call may take, what a sent one leaves behind, and
+//! how a send fails (shared by the Slack and GitHub clients and the worker that retries them).
 
 use std::time::Duration;
 
 use axum::http::HeaderMap;
+
+/// How long one call to Slack or GitHub may take: a delivery makes at most two, well inside its lease and
+/// within what shutdown waits for the worker (so a replica going down does not leave a send half done).
+pub const SEND_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What a delivered message says.
 #[derive(Debug, Clone)]

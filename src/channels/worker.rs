@@ -10,8 +10,7 @@ use tokio_util::sync::CancellationToken;
 use super::{
     outbound::Channels,
     send::{Message, SendError, Sent},
-    slack::Slack,
-    slack_blocks::Closed,
+    slack::{Slack, blocks::Closed},
     store::{DeliveryJob, DeliveryStore, UpdateJob},
 };
 use crate::{

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     auth::{AuthSetupError, Authenticator},
-    channels::{self, outbound::Channels, slack_socket, worker as channel_worker},
+    channels::{self, outbound::Channels, slack, worker as channel_worker},
     config::Config,
     db::{
         self,
@@ -233,7 +233,7 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
         questions: questions.clone(),
         policy: answer_policy.clone(),
     };
-    background.extend(slack_socket::spawn(inbound, shutdown.clone()));
+    background.extend(slack::socket::spawn(inbound, shutdown.clone()));
     Ok(AppState(Arc::new(SharedState {
         config,
         messages,

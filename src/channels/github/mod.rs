@@ -1,17 +1,22 @@
-//! GitHub REST API, outbound: a question as a comment on an issue or pull request, saying how to answer
-//! (`/answer <text>`, or `/answer <short id> <text>` when several are pending there; for a typed question its
-//! fields, and the answer as a fenced JSON block or `field: value` lines) and carrying a hidden marker with
-//! the question's id.
+//! GitHub, both ways. This file is the REST API client, outbound: a question as a comment on an issue or pull
+//! request, saying how to answer (`/answer <text>`, or `/answer <short id> <text>` when several are pending
+//! there; for a typed question its fields, and the answer as a fenced JSON block or `field: value` lines) and
+//! carrying a hidden marker with the question's id. What GitHub sends back arrives at the [`webhook`]; nothing
+//! here reaches Slack's side.
+
+pub(super) mod webhook;
 
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::{
-    form::Form,
-    send::{Message, SendError, Sent, retry_after},
+use crate::{
+    channels::{
+        form::Form,
+        send::{Message, SendError, Sent, retry_after},
+    },
+    config::Secret,
 };
-use crate::config::Secret;
 
 /// GitHub requires a `User-Agent` on every request.
 const USER_AGENT: &str = concat!("ark-broker/", env!("CARGO_PKG_VERSION"));

@@ -1,15 +1,17 @@
 //! What the broker shows in Slack, in Block Kit: a question's message (the question, who asks, the Query, and
 //! how to answer: one button per option and "Answer…" for free text, or a typed question's inputs as
-//! [`super::slack_form`] lays them out; "Decline" on each), the same message once the question closed (the
+//! [`super::inputs`] lays them out; "Decline" on each), the same message once the question closed (the
 //! outcome instead of the inputs), and the modal that takes a free-text answer.
 
 use serde_json::{Value, json};
 
 use super::{
+    inputs::{self, Layout, SUBMIT_BUTTON},
+    mrkdwn::{clip_to, escape},
+};
+use crate::channels::{
     form::{Form, Kind},
     send::Message,
-    slack_form::{self, Layout, SUBMIT_BUTTON},
-    slack_text::{clip_to, escape},
 };
 
 /// Slack refuses a section's text beyond this many characters.
@@ -48,9 +50,9 @@ pub fn question(message: &Message<'_>, closed: Option<Closed<'_>>) -> Value {
     match closed {
         None => {
             let form = Form::of(message.response_schema);
-            let layout = slack_form::layout(form.as_ref());
+            let layout = inputs::layout(form.as_ref());
             if let (Layout::Inline, Some(form)) = (layout, &form) {
-                blocks.extend(slack_form::inline_blocks(form));
+                blocks.extend(inputs::inline_blocks(form));
             }
             let buttons = buttons(message, layout, form.as_ref());
             blocks.push(
@@ -186,7 +188,7 @@ fn clip(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::channels::slack_text::unescape;
+    use crate::channels::slack::mrkdwn::unescape;
 
     fn message<'a>(options: &'a [String]) -> Message<'a> {
         Message {

@@ -8,8 +8,11 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_tungstenite::tungstenite::Message;
 
-use super::{RouteState, receipt::Reply, slack::Slack, slack_inbound};
-use crate::error::ApiError;
+use super::{Slack, inbound};
+use crate::{
+    channels::{RouteState, receipt::Reply},
+    error::ApiError,
+};
 
 /// How long an envelope's acknowledgement may wait for its reply: inside Slack's three seconds, with room
 /// for the way back. Acting on it goes on after that; the acknowledgement then carries no reply.
@@ -72,8 +75,8 @@ impl Envelopes {
         let retry = frame["retry_attempt"].to_string();
         let (payload, slack) = (&frame["payload"], self.slack.clone());
         match frame["type"].as_str() {
-            Some("interactive") => slack_inbound::interaction(&self.state, slack, payload, &retry).await,
-            Some("events_api") => slack_inbound::event(&self.state, slack, payload, &retry).await,
+            Some("interactive") => inbound::interaction(&self.state, slack, payload, &retry).await,
+            Some("events_api") => inbound::event(&self.state, slack, payload, &retry).await,
             // Slash commands and whatever else the app is subscribed to: acknowledged, nothing more.
             kind => {
                 tracing::debug!(?kind, "a Slack envelope the broker does not act on");

@@ -1,30 +1,32 @@
 //! What Slack sends the broker, verified by its v0 signature and answered at once (Slack waits three seconds;
 //! every call back to Slack runs after the reply):
-//! - `POST /channels/slack/interactions`: clicks and modal submissions, acted on by [`super::slack_actions`].
+//! - `POST /channels/slack/interactions`: clicks and modal submissions, acted on by [`super::actions`].
 //!   A copy Slack sends again is acknowledged and not acted on, like a retried event.
 //! - `POST /channels/slack/events`: the URL verification challenge, and a person's reply in a question's
 //!   thread, which answers it. Retried events (`event_id`) are acted on once; bots are ignored.
 //!
 //! The answering person is recorded as `slack:<user id>`. Showing the outcome on the message is the outbox's
-//! part (`chat.update`, whichever path answered). Socket Mode ([`super::slack_socket`]) hands what it receives
+//! part (`chat.update`, whichever path answered). Socket Mode ([`super::socket`]) hands what it receives
 //! to [`interaction`] and [`event`], as these routes do once the signature is checked.
 
 use axum::{extract::State, http::HeaderMap};
 use serde_json::{Value, json};
 
 use super::{
-    RouteState,
-    answer::{Answered, answer},
-    inbound_schema::{SlackEvent, SlackForm},
-    receipt::{Challenge, EventReply, InteractionReply, Receipt, Reply},
-    signature,
-    slack::Slack,
-    slack_actions::{self, already, block_action, submission, text_field},
-    slack_blocks::MODAL_CALLBACK,
-    slack_form::FORM_CALLBACK,
-    slack_text,
+    Slack,
+    actions::{self, already, block_action, submission, text_field},
+    blocks::MODAL_CALLBACK,
+    inputs::FORM_CALLBACK,
+    mrkdwn,
 };
 use crate::{
+    channels::{
+        RouteState,
+        answer::{Answered, answer},
+        inbound_schema::{SlackEvent, SlackForm},
+        receipt::{Challenge, EventReply, InteractionReply, Receipt, Reply},
+        signature,
+    },
     error::{ApiError, ErrorBody},
     http::extract::WholeBody,
     questions::answering::Given,
@@ -208,13 +210,13 @@ async fn thread_reply(state: &RouteState, slack: Slack, event: &Value) -> Result
         return Ok("ignored: not a question's thread");
     };
     // Slack escapes &, < and > in message text; the answer is what the person typed.
-    let typed = slack_text::unescape(text("text"));
+    let typed = mrkdwn::unescape(text("text"));
     let (note, outcome) = match answer(state, &question_id, Given::Text(&typed), format!("slack:{user}")).await? {
         Answered::Made => return Ok("answered"),
         Answered::Closed(question) => (already(&question), "already closed"),
         Answered::NotFound => return Ok("ignored: the question is gone"),
         Answered::Refused(why) => (format!("Not taken as an answer: {why}"), "refused"),
-        Answered::Forbidden(why) => (slack_actions::forbidden(&why, false), "forbidden"),
+        Answered::Forbidden(why) => (actions::forbidden(&why, false), "forbidden"),
     };
     let (channel, user, thread) = (channel.to_owned(), user.to_owned(), thread.to_owned());
     tokio::spawn(async move {

@@ -8,15 +8,17 @@
 use serde_json::{Value, json};
 
 use super::{
-    RouteState,
-    answer::{Answered, answer, decline},
-    form::{Form, Kind},
-    receipt::{ModalErrors, Receipt, Reply},
-    slack::Slack,
-    slack_blocks::{self, ANSWER_ACTION, ANSWER_BLOCK, ANSWER_BUTTON, Closed, DECLINE_BUTTON},
-    slack_form::{self, FieldError, Layout, SUBMIT_BUTTON},
+    Slack,
+    blocks::{self, ANSWER_ACTION, ANSWER_BLOCK, ANSWER_BUTTON, Closed, DECLINE_BUTTON},
+    inputs::{self, FieldError, Layout, SUBMIT_BUTTON},
 };
 use crate::{
+    channels::{
+        RouteState,
+        answer::{Answered, answer, decline},
+        form::{Form, Kind},
+        receipt::{ModalErrors, Receipt, Reply},
+    },
     error::ApiError,
     questions::{
         answering::Given,
@@ -59,8 +61,8 @@ pub(super) async fn block_action(
                 tell(slack, response_url, already(&question));
             } else if let Some(trigger) = payload["trigger_id"].as_str().map(str::to_owned) {
                 let view = match &form {
-                    Some(form) => slack_form::modal(&question.id, &question.content, form),
-                    None => slack_blocks::answer_modal(&question.id, &question.content),
+                    Some(form) => inputs::modal(&question.id, &question.content, form),
+                    None => blocks::answer_modal(&question.id, &question.content),
                 };
                 let id = question.id.clone();
                 tokio::spawn(async move {
@@ -76,14 +78,14 @@ pub(super) async fn block_action(
             let Some(form) = &form else {
                 return Err(ApiError::BadRequest(format!("question {question_id} has no form to submit")));
             };
-            match slack_form::answer_of(form, &payload["state"]["values"]) {
+            match inputs::answer_of(form, &payload["state"]["values"]) {
                 Ok(answer_object) => answer(state, &question.id, Given::Json(&answer_object), by).await?,
                 Err(FieldError { message, .. }) => Answered::Refused(message),
             }
         }
         _ => {
             let index = option.ok_or_else(|| no_option(question_id))?;
-            match (&form, slack_form::layout(form.as_ref())) {
+            match (&form, inputs::layout(form.as_ref())) {
                 (Some(form), Layout::Buttons(field)) => {
                     let Kind::Choice { choices } = &form.fields[field].kind else { return Err(no_option(question_id)) };
                     let (value, _) = choices.get(index).ok_or_else(|| no_option(question_id))?;
@@ -137,13 +139,13 @@ pub(super) async fn submission(state: &RouteState, view: &Value, user: &str) -> 
     text_field(&json!(question_id), "view.private_metadata")?;
     let values = &view["state"]["values"];
     let by = format!("slack:{user}");
-    let typed = view["callback_id"] == slack_form::FORM_CALLBACK;
+    let typed = view["callback_id"] == inputs::FORM_CALLBACK;
     let form = match typed {
         true => state.questions.get(question_id).await?.and_then(|q| Form::of(q.response_schema.as_ref())),
         false => None,
     };
     let answered = match (&form, typed) {
-        (Some(form), _) => match slack_form::answer_of(form, values) {
+        (Some(form), _) => match inputs::answer_of(form, values) {
             Ok(answer_object) => answer(state, question_id, Given::Json(&answer_object), by).await?,
             Err(error) => return Ok(field_errors(error)),
         },
@@ -158,15 +160,15 @@ pub(super) async fn submission(state: &RouteState, view: &Value, user: &str) -> 
     let problem = match answered {
         // An empty reply closes the modal.
         Answered::Made => return Ok(Reply::Empty),
-        Answered::Closed(question) => slack_blocks::already_plain(closed(&question)),
+        Answered::Closed(question) => blocks::already_plain(closed(&question)),
         Answered::NotFound => "This question no longer exists.".to_owned(),
         Answered::Refused(why) => why,
         Answered::Forbidden(why) => forbidden(&why, false),
     };
     let error = match &form {
-        Some(form) => slack_form::error_on_field(form, &problem),
+        Some(form) => inputs::error_on_field(form, &problem),
         // The free-text modal's one field; a typed modal whose question is gone, its first.
-        None if typed => FieldError { block_id: slack_form::block_id(0), message: problem },
+        None if typed => FieldError { block_id: inputs::block_id(0), message: problem },
         None => FieldError { block_id: ANSWER_BLOCK.to_owned(), message: problem },
     };
     Ok(field_errors(error))
@@ -179,7 +181,7 @@ fn field_errors(error: FieldError) -> Reply {
 
 /// "Already answered by …", for a person whose answer came second.
 pub(super) fn already(question: &Question) -> String {
-    slack_blocks::already(closed(question))
+    blocks::already(closed(question))
 }
 
 fn closed(question: &Question) -> Closed<'_> {

@@ -1,7 +1,22 @@
-//! Slack Web API, outbound: a question posted with `chat.postMessage` (its link from `chat.getPermalink`) and
-//! updated with `chat.update` once it closed, the answer modals opened with `views.open`, and the ephemeral
-//! notes a person gets when someone else answered first (`chat.postEphemeral`, or an interaction's
-//! `response_url`); with the app-level token, a Socket Mode connection's URL (`apps.connections.open`).
+//! Slack, both ways. This file is the Web API client, outbound: a question posted with `chat.postMessage` (its
+//! link from `chat.getPermalink`) and updated with `chat.update` once it closed, the answer modals opened with
+//! `views.open`, and the ephemeral notes a person gets when someone else answered first (`chat.postEphemeral`,
+//! or an interaction's `response_url`); with the app-level token, a Socket Mode connection's URL
+//! (`apps.connections.open`).
+//!
+//! Around it: what a question looks like in Block Kit ([`blocks`], a typed question's [`inputs`], text as
+//! [`mrkdwn`] takes it), the routes Slack calls ([`inbound`]) and what a click or submission does
+//! ([`actions`]), and Socket Mode ([`socket`], each envelope through [`envelope`]). Only the client,
+//! [`blocks`]' closed message, [`mrkdwn`], the routes and Socket Mode are reached from outside; nothing here
+//! reaches GitHub's side.
+
+mod actions;
+pub(super) mod blocks;
+mod envelope;
+pub(super) mod inbound;
+mod inputs;
+pub(super) mod mrkdwn;
+pub mod socket;
 
 use std::{
     sync::{Arc, Mutex, PoisonError},
@@ -10,12 +25,11 @@ use std::{
 
 use serde_json::{Value, json};
 
-use super::{
-    send::{Message, SendError, Sent, retry_after},
-    slack_blocks::{self, Closed},
-    slack_text,
+use self::blocks::Closed;
+use crate::{
+    channels::send::{Message, SendError, Sent, retry_after},
+    config::Secret,
 };
-use crate::config::Secret;
 
 /// The Slack Web API with the bot token (or, for Socket Mode, the app-level token).
 #[derive(Debug, Clone)]
@@ -35,8 +49,8 @@ impl Slack {
 
     /// Posts `message` to `channel`.
     pub async fn post(&self, channel: &str, message: &Message<'_>) -> Result<Sent, SendError> {
-        let text = slack_text::escape(&message.fallback_text());
-        let body = json!({"channel": channel, "text": text, "blocks": slack_blocks::question(message, None)});
+        let text = mrkdwn::escape(&message.fallback_text());
+        let body = json!({"channel": channel, "text": text, "blocks": blocks::question(message, None)});
         let reply = self.call("chat.postMessage", &body).await?;
         let (channel_id, ts) = match (reply["channel"].as_str(), reply["ts"].as_str()) {
             (Some(channel), Some(ts)) => (channel.to_owned(), ts.to_owned()),
@@ -55,8 +69,8 @@ impl Slack {
         let (Some(channel), Some(ts)) = (reference["channel"].as_str(), reference["ts"].as_str()) else {
             return Err(SendError::Permanent(format!("no Slack message at {reference}")));
         };
-        let text = format!("{} — {}", slack_text::escape(&message.fallback_text()), slack_blocks::outcome(closed));
-        let blocks = slack_blocks::question(message, Some(closed));
+        let text = format!("{} — {}", mrkdwn::escape(&message.fallback_text()), blocks::outcome(closed));
+        let blocks = blocks::question(message, Some(closed));
         self.call("chat.update", &json!({"channel": channel, "ts": ts, "text": text, "blocks": blocks})).await?;
         Ok(())
     }

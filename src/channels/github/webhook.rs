@@ -14,14 +14,15 @@ use axum::{
 };
 use serde_json::Value;
 
-use super::{
-    RouteState,
-    answer::{self, Answered},
-    inbound_schema::GitHubEvent,
-    receipt::Receipt,
-    short_id, signature,
-};
+use super::short_id;
 use crate::{
+    channels::{
+        RouteState,
+        answer::{self, Answered},
+        inbound_schema::GitHubEvent,
+        receipt::Receipt,
+        signature,
+    },
     error::{ApiError, ErrorBody},
     http::extract::WholeBody,
     questions::{answering::Given, channel::Channel},

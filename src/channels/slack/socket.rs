@@ -1,7 +1,7 @@
 //! Slack Socket Mode (`--slack-app-token`): each replica keeps one WebSocket to Slack (`apps.connections.open`
 //! with the app-level token gives its URL), over which Slack sends what it would otherwise post to
 //! `/channels/slack/*`, so the broker needs no address Slack can reach. What arrives is handed to the same
-//! code as those routes ([`super::slack_envelope`]); Slack may send one envelope to two replicas' connections,
+//! code as those routes ([`super::envelope`]); Slack may send one envelope to two replicas' connections,
 //! and the inbound deduplication acts on it once. The connection is made again at once when Slack asks
 //! (`disconnect`: a refresh, a warning, the app's Socket Mode turned off), and after a failure with a capped,
 //! jittered backoff. Payloads are not signed: the app token, which only the broker holds, is the trust.
@@ -16,8 +16,12 @@ use tokio::{sync::mpsc, task::JoinHandle, time::Instant};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_util::sync::CancellationToken;
 
-use super::{RouteState, outbound::SEND_TIMEOUT, slack::Slack, slack_envelope::Envelopes};
-use crate::{db::outbox, telemetry::metrics};
+use super::{Slack, envelope::Envelopes};
+use crate::{
+    channels::{RouteState, send::SEND_TIMEOUT},
+    db::outbox,
+    telemetry::metrics,
+};
 
 /// How often the broker pings Slack, so a connection that died without a word is noticed.
 const PING_EVERY: Duration = Duration::from_secs(10);
@@ -157,7 +161,7 @@ async fn connection(app: &Slack, envelopes: &Envelopes, shutdown: &CancellationT
     // them again otherwise), unless it is gone already.
     if !matches!(ended, Ended::Lost { .. }) {
         drop(acks_tx);
-        let deadline = Instant::now() + super::slack_envelope::ACK_WITHIN;
+        let deadline = Instant::now() + super::envelope::ACK_WITHIN;
         while let Ok(Some(ack)) = tokio::time::timeout_at(deadline, acks.recv()).await {
             if sink.send(ack).await.is_err() {
                 break;

@@ -6,10 +6,8 @@
 
 use serde_json::{Map, Number, Value, json};
 
-use super::{
-    form::{Field, Form, Kind},
-    slack_text::{clip_to, escape},
-};
+use super::mrkdwn::{clip_to, escape};
+use crate::channels::form::{Field, Form, Kind};
 
 /// The `callback_id` of the modal a typed answer is given in.
 pub const FORM_CALLBACK: &str = "answer_form";
@@ -276,5 +274,5 @@ pub fn error_on_field(form: &Form, error: &str) -> FieldError {
 }
 
 #[cfg(test)]
-#[path = "slack_form_tests.rs"]
+#[path = "inputs_tests.rs"]
 mod tests;
