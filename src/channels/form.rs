@@ -5,7 +5,7 @@
 use rmcp::model::{PrimitiveSchemaDefinition, StringFormat};
 use serde_json::{Value, json};
 
-use crate::questions::schema::{self, ResponseSchema};
+use crate::questions::form::{self, ResponseSchema};
 
 /// One field of a form.
 #[derive(Debug, Clone, PartialEq)]
@@ -57,7 +57,7 @@ impl Form {
                 let default = raw_property.get("default").filter(|d| !d.is_null()).cloned();
                 Field {
                     name: name.to_owned(),
-                    label: schema::title_of(property)
+                    label: form::title_of(property)
                         .filter(|title| !title.trim().is_empty())
                         .unwrap_or_else(|| name.to_owned()),
                     description: raw_property["description"].as_str().map(str::to_owned),
@@ -158,7 +158,7 @@ fn range(min: Option<f64>, max: Option<f64>, unit: &str) -> String {
 }
 
 fn kind_of(property: &PrimitiveSchemaDefinition, raw: &Value) -> Kind {
-    if let Some(choices) = schema::choices(property) {
+    if let Some(choices) = form::choices(property) {
         // A choice is shown by its title; one without (or an empty one) by its value, and an empty value
         // as such, since Slack refuses an empty label.
         let shown = |(value, title): (String, String)| {
@@ -170,7 +170,7 @@ fn kind_of(property: &PrimitiveSchemaDefinition, raw: &Value) -> Kind {
             (value, title)
         };
         let choices: Vec<(String, String)> = choices.into_iter().map(shown).collect();
-        return match schema::is_multi_select(property) {
+        return match form::is_multi_select(property) {
             true => Kind::Choices { choices, min: raw["minItems"].as_u64(), max: raw["maxItems"].as_u64() },
             false => Kind::Choice { choices },
         };

@@ -6,7 +6,10 @@
 use super::store::DeliveryStore;
 use crate::{
     db::StoreResult,
-    questions::history::{self, Entry, Step},
+    questions::{
+        record::{Entry, Step},
+        store::record,
+    },
 };
 
 /// Who sends reminders, as the history records it.
@@ -81,7 +84,7 @@ impl DeliveryStore {
             channel: Some(&job.channel),
             detail: Some(detail),
         };
-        history::log(&mut tx, &entry).await?;
+        record::step(&mut tx, &entry).await?;
         tx.commit().await?;
         Ok(true)
     }

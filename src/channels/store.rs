@@ -10,12 +10,15 @@ use crate::{
         StoreError, StoreResult,
         feed::{Feed, FeedTx},
     },
-    questions::{change_kind::ChangeKind, deliveries::refresh, history, record::log_change},
+    questions::{
+        record::{Entry, Step},
+        store::{deliveries::refresh, record::record_update},
+    },
 };
 
 /// The history step of a settled delivery.
-fn settled(job: &DeliveryJob, step: history::Step, detail: Option<serde_json::Value>) -> history::Entry<'_> {
-    history::Entry { question_id: &job.question_id, step, actor: None, channel: Some(&job.channel), detail }
+fn settled(job: &DeliveryJob, step: Step, detail: Option<serde_json::Value>) -> Entry<'_> {
+    Entry { question_id: &job.question_id, step, actor: None, channel: Some(&job.channel), detail }
 }
 
 /// A delivery claimed: to send to `channel` (what the message says is the question's).
@@ -53,17 +56,14 @@ async fn commit_refreshed(
     mut tx: FeedTx,
     question_id: &str,
     changed: u64,
-    settled: Option<history::Entry<'_>>,
+    settled: Option<Entry<'_>>,
 ) -> StoreResult<bool> {
     if changed == 0 {
         tx.rollback().await?;
         return Ok(false);
     }
-    if let Some(entry) = settled {
-        history::log(tx.conn(), &entry).await?;
-    }
     let row = refresh(tx.conn(), question_id).await?;
-    log_change(&mut tx, ChangeKind::QuestionUpdated, row).await?;
+    record_update(&mut tx, row, settled.as_ref()).await?;
     tx.commit().await?;
     Ok(true)
 }
@@ -128,7 +128,7 @@ impl DeliveryStore {
         .await?
         .rows_affected();
         let detail = url.map(|url| serde_json::json!({"url": url}));
-        commit_refreshed(tx, &job.question_id, changed, Some(settled(job, history::Step::Delivered, detail))).await
+        commit_refreshed(tx, &job.question_id, changed, Some(settled(job, Step::Delivered, detail))).await
     }
 
     /// Tries again after `delay_ms`, recording why this attempt failed. `false` if the claim was lost.
@@ -243,7 +243,7 @@ impl DeliveryStore {
         .await?
         .rows_affected();
         let detail = Some(serde_json::json!({"error": error}));
-        commit_refreshed(tx, &job.question_id, changed, Some(settled(job, history::Step::DeliveryFailed, detail))).await
+        commit_refreshed(tx, &job.question_id, changed, Some(settled(job, Step::DeliveryFailed, detail))).await
     }
 
     /// The questions whose delivered Slack messages wait to be updated once they close, and are due.

@@ -72,9 +72,9 @@ impl Waiter {
             if !settled.is_empty() {
                 return Ok(Some(Wait::Delivered(settled)));
             }
-            if question.expires_at.is_some() && past_expiry(&question) {
+            if question.expires_at.is_some() && past_timeout(&question) {
                 // Expire it now rather than waiting for the reaper; the change wakes us.
-                Box::pin(self.questions.expire_if_due(&self.id)).await?;
+                Box::pin(self.questions.act_on_timeout_if_due(&self.id)).await?;
                 continue;
             }
             tokio::select! {
@@ -105,7 +105,7 @@ impl Waiter {
     }
 }
 
-fn past_expiry(question: &Question) -> bool {
+fn past_timeout(question: &Question) -> bool {
     question
         .expires_at
         .as_deref()

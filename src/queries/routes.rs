@@ -17,7 +17,7 @@ use super::{
 use crate::{
     error::{ApiError, ErrorBody},
     http::extract::ApiJson,
-    questions::tool_calls::Mapping,
+    questions::store::tool_calls::Mapping,
     validate,
 };
 

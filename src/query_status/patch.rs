@@ -10,7 +10,7 @@ use kube::{
 };
 use serde_json::{Value, json};
 
-use crate::{questions::waiting::WaitingFor, timestamp::iso_timestamp};
+use crate::{questions::store::waiting::WaitingFor, timestamp::iso_timestamp};
 
 /// The annotation that mirrors `waitingFor`.
 pub const WAITING_FOR_ANNOTATION: &str = "ark-broker.ark.mckinsey.com/waiting-for";

@@ -5,9 +5,9 @@
 use serde_json::Value;
 
 use super::{
+    form::ResponseSchema,
     model::{Question, QuestionStatus},
     policy::{AnswerPolicy, Answerer},
-    schema::ResponseSchema,
     store::{Change, QuestionStore},
 };
 use crate::{

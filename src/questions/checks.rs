@@ -5,7 +5,7 @@
 use super::{
     bodies::NewQuestion,
     channel::{CALLER, check_entries},
-    schema::ResponseSchema,
+    form::ResponseSchema,
     timeout::OnTimeout,
 };
 use crate::{
@@ -93,11 +93,11 @@ impl NewQuestion {
                 return Err(Invalid(format!("{field}: must be between 1 and {MAX_TTL_SECONDS}")));
             }
         }
-        self.validate_deadline()
+        self.validate_timeout()
     }
 
-    /// A deadline is given once, and what its timeout does can be done.
-    fn validate_deadline(&self) -> Checked {
+    /// A timeout is given once, and what it does can be done.
+    fn validate_timeout(&self) -> Checked {
         let given = [self.ttl_seconds.is_some(), self.timeout_seconds.is_some(), self.expires_at.is_some()];
         if given.iter().filter(|given| **given).count() > 1 {
             return Err(Invalid("timeoutSeconds: give one of ttlSeconds, timeoutSeconds and expiresAt".into()));

@@ -1,32 +1,22 @@
-//! Questions an agent asks a person: the store, the REST API, and the Kubernetes-style watch with
-//! `resourceVersion`.
+//! Questions an agent asks a person. Its rooms: `store/` (every statement on the questions tables), `form/`
+//! (the form an answer fills), `timeout/` (when the wait ends and what happens then), `record/` (what a change
+//! is and the steps of a decision); beside them the model and bodies, who may answer (`policy`) and how
+//! (`answering`), where a question goes (`channel`), and the REST API with its Kubernetes-style watch.
 
-mod announce;
 pub mod answering;
 pub mod bodies;
-pub mod change_kind;
 pub mod channel;
 pub mod checks;
-pub mod deadline;
-pub mod deliveries;
-mod field_order;
-pub mod history;
-pub mod list;
+pub mod form;
 pub mod model;
 pub mod policy;
 pub mod record;
 mod routes;
-pub mod schema;
-mod schema_keywords;
 pub mod store;
 pub mod stream_end;
 pub mod tail;
-pub mod tasks;
 pub mod timeout;
-pub mod tool_calls;
-pub mod waiting;
 mod watch;
-pub mod watch_log;
 
 pub use store::{Change, QuestionStore};
 

@@ -8,7 +8,7 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::{
-    field_order,
+    form::field_order,
     timeout::{EscalateTo, OnTimeout},
 };
 use crate::timestamp::iso_timestamp;
@@ -23,7 +23,7 @@ pub enum QuestionStatus {
     Answered,
     /// Withdrawn before an answer; final.
     Cancelled,
-    /// Not answered before its expiry; final.
+    /// Not answered before its timeout; final.
     Expired,
     /// The person refused to answer; final.
     Declined,

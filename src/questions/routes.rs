@@ -14,9 +14,9 @@ use super::{
     RouteState,
     answering::{self, Outcome},
     bodies::{Answer, Decline, NewQuestion, QuestionConflict},
-    history::HistoryItem,
     model::{Question, QuestionStatus},
     policy::Answerer,
+    record::HistoryItem,
     store::{Change, QuestionFilter},
     watch,
 };

@@ -35,7 +35,7 @@ pub async fn respond(state: &RouteState, filter: QuestionFilter, from: Option<i6
     };
     let read = move |after, limit| {
         let store = store.clone();
-        async move { store.events_after(after, limit).await }
+        async move { store.entries_after(after, limit).await }
     };
     let changes = question_changes(subscription, last, state.config.poll_interval(), read, |change| change.version)
         .filter(move |change| std::future::ready(matches(&filter, &change.question)))

@@ -125,7 +125,7 @@ pub fn register(pool: &Pool, replica_key: i64, wakeups: &Wakeups, deliveries: &D
     registry.tail(Feed::Questions, question_tail::spawn(questions.clone(), wakeups.clone()));
     registry.reaped([
         Duty::new("questions_expired", "expiring questions", questions.clone(), |s, keep| async move {
-            s.expire_due(keep.batch).await
+            s.act_on_due_timeouts(keep.batch).await
         }),
         Duty::new(
             "questions_of_ended_queries",
@@ -137,7 +137,7 @@ pub fn register(pool: &Pool, replica_key: i64, wakeups: &Wakeups, deliveries: &D
             Ok(s.delete_expired(idempotency::KEEP_SECONDS, keep.batch).await? as usize)
         }),
         Duty::new("question_events", "the question watch log", questions.clone(), |s, keep| async move {
-            s.prune_events(keep.question_log_seconds, keep.batch).await
+            s.prune_watch_log(keep.question_log_seconds, keep.batch).await
         }),
         Duty::new("question_history", "the questions' history", questions.clone(), |s, keep| async move {
             s.prune_history(keep.question_history_seconds, keep.batch).await

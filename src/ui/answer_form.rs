@@ -10,8 +10,8 @@ use serde_json::Value;
 
 use super::filters::path_segment;
 use crate::questions::{
+    form::{self, ResponseSchema},
     model::Question,
-    schema::{self, ResponseSchema},
 };
 
 /// The prefix of a typed field's input name, so no field of a form collides with `back`, `answeredBy`,
@@ -119,13 +119,13 @@ fn required_mark() -> Markup {
 /// One field of a typed form; `raw` is its property as asked (bounds, format, description, default).
 fn field(name: &str, property: &PrimitiveSchemaDefinition, raw: &Value, required: bool) -> Markup {
     let input_name = format!("{FIELD_PREFIX}{name}");
-    let title = schema::title_of(property).unwrap_or_else(|| name.to_owned());
+    let title = form::title_of(property).unwrap_or_else(|| name.to_owned());
     let description = raw["description"].as_str();
     let default = &raw["default"];
     let number = |key: &str| raw[key].as_f64().map(|n| n.to_string());
     let hint = html! { @if let Some(text) = description { " " span .hint { (text) } } };
-    if let Some(choices) = schema::choices(property) {
-        if schema::is_multi_select(property) {
+    if let Some(choices) = form::choices(property) {
+        if form::is_multi_select(property) {
             let chosen = |value: &str| default.as_array().is_some_and(|d| d.iter().any(|v| v == value));
             let (min, max) = (raw["minItems"].as_u64(), raw["maxItems"].as_u64());
             return html! {

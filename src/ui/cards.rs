@@ -13,8 +13,8 @@ use super::{
     markdown,
 };
 use crate::questions::{
-    history::HistoryItem,
     model::{Question, QuestionStatus},
+    record::HistoryItem,
 };
 
 /// What a card shows besides its question.

@@ -22,8 +22,8 @@ use crate::{
     questions::{
         Change,
         answering::{self, Given, Outcome},
+        form::ResponseSchema,
         policy::Answerer,
-        schema::ResponseSchema,
     },
     state::AppState,
 };

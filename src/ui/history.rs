@@ -5,7 +5,7 @@
 use maud::{Markup, html};
 use serde_json::Value;
 
-use crate::questions::history::HistoryItem;
+use crate::questions::record::HistoryItem;
 
 /// The card's history, folded; nothing when no step is kept.
 pub fn history(items: &[HistoryItem]) -> Markup {

@@ -10,7 +10,7 @@ use super::{
     cards::{Extras, card},
     filters::{self, Search},
 };
-use crate::questions::{history::HistoryItem, model::Question};
+use crate::questions::{model::Question, record::HistoryItem};
 
 /// The outcome of a form post, shown once after the redirect.
 #[derive(Debug)]

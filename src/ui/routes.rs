@@ -26,10 +26,10 @@ use crate::{
     http::extract::ApiQuery,
     queries::resume,
     questions::{
-        list::Counted,
         model::{Question, QuestionStatus},
         policy::{AnswerPolicy, Answerer},
         store::QuestionFilter,
+        store::list::Counted,
     },
     state::AppState,
     streams::unified,

@@ -7,7 +7,7 @@ use rmcp::model::PrimitiveSchemaDefinition;
 use serde_json::{Map, Value};
 
 use super::answer_form::{FIELD_PREFIX, TYPED_MARKER};
-use crate::questions::schema::{self, ResponseSchema};
+use crate::questions::form::{self, ResponseSchema};
 
 /// A form's fields as posted, in order (a name repeats for ticked checkboxes).
 pub type Pairs = [(String, String)];
@@ -26,7 +26,7 @@ pub fn answer(schema: &ResponseSchema, pairs: &Pairs) -> Value {
         let input = format!("{FIELD_PREFIX}{name}");
         let values: Vec<&str> = pairs.iter().filter(|(n, _)| *n == input).map(|(_, v)| v.as_str()).collect();
         known.push(input);
-        if schema::is_multi_select(property) {
+        if form::is_multi_select(property) {
             answer.insert(name.to_owned(), values.iter().map(|v| Value::from(*v)).collect());
             continue;
         }

@@ -71,7 +71,7 @@ async fn each_way_a_question_ends_is_recorded_with_who_via_what_and_when() {
     crate::memory::reaper(&app).pass().await;
     let items = history(&app, &expired).await;
     assert_eq!(steps(&items), ["created", "expired"]);
-    assert_eq!(items[1]["actor"], "system:expiry");
+    assert_eq!(items[1]["actor"], "system:timeout");
 
     // A refused answer records nothing: only what happened is in the record.
     let reply = app.post_json(&format!("/questions/{answered}/answer"), &json!({"response": "late"})).await;

@@ -229,7 +229,7 @@ mod tests {
         assert!(text.contains(json_block), "{text}");
         assert!(text.contains("```\n/answer\ndecision: approve\nreplicas: 3\nregions: [\"eu\"]\n```"), "{text}");
         // Each example is an answer the broker takes.
-        let schema = crate::questions::schema::ResponseSchema::parse(&schema).unwrap();
+        let schema = crate::questions::form::ResponseSchema::parse(&schema).unwrap();
         for example in [
             "```json\n{\"decision\": \"approve\", \"replicas\": 3, \"regions\": [\"eu\"]}\n```",
             "decision: approve\nreplicas: 3\nregions: [\"eu\"]",

@@ -11,7 +11,7 @@ use crate::{
         feed::Feed,
         retry::{Attempt, in_feed_tx},
     },
-    questions::{change_kind::ChangeKind, model::QuestionRow, record::record_all},
+    questions::{model::QuestionRow, record::ChangeKind, store::record::record_all},
 };
 
 impl QuestionStore {

@@ -1,12 +1,37 @@
-//! The questions watch log (`question_events`): which questions a committed transaction changed (for the
-//! tail that wakes their waiters), the changes after a resourceVersion (for watches), and its pruning.
+//! The questions watch log (the table `question_events`): each change appended in its transaction, which
+//! questions a committed transaction changed (for the tail that wakes their waiters), the entries after a
+//! resourceVersion (for watches), and its pruning.
 
-use super::{QuestionStore, change_kind::ChangeKind};
-use crate::db::StoreResult;
+use super::QuestionStore;
+use crate::{
+    db::{StoreResult, feed::FeedTx},
+    questions::{
+        model::{Question, QuestionRow},
+        record::ChangeKind,
+    },
+};
 
-/// A logged change, for watchers.
+/// Appends change `kind` of question `row` (carrying the change's new resourceVersion) to the watch log, in
+/// the changing transaction; the question as it now is.
+pub async fn append(tx: &mut FeedTx, kind: ChangeKind, row: QuestionRow) -> StoreResult<Question> {
+    let question = Question::from(row);
+    let snapshot = serde_json::to_value(&question).expect("a question serialises");
+    sqlx::query!(
+        "insert into question_events (resource_version, question_id, kind, question) values ($1, $2, $3, $4)",
+        question.version,
+        question.id,
+        kind as ChangeKind,
+        snapshot,
+    )
+    .execute(tx.conn())
+    .await?;
+    tx.wrote();
+    Ok(question)
+}
+
+/// An entry of the watch log: a change, as watchers get it.
 #[derive(Debug, Clone)]
-pub struct QuestionEvent {
+pub struct WatchLogEntry {
     /// The resourceVersion of the change.
     pub version: i64,
     /// What happened.
@@ -33,10 +58,10 @@ impl QuestionStore {
         Ok(sqlx::query_scalar!("select min(resource_version) from question_events").fetch_one(self.pool()).await?)
     }
 
-    /// Up to `limit` logged changes after version `after`.
-    pub async fn events_after(&self, after: i64, limit: i64) -> StoreResult<Vec<QuestionEvent>> {
+    /// Up to `limit` watch-log entries after version `after`.
+    pub async fn entries_after(&self, after: i64, limit: i64) -> StoreResult<Vec<WatchLogEntry>> {
         Ok(sqlx::query_as!(
-            QuestionEvent,
+            WatchLogEntry,
             r#"select resource_version as version, kind as "kind: ChangeKind", question from question_events
                where resource_version > $1 order by resource_version limit $2"#,
             after,
@@ -48,7 +73,7 @@ impl QuestionStore {
 
     /// Drops up to `limit` watch-log rows older than `keep_seconds`; watches from before them get 410 and
     /// relist.
-    pub async fn prune_events(&self, keep_seconds: i64, limit: i64) -> StoreResult<usize> {
+    pub async fn prune_watch_log(&self, keep_seconds: i64, limit: i64) -> StoreResult<usize> {
         let pruned = sqlx::query!(
             "delete from question_events where resource_version in (
                select resource_version from question_events

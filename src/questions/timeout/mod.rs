@@ -1,5 +1,11 @@
-//! What a question's timeout does (`onTimeout`) and to whom it escalates (`escalateTo`): the shapes the API
-//! takes and shows, below both the question's model and [`super::deadline`], which acts on them.
+//! A question's timeout — the one word for when its wait ends (`timeoutSeconds`, or `ttlSeconds` as upstream
+//! says it; `expiresAt`) and what happens then: what it does (`onTimeout`), to whom it escalates
+//! (`escalateTo`), and which of those a due question gets ([`at_timeout`]). The store acts on it
+//! (`store::timeout`), exactly once, as [`TIMEOUT_ACTOR`].
+
+mod action;
+
+pub use action::{AtTimeout, TIMEOUT_ACTOR, at_timeout};
 
 use rmcp::schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

@@ -3,6 +3,9 @@
 //! it), and the check of an answer against it. An answer is an object whose fields match their properties;
 //! a field it leaves out takes its default, and a required field without a default must be there.
 
+pub mod field_order;
+mod keywords;
+
 use rmcp::model::{
     ElicitationSchema, EnumSchema, MultiSelectEnumSchema, PrimitiveSchemaDefinition, SingleSelectEnumSchema,
     StringFormat,
@@ -30,7 +33,7 @@ impl ResponseSchema {
         if raw.to_string().len() > MAX_SCHEMA_BYTES {
             return Err(invalid(format!("at most {MAX_SCHEMA_BYTES} bytes of JSON")));
         }
-        super::schema_keywords::check(raw)?;
+        keywords::check(raw)?;
         let schema: ElicitationSchema = serde_json::from_value(raw.clone()).map_err(|_| {
             invalid(
                 "must be an object schema whose properties are strings, numbers, integers, booleans or enums \
@@ -287,5 +290,4 @@ fn matches_format(format: StringFormat, text: &str) -> bool {
 }
 
 #[cfg(test)]
-#[path = "schema_tests.rs"]
 mod tests;

@@ -18,7 +18,7 @@ pub enum ChangeKind {
     QuestionAnswered,
     /// Cancelled by its asker.
     QuestionCancelled,
-    /// Closed by its deadline.
+    /// Closed by its timeout, unanswered.
     QuestionExpired,
     /// The person refused to answer.
     QuestionDeclined,
@@ -54,7 +54,7 @@ impl ChangeKind {
     }
 
     /// What the asking Query's status does: wait on a new question, resume when one closes.
-    pub(super) fn status_action(self) -> Option<&'static str> {
+    pub fn status_action(self) -> Option<&'static str> {
         match self {
             ChangeKind::QuestionCreated => Some("wait"),
             ChangeKind::QuestionAnswered

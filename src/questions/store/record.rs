@@ -1,19 +1,20 @@
-//! How a question's change is recorded beyond its row, in the changing transaction: the watch log
-//! (`question_events`, which also tells every replica's tail whom to wake), the asking Query's status patch,
-//! and its unified stream.
+//! How a question's change is recorded beyond its row, in the changing transaction: the watch log (which
+//! also tells every replica's tail whom to wake), the step in its history, the asking Query's status patch,
+//! its unified stream and the caller's trace. The one writer of the history: every step — a change's, a
+//! delivery's, a reminder's, a refusal's — is written here.
 
 use sqlx::PgConnection;
 
 use serde_json::json;
 
-use super::{
-    announce,
-    change_kind::ChangeKind,
-    history::{self, Entry, Step},
-    model::{Question, QuestionRow},
-};
+use super::{announce, watch_log};
 use crate::{
     db::{StoreResult, feed::FeedTx},
+    questions::{
+        model::{Question, QuestionRow},
+        record::{ChangeKind, Entry, Step},
+        timeout::TIMEOUT_ACTOR,
+    },
     traces::{wait::ClosedWait, wait_store},
 };
 
@@ -25,9 +26,9 @@ pub(super) async fn record(
     row: QuestionRow,
     via: Option<&str>,
 ) -> StoreResult<Option<Question>> {
-    let question = log_change(tx, kind, row).await?;
+    let question = watch_log::append(tx, kind, row).await?;
     if let Some(entry) = history_entry(kind, &question, via) {
-        history::log(tx.conn(), &entry).await?;
+        step(tx.conn(), &entry).await?;
     }
     if let Some(query) = &question.query
         && let Some(namespace) = &query.namespace
@@ -97,29 +98,35 @@ fn history_entry<'a>(kind: ChangeKind, question: &'a Question, via: Option<&'a s
             let detail = question.decline_reason.as_ref().map(|reason| json!({"reason": reason}));
             entry(Step::Declined, question.answered_by.as_deref(), detail)
         }
-        ChangeKind::QuestionExpired => entry(Step::Expired, Some("system:expiry"), None),
+        ChangeKind::QuestionExpired => entry(Step::Expired, Some(TIMEOUT_ACTOR), None),
         ChangeKind::QuestionCancelled => entry(Step::Cancelled, question.owner.as_deref(), None),
         ChangeKind::QuestionUpdated => return None,
     })
 }
 
-/// Logs a change for watchers and waiters; alone (no stream event, no status patch) for
-/// [`ChangeKind::QuestionUpdated`], when a channel delivery moved on. `row` carries the change's new
-/// resourceVersion.
-pub async fn log_change(tx: &mut FeedTx, kind: ChangeKind, row: QuestionRow) -> StoreResult<Question> {
-    let question = Question::from(row);
-    let snapshot = serde_json::to_value(&question).expect("a question serialises");
+/// Records an update of question `row` that leaves it as it was for its Query (a channel delivery moved on,
+/// or its timeout escalated it): the watch log, for watchers and waiters, and `step` in its history when the
+/// update made one. `row` carries the change's new resourceVersion.
+pub async fn record_update(tx: &mut FeedTx, row: QuestionRow, made: Option<&Entry<'_>>) -> StoreResult<Question> {
+    if let Some(entry) = made {
+        step(tx.conn(), entry).await?;
+    }
+    watch_log::append(tx, ChangeKind::QuestionUpdated, row).await
+}
+
+/// Writes `entry` into the question's history, in the caller's transaction: the only place a step is written.
+pub async fn step(conn: &mut PgConnection, entry: &Entry<'_>) -> StoreResult<()> {
     sqlx::query!(
-        "insert into question_events (resource_version, question_id, kind, question) values ($1, $2, $3, $4)",
-        question.version,
-        question.id,
-        kind as ChangeKind,
-        snapshot,
+        "insert into question_history (question_id, step, actor, channel, detail) values ($1, $2, $3, $4, $5)",
+        entry.question_id,
+        entry.step.as_str(),
+        entry.actor,
+        entry.channel,
+        entry.detail,
     )
-    .execute(tx.conn())
+    .execute(conn)
     .await?;
-    tx.wrote();
-    Ok(question)
+    Ok(())
 }
 
 /// Queues a patch of the asking Query's status (`wait` or `resume`) in the caller's transaction; one replica

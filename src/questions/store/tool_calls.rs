@@ -4,12 +4,11 @@
 
 use uuid::Uuid;
 
-use super::{
-    QuestionStore,
-    model::{QueryRef, Question, QuestionRow},
-    record,
+use super::{QuestionStore, record};
+use crate::{
+    db::StoreResult,
+    questions::model::{QueryRef, Question, QuestionRow},
 };
-use crate::db::StoreResult;
 
 /// How recording a mapping went.
 #[derive(Debug)]

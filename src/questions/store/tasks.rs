@@ -3,11 +3,11 @@
 
 use uuid::Uuid;
 
-use super::{
-    QuestionStore,
-    model::{Question, QuestionRow},
+use super::QuestionStore;
+use crate::{
+    db::StoreResult,
+    questions::model::{Question, QuestionRow},
 };
-use crate::db::StoreResult;
 
 impl QuestionStore {
     /// The question behind task `task_id`, unless there is none, the task is past its TTL, or `owner` is

@@ -4,12 +4,11 @@
 
 use sqlx::{PgConnection, Postgres, Transaction};
 
-use super::{
-    QuestionStore,
-    model::{Question, QuestionRow, QuestionStatus},
-    store::{QuestionFilter, current_version},
+use super::{QuestionFilter, QuestionStore, current_version};
+use crate::{
+    db::{self, StoreResult},
+    questions::model::{Question, QuestionRow, QuestionStatus},
 };
-use crate::db::{self, StoreResult};
 
 /// A page of questions and how many are pending under a search, read in one snapshot.
 #[derive(Debug)]

@@ -10,13 +10,12 @@ use serde_json::Value;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
+use self::record::record;
 use super::{
     bodies::NewQuestion,
-    change_kind::ChangeKind,
     channel::CALLER,
-    deadline,
     model::{Question, QuestionRow, QuestionStatus},
-    record::{record, record_all},
+    record::ChangeKind,
 };
 use crate::db::{
     StoreResult,
@@ -99,7 +98,7 @@ impl QuestionStore {
             Some(query) => (query.namespace.as_deref(), Some(query.name.as_str())),
             None => (None, None),
         };
-        let fields = super::field_order::of(new.response_schema.as_ref());
+        let fields = crate::questions::form::field_order::of(new.response_schema.as_ref());
         change!(&self.pool, |tx| async {
             let row = sqlx::query_as!(
                 QuestionRow,
@@ -141,8 +140,7 @@ impl QuestionStore {
             // The deliveries commit with the question: never a question without them, nor twice.
             // `mcp:caller` is asked on the caller's own connection, not through the outbox.
             let outbound: Vec<String> = new.channels.iter().filter(|c| *c != CALLER).cloned().collect();
-            let row =
-                if outbound.is_empty() { row } else { super::deliveries::queue(tx.conn(), &row.id, &outbound).await? };
+            let row = if outbound.is_empty() { row } else { deliveries::queue(tx.conn(), &row.id, &outbound).await? };
             record(tx, ChangeKind::QuestionCreated, row, None).await
         })
     }
@@ -163,7 +161,7 @@ impl QuestionStore {
             other => other.to_string(),
         };
         change!(&self.pool, |tx| async {
-            if !expire_if_due(tx, id).await? {
+            if !timeout::timeout_if_due(tx, id).await? {
                 return Ok(None);
             }
             let answered = sqlx::query_as!(
@@ -191,7 +189,7 @@ impl QuestionStore {
     #[tracing::instrument(level = "debug", skip_all)]
     pub async fn cancel(&self, id: &str) -> StoreResult<Change> {
         change!(&self.pool, |tx| async {
-            if !expire_if_due(tx, id).await? {
+            if !timeout::timeout_if_due(tx, id).await? {
                 return Ok(None);
             }
             let cancelled = sqlx::query_as!(
@@ -221,7 +219,7 @@ impl QuestionStore {
         via: Option<&str>,
     ) -> StoreResult<Change> {
         change!(&self.pool, |tx| async {
-            if !expire_if_due(tx, id).await? {
+            if !timeout::timeout_if_due(tx, id).await? {
                 return Ok(None);
             }
             let declined = sqlx::query_as!(
@@ -241,60 +239,6 @@ impl QuestionStore {
                 Some(row) => Ok(record(tx, ChangeKind::QuestionDeclined, row, via).await?.map(Change::Made)),
                 None => unchanged(tx, id).await.map(Some),
             }
-        })
-    }
-
-    /// Expires `id` if it is pending past its expiry (waiters call this so they need not wait for the reaper).
-    #[tracing::instrument(level = "debug", skip_all)]
-    pub async fn expire_if_due(&self, id: &str) -> StoreResult<()> {
-        change!(&self.pool, |tx| async { Ok(expire_if_due(tx, id).await?.then_some(())) })
-    }
-
-    /// Acts on the deadlines of up to `limit` pending questions whose timeout has passed (expires them, answers
-    /// them with their defaults, or escalates them: [`deadline::act`]); returns how many.
-    #[tracing::instrument(level = "debug", skip_all)]
-    pub async fn expire_due(&self, limit: i64) -> StoreResult<usize> {
-        // Usually nothing is due: finding that out takes no feed lock (the expiry index answers it).
-        let due = sqlx::query_scalar!(
-            r#"select exists (select 1 from questions where status = 'pending' and expires_at <= now()) as "due!""#
-        )
-        .fetch_one(&self.pool)
-        .await?;
-        if !due {
-            return Ok(0);
-        }
-        change!(&self.pool, |tx| async {
-            let due = sqlx::query_as!(
-                QuestionRow,
-                r#"select * from questions where status = 'pending' and expires_at <= now()
-                   order by expires_at limit $1 for update skip locked"#,
-                limit,
-            )
-            .fetch_all(tx.conn())
-            .await?;
-            let count = due.len();
-            // Those that only expire are expired together first, so a Query whose questions all expire at once
-            // sees each expiry with every one of them closed (its phase moves back once, after the first).
-            let (expiring, acting): (Vec<_>, Vec<_>) = due.into_iter().partition(deadline::only_expires);
-            let ids: Vec<String> = expiring.into_iter().map(|row| row.id).collect();
-            let expired = sqlx::query_as!(
-                QuestionRow,
-                r#"update questions
-                   set status = 'expired', closed_at = now(), resource_version = nextval('question_versions')
-                   where id = any($1) returning *"#,
-                &ids,
-            )
-            .fetch_all(tx.conn())
-            .await?;
-            if record_all(tx, ChangeKind::QuestionExpired, expired, None).await?.is_none() {
-                return Ok(None);
-            }
-            for row in acting {
-                if deadline::act(tx, row).await?.is_none() {
-                    return Ok(None);
-                }
-            }
-            Ok(Some(count))
         })
     }
 
@@ -338,23 +282,6 @@ pub(super) async fn current_version(connection: &mut PgConnection) -> StoreResul
         .await?)
 }
 
-/// Acts on `id`'s deadline first if it is pending past it, so a late answer or cancel sees what the timeout
-/// did (expired, answered with its defaults, or escalated and still pending). False when its Query's stream
-/// could not be written right now (the change must be tried again).
-async fn expire_if_due(tx: &mut FeedTx, id: &str) -> StoreResult<bool> {
-    let due = sqlx::query_as!(
-        QuestionRow,
-        "select * from questions where id = $1 and status = 'pending' and expires_at <= now() for update",
-        id,
-    )
-    .fetch_optional(tx.conn())
-    .await?;
-    match due {
-        Some(row) => Ok(deadline::act(tx, row).await?.is_some()),
-        None => Ok(true),
-    }
-}
-
 /// Why a conditional change matched nothing: the question is not pending, or does not exist.
 async fn unchanged(tx: &mut FeedTx, id: &str) -> StoreResult<Change> {
     let row =
@@ -365,6 +292,17 @@ async fn unchanged(tx: &mut FeedTx, id: &str) -> StoreResult<Change> {
     })
 }
 
-// Declared after `change!`, which it uses.
+pub mod announce;
+pub mod deliveries;
+pub mod history;
+pub mod list;
+pub mod record;
+pub mod tasks;
+pub mod tool_calls;
+pub mod waiting;
+pub mod watch_log;
+
+// Declared after `change!`, which they use.
 mod caller;
 mod query_end;
+mod timeout;

@@ -5,8 +5,9 @@
 
 use sqlx::PgConnection;
 
-use super::{QuestionStore, model::QuestionRow};
+use super::QuestionStore;
 use crate::db::StoreResult;
+use crate::questions::model::QuestionRow;
 
 /// Queues one delivery per channel of a question being asked, in the asking transaction; returns the question
 /// with its deliveries.

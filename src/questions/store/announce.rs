@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{change_kind::ChangeKind, model::Question};
+use crate::questions::{model::Question, record::ChangeKind};
 use crate::{
     db::{StoreResult, feed::FeedTx},
     streams::{broker_writes, typed::EventType},
