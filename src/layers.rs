@@ -283,3 +283,48 @@ fn paths_are_read_through_super_and_nested_groups() {
     assert_eq!(paths_after(source, "crate::"), through_crate);
     assert_eq!(paths_after(source, "super::super::"), ["store::Store::new"]);
 }
+
+/// The rooms of `questions/` that are data (the form, the timeout, the record): the store uses them, and they
+/// never reach the store.
+const QUESTION_DATA_ROOMS: &[&str] = &["form", "timeout", "record"];
+
+/// The code of each file under `src/questions/`, by its path there (comment lines left out).
+fn question_files() -> Vec<(std::path::PathBuf, String)> {
+    let questions = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/questions");
+    let mut files = Vec::new();
+    sources(&questions, &mut files);
+    files
+        .into_iter()
+        .map(|file| {
+            let source = std::fs::read_to_string(&file).unwrap();
+            let code = source.lines().filter(|line| !line.trim_start().starts_with("//")).collect::<Vec<_>>();
+            (file.strip_prefix(&questions).unwrap().to_owned(), code.join("\n"))
+        })
+        .collect()
+}
+
+#[test]
+fn statements_on_the_questions_tables_are_only_in_the_questions_store() {
+    let files = question_files();
+    let outside: Vec<_> = files
+        .iter()
+        .filter(|(path, code)| !path.starts_with("store") && code.contains("sqlx::query"))
+        .map(|(path, _)| path.display().to_string())
+        .collect();
+    assert!(outside.is_empty(), "SQL outside src/questions/store/: {outside:?}");
+    let inside = files.iter().filter(|(path, code)| path.starts_with("store") && code.contains("sqlx::query"));
+    assert!(inside.count() >= 10, "the check reads the store's statements");
+}
+
+#[test]
+fn the_questions_data_rooms_never_reach_into_its_store() {
+    let wrong: Vec<_> = question_files()
+        .into_iter()
+        .filter(|(path, _)| QUESTION_DATA_ROOMS.iter().any(|room| path.starts_with(room)))
+        .filter(|(_, code)| {
+            code.contains("QuestionStore") || code.contains("questions::store") || code.contains("super::store")
+        })
+        .map(|(path, _)| path.display().to_string())
+        .collect();
+    assert!(wrong.is_empty(), "these reach into the questions store: {wrong:?}");
+}
