@@ -103,25 +103,8 @@ impl Duty {
     }
 }
 
-/// The `kind` labels of the reaper's deletions, in the order a pass takes them: what the README lists and a
-/// dashboard expects. The registry checks at start-up that exactly these are registered, in this order.
-pub const KINDS: [&str; 13] = [
-    "messages",
-    "events",
-    "sessions",
-    "spans",
-    "questions_expired",
-    "questions_of_ended_queries",
-    "idempotency_keys",
-    "question_events",
-    "question_history",
-    "streams",
-    "status_patches",
-    "inbound_deliveries",
-    "commit_receipts",
-];
-
-/// The duties of every table, in the order a pass takes them.
+/// The duties of every table, in the order a pass takes them: the order `state::registry` registers them
+/// in, which is also their `kind` labels' (the README lists them; a test holds the two together).
 pub type Duties = Arc<[Duty]>;
 
 /// What the reaper works on.

@@ -80,40 +80,54 @@ pub fn parse_notice(payload: &str) -> Option<Notice> {
     Some(Notice { feed, tx: tx.parse().ok()?, keys })
 }
 
-/// A table readers follow live.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Feed {
+/// Declares [`Feed`] from one list: each feed's variant, its number and its name. The number makes the key
+/// of its transaction lock ([`Feed::lock_key`]), which replicas of two versions must agree on, so it never
+/// changes and is never reused; the name is the feed's NOTIFY prefix and its metrics' `feed` label.
+macro_rules! feeds {
+    ($($(#[$doc:meta])* $feed:ident = $number:literal => $name:literal,)+) => {
+        /// A table readers follow live.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum Feed {
+            $($(#[$doc])* $feed,)+
+        }
+
+        impl Feed {
+            /// Every feed.
+            pub const ALL: [Feed; [$($number),+].len()] = [$(Feed::$feed),+];
+
+            /// The feed's name (NOTIFY payloads, metric labels).
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Feed::$feed => $name,)+
+                }
+            }
+
+            /// The feed's number.
+            fn number(self) -> i64 {
+                match self {
+                    $(Feed::$feed => $number,)+
+                }
+            }
+        }
+    };
+}
+
+feeds! {
     /// `messages`, per conversation and globally.
-    Messages,
+    Messages = 1 => "messages",
     /// `chunks`, per stream and globally.
-    Chunks,
+    Chunks = 2 => "chunks",
     /// `question_events` (a question's `resourceVersion`).
-    Questions,
+    Questions = 3 => "questions",
     /// `events`, per query and globally.
-    Events,
+    Events = 4 => "events",
     /// `sessions`, globally: a changed session is delivered again.
-    Sessions,
+    Sessions = 5 => "sessions",
     /// `spans`, per trace and globally.
-    Spans,
+    Spans = 6 => "spans",
 }
 
 impl Feed {
-    /// Every feed.
-    pub const ALL: [Feed; 6] =
-        [Feed::Messages, Feed::Chunks, Feed::Questions, Feed::Events, Feed::Sessions, Feed::Spans];
-
-    /// The feed's name (NOTIFY payloads, metric labels).
-    pub fn name(self) -> &'static str {
-        match self {
-            Feed::Messages => "messages",
-            Feed::Chunks => "chunks",
-            Feed::Questions => "questions",
-            Feed::Events => "events",
-            Feed::Sessions => "sessions",
-            Feed::Spans => "spans",
-        }
-    }
-
     /// The NOTIFY payload saying transaction `tx` committed rows of this feed, naming no keys.
     pub fn payload(self, tx: i64) -> String {
         format!("{}:{tx}", self.name())
@@ -126,14 +140,7 @@ impl Feed {
 
     fn lock_key(self) -> i64 {
         // Arbitrary but fixed: "ark" in ASCII, then the feed number.
-        match self {
-            Feed::Messages => 0x61_72_6b_01,
-            Feed::Chunks => 0x61_72_6b_02,
-            Feed::Questions => 0x61_72_6b_03,
-            Feed::Events => 0x61_72_6b_04,
-            Feed::Sessions => 0x61_72_6b_05,
-            Feed::Spans => 0x61_72_6b_06,
-        }
+        0x61_72_6b_00 + self.number()
     }
 }
 
@@ -268,6 +275,8 @@ impl GlobalCursor {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashSet;
+
     use super::*;
 
     fn range(key: &str, after: i64, last: i64) -> KeyRange {
@@ -296,6 +305,25 @@ mod tests {
         for feed in Feed::ALL {
             let parsed = parse_notice(&feed.payload(i64::MAX)).expect("a feed's payload");
             assert_eq!((parsed.feed, parsed.tx, parsed.keys), (feed, i64::MAX, None));
+        }
+    }
+
+    #[test]
+    fn feeds_have_names_and_lock_keys_of_their_own_and_the_lock_keys_never_change() {
+        let names: HashSet<&str> = Feed::ALL.iter().map(|feed| feed.name()).collect();
+        let keys: HashSet<i64> = Feed::ALL.iter().map(|feed| feed.lock_key()).collect();
+        assert_eq!((names.len(), keys.len()), (Feed::ALL.len(), Feed::ALL.len()));
+        // Pinned: during a rolling update, replicas of two versions must lock the same keys.
+        let known = [
+            (Feed::Messages, 0x61_72_6b_01),
+            (Feed::Chunks, 0x61_72_6b_02),
+            (Feed::Questions, 0x61_72_6b_03),
+            (Feed::Events, 0x61_72_6b_04),
+            (Feed::Sessions, 0x61_72_6b_05),
+            (Feed::Spans, 0x61_72_6b_06),
+        ];
+        for (feed, key) in known {
+            assert_eq!(feed.lock_key(), key, "{}'s lock key", feed.name());
         }
     }
 

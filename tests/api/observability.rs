@@ -105,6 +105,14 @@ fn families_in_the_readme() -> Vec<String> {
     families
 }
 
+/// The reaper's `kind` labels as the README lists them: in the order a pass takes them.
+pub fn reaper_kinds_in_the_readme() -> Vec<&'static str> {
+    let readme = include_str!("../../README.md");
+    let start = readme.find("per `kind` (").expect("the README's list of the reaper's kinds") + "per `kind` (".len();
+    let list = &readme[start..start + readme[start..].find(')').expect("the end of the list")];
+    list.split('`').skip(1).step_by(2).collect()
+}
+
 /// Every sample of family `name` (with histograms' `_bucket`, `_sum` and `_count`): its series and value.
 fn samples_of<'a>(metrics: &'a str, name: &str) -> Vec<(&'a str, f64)> {
     metrics
@@ -160,7 +168,16 @@ async fn a_fresh_replica_exports_every_family_with_its_help_and_type_at_zero_bef
     let outboxes = ["status_patches", "channel_deliveries"];
     series("ark_broker_outbox_failures_total", "outbox", &outboxes);
     series("ark_broker_outbox_backlog", "outbox", &outboxes);
-    series("ark_broker_reaper_deleted_total", "kind", &ark_broker::retention::KINDS);
+    let kinds = reaper_kinds_in_the_readme();
+    series("ark_broker_reaper_deleted_total", "kind", &kinds);
+    let mut exported: Vec<&str> = samples_of(&metrics, "ark_broker_reaper_deleted_total")
+        .into_iter()
+        .filter_map(|(series, _)| series.split("kind=\"").nth(1)?.split('"').next())
+        .collect();
+    exported.sort();
+    let mut listed = kinds.clone();
+    listed.sort();
+    assert_eq!(exported, listed, "the reaper exports the kinds the README lists, and no other");
     series("ark_broker_questions", "status", &["answered", "cancelled", "expired", "pending"]);
     for histogram in ["ark_broker_flush_rows", "ark_broker_flush_duration_seconds"] {
         assert!(metrics.contains(&format!("\n{histogram}_bucket{{le=\"+Inf\"}} 0\n")), "{histogram}:\n{metrics}");

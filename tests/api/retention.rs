@@ -91,6 +91,14 @@ async fn finished_streams_and_old_log_and_outbox_rows_are_deleted_and_the_rest_k
 }
 
 #[tokio::test]
+async fn a_reaper_pass_takes_the_kinds_in_the_order_the_readme_lists_them() {
+    let app = TestApp::spawn().await;
+    let report = reaper(&app).pass().await;
+    let kinds: Vec<&str> = report.iter().map(|(kind, _)| *kind).collect();
+    assert_eq!(kinds, crate::observability::reaper_kinds_in_the_readme(), "the registry's duties, in its order");
+}
+
+#[tokio::test]
 async fn one_replica_at_a_time_makes_a_pass() {
     let app = TestApp::spawn().await;
     let held = ark_broker::db::turn::try_take(&app.state.pool, ark_broker::db::turn::REAPER).await.unwrap();

@@ -1,16 +1,18 @@
 //! The stores' contract against a real PostgreSQL, fast: no broker process, a database of its own per test
 //! (`#[sqlx::test]`, dropped after a passing test), migrated by the broker's own migrator. It covers the
 //! feed write path (one NOTIFY naming the transaction, whose rows the tails read back) and the claim loop
-//! (concurrent writers of one key get every position once, in their own order).
+//! (concurrent writers of one key get every position once, in their own order), and every feed store's reads
+//! (`feeds`: the horizon, order, heads and resume, one suite run over each store).
 //!
 //! `#[sqlx::test]` takes its server from `DATABASE_URL`: `scripts/test` starts a throwaway PostgreSQL and runs
 //! this tier with it; plain `cargo test` lists these tests as ignored, saying what they need.
 
+mod feeds;
 mod notices;
 mod receipts;
 mod sizes;
 
-use std::collections::BTreeMap;
+use std::{collections::BTreeMap, time::Duration};
 
 use ark_broker::{
     config::Ttls,
@@ -53,6 +55,28 @@ async fn chunks_read_by_scans(pool: &PgPool) -> i64 {
         .fetch_one(pool)
         .await
         .expect("the counters")
+}
+
+/// Waits until some session of `pool`'s database waits for a lock (a settlement's insert behind a writer's,
+/// a feed write held before its commit).
+pub(crate) async fn wait_for_lock_waiter(pool: &PgPool) {
+    tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let waiting: i64 = sqlx::query_scalar(
+                "select count(*) from pg_locks l join pg_stat_activity a on a.pid = l.pid
+                 where not l.granted and a.datname = current_database()",
+            )
+            .fetch_one(pool)
+            .await
+            .unwrap();
+            if waiting > 0 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("a session waiting for a lock");
 }
 
 fn range(key: &str, after: i64, last: i64) -> KeyRange {

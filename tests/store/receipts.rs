@@ -16,7 +16,7 @@ use ark_broker::{
 };
 use sqlx::PgPool;
 
-use crate::migrated;
+use crate::{migrated, wait_for_lock_waiter};
 
 async fn receipts(pool: &PgPool) -> Vec<(uuid::Uuid, bool)> {
     sqlx::query_as("select token, fenced from commit_receipts order by token").fetch_all(pool).await.unwrap()
@@ -77,27 +77,6 @@ async fn settling_a_write_still_running_waits_for_it_and_sees_how_it_ended(pool:
         assert_eq!(tokio::time::timeout(Duration::from_secs(10), settling).await.unwrap().unwrap(), expected);
         drop(tx);
     }
-}
-
-/// Waits until some session waits for a transaction's lock (the settlement's insert behind the writer's).
-async fn wait_for_lock_waiter(pool: &PgPool) {
-    tokio::time::timeout(Duration::from_secs(10), async {
-        loop {
-            let waiting: i64 = sqlx::query_scalar(
-                "select count(*) from pg_locks l join pg_stat_activity a on a.pid = l.pid
-                 where not l.granted and a.datname = current_database()",
-            )
-            .fetch_one(pool)
-            .await
-            .unwrap();
-            if waiting > 0 {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await
-    .expect("the settlement to wait for the writer");
 }
 
 fn receipt_of(token: uuid::Uuid) -> Receipt {
