@@ -1,6 +1,7 @@
 //! Command-line flags with environment fallbacks: the one place the broker's settings are defined.
 
 pub mod budgets;
+pub mod channels;
 mod durations;
 mod load;
 mod ttls;
@@ -104,38 +105,6 @@ pub struct Config {
     /// Channel identities as principals: `<identity> <principal>` lines (`slack:U0123 alice`), re-read on change.
     #[arg(long, env = "ARK_BROKER_IDENTITIES_FILE")]
     pub identities_file: Option<PathBuf>,
-
-    /// Slack bot token (`xoxb-…`, scope `chat:write`): questions naming `slack:<channel>` are posted there.
-    /// Without it, `slack:` channels are refused.
-    #[arg(long, env = "ARK_BROKER_SLACK_BOT_TOKEN", hide_env_values = true)]
-    pub slack_bot_token: Option<Secret>,
-
-    /// Slack signing secret: requests to `/channels/slack/*` must carry its v0 signature.
-    #[arg(long, env = "ARK_BROKER_SLACK_SIGNING_SECRET", hide_env_values = true)]
-    pub slack_signing_secret: Option<Secret>,
-
-    /// Slack app-level token (`xapp-…`, scope `connections:write`): each replica takes Slack's interactions and
-    /// events over one Socket Mode connection, so Slack needs no public address of the broker. Needs
-    /// `--slack-bot-token`.
-    #[arg(long, env = "ARK_BROKER_SLACK_APP_TOKEN", hide_env_values = true)]
-    pub slack_app_token: Option<Secret>,
-
-    /// Slack Web API base URL (tests point it at a fake).
-    #[arg(long, env = "ARK_BROKER_SLACK_API_URL", default_value = "https://slack.com/api")]
-    pub slack_api_url: String,
-
-    /// GitHub token (a PAT or an App installation token, `issues: write`): questions naming
-    /// `github:<owner>/<repo>#<number>` are commented there. Without it, `github:` channels are refused.
-    #[arg(long, env = "ARK_BROKER_GITHUB_TOKEN", hide_env_values = true)]
-    pub github_token: Option<Secret>,
-
-    /// GitHub webhook secret: deliveries to `/channels/github/webhook` must carry its `X-Hub-Signature-256`.
-    #[arg(long, env = "ARK_BROKER_GITHUB_WEBHOOK_SECRET", hide_env_values = true)]
-    pub github_webhook_secret: Option<Secret>,
-
-    /// GitHub REST API base URL (GitHub Enterprise: `https://<host>/api/v3`; tests point it at a fake).
-    #[arg(long, env = "ARK_BROKER_GITHUB_API_URL", default_value = "https://api.github.com")]
-    pub github_api_url: String,
 
     /// Milliseconds between `notifications/progress` while a blocking `ask_question` waits.
     #[arg(long, env = "ARK_BROKER_MCP_PROGRESS_INTERVAL_MS", default_value_t = 10_000,
@@ -405,6 +374,9 @@ pub struct Config {
 
     #[command(flatten)]
     pub budgets: budgets::ByteBudgets,
+
+    #[command(flatten)]
+    pub channels: channels::ChannelCredentials,
 }
 
 #[cfg(test)]

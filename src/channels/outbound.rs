@@ -23,8 +23,16 @@ impl Channels {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder().timeout(SEND_TIMEOUT).build().unwrap_or_default();
         Channels {
-            slack: config.slack_bot_token.clone().map(|token| Slack::new(http.clone(), &config.slack_api_url, token)),
-            github: config.github_token.clone().map(|token| GitHub::new(http, &config.github_api_url, token)),
+            slack: config
+                .channels
+                .slack_bot_token
+                .clone()
+                .map(|token| Slack::new(http.clone(), &config.channels.slack_api_url, token)),
+            github: config
+                .channels
+                .github_token
+                .clone()
+                .map(|token| GitHub::new(http, &config.channels.github_api_url, token)),
             deliveries: DeliveryStore::new(pool.clone()),
             questions: QuestionStore::new(pool),
         }

@@ -23,11 +23,11 @@ impl Config {
                 event: self.event_ttl_seconds,
             });
         }
-        if let Some(token) = &self.slack_app_token {
+        if let Some(token) = &self.channels.slack_app_token {
             if !token.expose().starts_with("xapp-") {
                 return Err(ConfigError::SlackAppToken("is not an app-level token (xapp-…)"));
             }
-            if self.slack_bot_token.is_none() {
+            if self.channels.slack_bot_token.is_none() {
                 return Err(ConfigError::SlackAppToken("needs --slack-bot-token, to answer and update messages"));
             }
         }
@@ -94,13 +94,13 @@ mod tests {
     #[test]
     fn a_slack_app_token_must_be_an_xapp_token_and_come_with_the_bot_token() {
         let mut config = Config::parse_from(["ark-broker"]);
-        config.slack_app_token = Some("xoxb-not-an-app-token".parse().unwrap());
-        config.slack_bot_token = Some("xoxb-bot".parse().unwrap());
+        config.channels.slack_app_token = Some("xoxb-not-an-app-token".parse().unwrap());
+        config.channels.slack_bot_token = Some("xoxb-bot".parse().unwrap());
         let error = config.check().unwrap_err().to_string();
         assert!(error.contains("not an app-level token"), "{error}");
-        config.slack_app_token = Some("xapp-1-A1-1-abc".parse().unwrap());
+        config.channels.slack_app_token = Some("xapp-1-A1-1-abc".parse().unwrap());
         assert_eq!(config.check(), Ok(()));
-        config.slack_bot_token = None;
+        config.channels.slack_bot_token = None;
         let error = config.check().unwrap_err().to_string();
         assert!(error.contains("needs --slack-bot-token"), "{error}");
     }

@@ -129,8 +129,8 @@ mod tests {
         let printed = format!("{config:?}");
         assert!(!printed.contains("p%40ss") && printed.contains("u:***@h/db"), "{printed}");
         let mut config = Config::for_database("postgres://u@h/db");
-        config.slack_bot_token = Some("xoxb-s3cret".parse().unwrap());
-        config.github_token = Some("ghp_s3cret".parse().unwrap());
+        config.channels.slack_bot_token = Some("xoxb-s3cret".parse().unwrap());
+        config.channels.github_token = Some("ghp_s3cret".parse().unwrap());
         assert!(!format!("{config:?}").contains("s3cret"), "no token in Debug");
         let no_password: DatabaseUrl = "postgres://postgres@127.0.0.1:5432/postgres".parse().unwrap();
         assert_eq!(format!("{no_password:?}"), r#""postgres://postgres@127.0.0.1:5432/postgres""#);

@@ -121,8 +121,8 @@ pub fn check_entries(config: &Config, entries: &mut Vec<String>) -> Checked {
     for entry in entries.iter() {
         let channel = Channel::parse(entry).map_err(Invalid)?;
         let configured = match channel {
-            Channel::Slack { .. } => config.slack_bot_token.is_some(),
-            Channel::GitHub { .. } => config.github_token.is_some(),
+            Channel::Slack { .. } => config.channels.slack_bot_token.is_some(),
+            Channel::GitHub { .. } => config.channels.github_token.is_some(),
             // Asked through the calling client's own connection: no credentials of the broker's.
             Channel::Caller => true,
         };

@@ -80,10 +80,10 @@ async fn each_question_reaches_each_channel_exactly_once_while_three_replicas_ra
 async fn a_channel_down_or_rate_limiting_gets_the_question_after_retries_and_never_twice() {
     let (slack, github) = tokio::join!(FakeApi::slack(), FakeApi::github());
     let app = TestApp::spawn_with(|config| {
-        config.slack_bot_token = Some(SLACK_TOKEN.parse().unwrap());
-        config.slack_api_url = slack.url.clone();
-        config.github_token = Some(GITHUB_TOKEN.parse().unwrap());
-        config.github_api_url = github.url.clone();
+        config.channels.slack_bot_token = Some(SLACK_TOKEN.parse().unwrap());
+        config.channels.slack_api_url = slack.url.clone();
+        config.channels.github_token = Some(GITHUB_TOKEN.parse().unwrap());
+        config.channels.github_api_url = github.url.clone();
     })
     .await;
     slack.set_down(true);
@@ -109,8 +109,8 @@ async fn a_channel_down_or_rate_limiting_gets_the_question_after_retries_and_nev
 async fn refused_deliveries_are_given_up_and_channel_entries_are_checked_when_asked() {
     let slack = FakeApi::slack().await;
     let app = TestApp::spawn_with(|config| {
-        config.slack_bot_token = Some(SLACK_TOKEN.parse().unwrap());
-        config.slack_api_url = slack.url.clone();
+        config.channels.slack_bot_token = Some(SLACK_TOKEN.parse().unwrap());
+        config.channels.slack_api_url = slack.url.clone();
     })
     .await;
     let (_, question) = json_of(app.post_json("/questions", &ask("Where?", &["slack:#missing"])).await).await;
@@ -156,9 +156,9 @@ async fn an_answer_comment_on_github_answers_the_question_pending_there_once() {
     const SECRET: &str = "It's a Secret to Everybody";
     let github = FakeApi::github().await;
     let app = TestApp::spawn_with(|config| {
-        config.github_token = Some(GITHUB_TOKEN.parse().unwrap());
-        config.github_api_url = github.url.clone();
-        config.github_webhook_secret = Some(SECRET.parse().unwrap());
+        config.channels.github_token = Some(GITHUB_TOKEN.parse().unwrap());
+        config.channels.github_api_url = github.url.clone();
+        config.channels.github_webhook_secret = Some(SECRET.parse().unwrap());
     })
     .await;
     let mut ids = Vec::new();
@@ -220,9 +220,9 @@ async fn a_webhook_that_failed_is_acted_on_when_github_delivers_it_again() {
     const SECRET: &str = "redeliver";
     let github = FakeApi::github().await;
     let app = TestApp::spawn_with(|config| {
-        config.github_token = Some(GITHUB_TOKEN.parse().unwrap());
-        config.github_api_url = github.url.clone();
-        config.github_webhook_secret = Some(SECRET.parse().unwrap());
+        config.channels.github_token = Some(GITHUB_TOKEN.parse().unwrap());
+        config.channels.github_api_url = github.url.clone();
+        config.channels.github_webhook_secret = Some(SECRET.parse().unwrap());
         config.db_lock_timeout_ms = 200;
     })
     .await;

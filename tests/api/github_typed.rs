@@ -17,9 +17,9 @@ const SECRET: &str = "typed-on-github";
 async fn a_typed_question_on_github_documents_its_syntax_quotes_a_bad_replys_error_and_takes_a_good_one() {
     let github = FakeApi::github().await;
     let app = TestApp::spawn_with(|config| {
-        config.github_token = Some(GITHUB_TOKEN.parse().unwrap());
-        config.github_api_url = github.url.clone();
-        config.github_webhook_secret = Some(SECRET.parse().unwrap());
+        config.channels.github_token = Some(GITHUB_TOKEN.parse().unwrap());
+        config.channels.github_api_url = github.url.clone();
+        config.channels.github_webhook_secret = Some(SECRET.parse().unwrap());
     })
     .await;
     let schema = json!({"type": "object", "required": ["decision", "replicas"], "properties": {

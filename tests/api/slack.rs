@@ -274,9 +274,9 @@ async fn unsigned_stale_or_forged_requests_are_refused() {
 #[tokio::test]
 async fn a_body_that_stalls_is_cut_off_on_the_open_inbound_routes() {
     let app = crate::support::TestApp::spawn_with(|config| {
-        config.slack_bot_token = Some(SLACK_TOKEN.parse().unwrap());
-        config.slack_signing_secret = Some(SECRET.parse().unwrap());
-        config.github_webhook_secret = Some(SECRET.parse().unwrap());
+        config.channels.slack_bot_token = Some(SLACK_TOKEN.parse().unwrap());
+        config.channels.slack_signing_secret = Some(SECRET.parse().unwrap());
+        config.channels.github_webhook_secret = Some(SECRET.parse().unwrap());
         config.body_read_timeout_seconds = 1;
     })
     .await;

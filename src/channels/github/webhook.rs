@@ -54,7 +54,7 @@ pub async fn receive(
     WholeBody(body): WholeBody,
 ) -> Result<Response, ApiError> {
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default();
-    let Some(secret) = &state.config.github_webhook_secret else {
+    let Some(secret) = &state.config.channels.github_webhook_secret else {
         return Err(ApiError::NotFound("GitHub webhooks are not configured (--github-webhook-secret)".into()));
     };
     signature::github(secret.expose(), &body, header("x-hub-signature-256"))

@@ -177,7 +177,7 @@ pub(super) async fn event(state: &RouteState, slack: Slack, event: &Value, retry
 
 /// Checks the signature; returns the Slack client to answer through.
 fn verified(state: &RouteState, headers: &HeaderMap, body: &[u8]) -> Result<Slack, ApiError> {
-    let (Some(secret), Some(slack)) = (&state.config.slack_signing_secret, &state.channels.slack) else {
+    let (Some(secret), Some(slack)) = (&state.config.channels.slack_signing_secret, &state.channels.slack) else {
         return Err(ApiError::NotFound(
             "Slack is not configured (--slack-signing-secret and --slack-bot-token)".into(),
         ));

@@ -41,10 +41,10 @@ enum Ended {
 /// Starts this replica's Socket Mode connection, when `--slack-app-token` is set (start-up has checked that
 /// the bot token, which answers and updates messages, is set too).
 pub fn spawn(state: RouteState, shutdown: CancellationToken) -> Option<JoinHandle<()>> {
-    let token = state.config.slack_app_token.clone()?;
+    let token = state.config.channels.slack_app_token.clone()?;
     let bot = state.channels.slack.clone()?;
     let http = reqwest::Client::builder().timeout(SEND_TIMEOUT).build().unwrap_or_default();
-    let app = Slack::new(http, &state.config.slack_api_url, token);
+    let app = Slack::new(http, &state.config.channels.slack_api_url, token);
     Some(tokio::spawn(run(app, Envelopes::new(state, bot), shutdown)))
 }
 
