@@ -58,6 +58,7 @@ mod sessions_lifecycle;
 mod slack;
 mod slack_socket;
 mod slack_typed;
+mod spans;
 mod streams;
 mod too_many_clients;
 mod traces;
