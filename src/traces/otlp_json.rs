@@ -1,6 +1,6 @@
 //! What the OpenAPI document says of an OTLP/JSON export: the fields [`super::otlp::from_json`] and
 //! [`super::model::NewSpan::new`] read by hand (leniently, keeping each span as sent, refusing with
-//! upstream's messages, which serde could not give).
+//! upstream's messages, which serde could not give). The test below holds the two alike.
 
 use serde_json::Value;
 
@@ -10,7 +10,7 @@ use serde_json::Value;
 #[schema(rename_all = "camelCase")]
 #[expect(
     dead_code,
-    reason = "the OpenAPI document's description of an OTLP/JSON export; `from_json` reads the body"
+    reason = "the OpenAPI document's description of an OTLP/JSON export; `from_json` reads the body, and the test below holds the two alike"
 )]
 pub struct OtlpJson {
     /// One entry per resource.
@@ -80,3 +80,60 @@ pub struct OtlpKeyValue {
     value: Value,
 }
 
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::{
+        http::documented::{assert_documented, document_of, property, request_body, resolve},
+        traces::{otlp::SPAN_FIELDS, router},
+        validate::MAX_KEY_BYTES,
+    };
+
+    /// Every field `from_json` and `NewSpan::new` read, as they read it: the arrays walked, each attribute's
+    /// key, and the span's fields kept as sent (`any`: `kind`, the times, `status` are stored whatever they
+    /// hold; the times are indexed when a string or a number).
+    const READS: &[(&str, &str)] = &[
+        ("resourceSpans", "array"),
+        ("resourceSpans[].resource", "object"),
+        ("resourceSpans[].resource.attributes", "array"),
+        ("resourceSpans[].resource.attributes[].key", "string"),
+        ("resourceSpans[].resource.attributes[].value", "any"),
+        ("resourceSpans[].scopeSpans", "array"),
+        ("resourceSpans[].scopeSpans[].spans", "array"),
+        ("resourceSpans[].scopeSpans[].spans[]", "object"),
+        ("resourceSpans[].scopeSpans[].spans[].traceId", "string"),
+        ("resourceSpans[].scopeSpans[].spans[].spanId", "string"),
+        ("resourceSpans[].scopeSpans[].spans[].parentSpanId", "string"),
+        ("resourceSpans[].scopeSpans[].spans[].name", "string"),
+        ("resourceSpans[].scopeSpans[].spans[].kind", "any"),
+        ("resourceSpans[].scopeSpans[].spans[].startTimeUnixNano", "any"),
+        ("resourceSpans[].scopeSpans[].spans[].endTimeUnixNano", "any"),
+        ("resourceSpans[].scopeSpans[].spans[].attributes", "array"),
+        ("resourceSpans[].scopeSpans[].spans[].attributes[].key", "string"),
+        ("resourceSpans[].scopeSpans[].spans[].attributes[].value", "any"),
+        ("resourceSpans[].scopeSpans[].spans[].status", "any"),
+    ];
+
+    #[test]
+    fn every_field_the_json_reader_reads_is_documented_alike() {
+        let document = document_of(router());
+        let body = request_body(&document, "post", "/v1/traces", "application/json");
+        assert_documented(&document, body, READS);
+        // What `NewSpan::new` takes as a trace id is what the document says: 1 to MAX_KEY_BYTES long.
+        let trace_id = property(&document, body, "resourceSpans[].scopeSpans[].spans[].traceId").unwrap();
+        assert_eq!(
+            (trace_id["minLength"].as_u64(), trace_id["maxLength"].as_u64()),
+            (Some(1), Some(MAX_KEY_BYTES as u64))
+        );
+        let span = property(&document, body, "resourceSpans[].scopeSpans[].spans[]").unwrap();
+        let span = resolve(&document, span);
+        assert_eq!(span["required"], json!(["traceId"]), "a span without a traceId is refused");
+        // The fields the reader keeps of a span, and only those, are the documented properties.
+        let mut kept: Vec<&str> = SPAN_FIELDS.into_iter().chain(["attributes", "status"]).collect();
+        let mut documented: Vec<&str> = span["properties"].as_object().unwrap().keys().map(String::as_str).collect();
+        kept.sort();
+        documented.sort();
+        assert_eq!(kept, documented, "the fields kept of a span are the documented ones");
+    }
+}
