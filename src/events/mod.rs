@@ -30,9 +30,11 @@ pub struct RouteState {
     pub streams_end: StreamsEnd,
 }
 
-/// The `/events` routes.
+/// The `/events` routes; their document's `EventData` also lists the `data` fields checked by hand.
 pub fn router() -> OpenApiRouter<RouteState> {
-    OpenApiRouter::new()
+    let mut router = OpenApiRouter::new()
         .routes(routes!(routes::list, routes::append, routes::purge))
-        .routes(routes!(routes::query, routes::delete_query))
+        .routes(routes!(routes::query, routes::delete_query));
+    model::document_data_fields(router.get_openapi_mut());
+    router
 }

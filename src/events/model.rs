@@ -5,7 +5,13 @@
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::Value;
-use utoipa::ToSchema;
+use utoipa::{
+    ToSchema,
+    openapi::{
+        OpenApi, RefOr,
+        schema::{ObjectBuilder, Schema, SchemaType, Type},
+    },
+};
 
 use crate::{
     sessions::event::SessionEvent,
@@ -18,19 +24,18 @@ use crate::{
 /// Longest `ttl_seconds` accepted (100 years); Postgres intervals overflow far beyond it.
 const MAX_TTL_SECONDS: i64 = 100 * 365 * 24 * 3600;
 
-/// The `data` fields the broker reads besides `queryId`; each must be a string when present.
-const STRING_DATA_FIELDS: [&str; 11] = [
-    "queryName",
-    "queryNamespace",
-    "sessionId",
-    "conversationId",
-    "agent",
-    "team",
-    "tool",
-    "toolName",
-    "targetType",
-    "error",
-    "durationMs",
+/// The `data` fields the broker reads besides `DataShape`'s (the session's, [`SessionEvent::from_data`]):
+/// each must be a string when present, checked after the Query's fields so a body with several faults is told
+/// the same one as ever. The OpenAPI document lists them from here ([`document_data_fields`]).
+const STRING_DATA_FIELDS: [(&str, &str); 8] = [
+    ("conversationId", "The conversation the Query continues."),
+    ("agent", "The agent the event is about."),
+    ("team", "The team the event is about."),
+    ("tool", "The tool called."),
+    ("toolName", "The tool called, as the completions executor names it (when `tool` is absent)."),
+    ("targetType", "What the Query targets, e.g. `agent`."),
+    ("error", "What went wrong."),
+    ("durationMs", "How long it took, in milliseconds (a number in a string)."),
 ];
 
 /// An event as `POST /events` takes it and the event routes serve it: what serde checks of the body;
@@ -81,7 +86,10 @@ pub struct DataShape {
 /// The body of `POST /events`: an event, and how long to keep it (the OpenAPI document's description of
 /// what [`NewEvent::parse`] reads).
 #[derive(Debug, Deserialize, ToSchema)]
-#[expect(dead_code, reason = "the OpenAPI document's description of the body; `NewEvent::parse` reads it")]
+#[expect(
+    dead_code,
+    reason = "the OpenAPI document's description of the body; `NewEvent::parse` reads it (the event as `Shape`, `ttl_seconds` by hand), and its tests hold the two alike"
+)]
 pub struct PostEvent {
     /// The event.
     #[serde(flatten)]
@@ -136,7 +144,8 @@ impl NewEvent {
             return Err(Invalid("data.queryId: String must contain at least 1 character(s)".into()));
         }
         validate::key("data.queryId", &query_id)?;
-        for field in STRING_DATA_FIELDS {
+        // `DataShape`'s fields are strings already: serde checked them.
+        for (field, _) in STRING_DATA_FIELDS {
             match data.get(field) {
                 None | Some(Value::Null | Value::String(_)) => {}
                 Some(other) => {
@@ -168,6 +177,22 @@ impl NewEvent {
     pub fn session_event(&self) -> Option<SessionEvent> {
         let data = self.event.get("data")?.as_object()?;
         SessionEvent::from_data(data, self.reason.as_deref().unwrap_or_default())
+    }
+}
+
+/// Adds the `data` fields [`NewEvent::parse`] checks by hand ([`STRING_DATA_FIELDS`]) to the document's
+/// `EventData`, each a string or null as serde would describe it, so the document says what the check does from
+/// the list the check reads.
+pub(super) fn document_data_fields(document: &mut OpenApi) {
+    let data = document.components.as_mut().and_then(|components| components.schemas.get_mut("EventData"));
+    let Some(RefOr::T(Schema::Object(data))) = data else {
+        panic!("the events routes' document has no EventData object to add the data fields to")
+    };
+    for (field, description) in STRING_DATA_FIELDS {
+        let string = ObjectBuilder::new()
+            .schema_type(SchemaType::from_iter([Type::String, Type::Null]))
+            .description(Some(description));
+        data.properties.insert(field.to_owned(), string.into());
     }
 }
 
@@ -215,6 +240,32 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::{
+        http::documented::{assert_documented, document_of, property, request_body},
+        validate::MAX_KEY_BYTES,
+    };
+
+    #[test]
+    fn every_field_parse_reads_by_hand_is_documented_alike() {
+        let document = document_of(crate::events::router());
+        let body = request_body(&document, "post", "/events", "application/json");
+        let data_fields: Vec<String> = STRING_DATA_FIELDS.iter().map(|(field, _)| format!("data.{field}")).collect();
+        let mut reads = vec![
+            ("data", "object"),
+            ("data.queryId", "string"),
+            ("timestamp", "string"),
+            ("eventType", "string"),
+            ("reason", "string"),
+            ("ttl_seconds", "integer"),
+        ];
+        reads.extend(data_fields.iter().map(|field| (field.as_str(), "string")));
+        assert_documented(&document, body, &reads);
+        let ttl = property(&document, body, "ttl_seconds").unwrap();
+        assert_eq!((ttl["minimum"].as_i64(), ttl["maximum"].as_i64()), (Some(1), Some(MAX_TTL_SECONDS)));
+        let query_id = property(&document, body, "data.queryId").unwrap();
+        let bounds = (query_id["minLength"].as_u64(), query_id["maxLength"].as_u64());
+        assert_eq!(bounds, (Some(1), Some(MAX_KEY_BYTES as u64)));
+    }
 
     fn error(body: Value) -> String {
         NewEvent::parse(body).unwrap_err().to_string()

@@ -4,6 +4,8 @@
 //! fast 503s while Postgres cannot be reached. It knows no domain and no shared state.
 
 pub mod access_log;
+#[cfg(test)]
+pub mod documented;
 pub mod extract;
 pub mod hosts;
 pub mod nul;

@@ -6,6 +6,7 @@
 use crate::db::pool::Pool;
 pub mod model;
 pub mod otlp;
+mod otlp_json;
 mod routes;
 pub mod store;
 pub mod wait;

@@ -96,6 +96,11 @@ fn flatten(value: &Value) -> Value {
         .unwrap_or_else(|| value.clone())
 }
 
+/// The fields of an OTLP/JSON span kept as sent (with its `attributes` and `status`); the OpenAPI document's
+/// `OtlpSpan` lists the same.
+pub(super) const SPAN_FIELDS: [&str; 7] =
+    ["traceId", "spanId", "parentSpanId", "name", "kind", "startTimeUnixNano", "endTimeUnixNano"];
+
 /// Reads an OTLP/JSON export request, keeping each span's fields as sent.
 pub fn from_json(body: &[u8]) -> Result<Vec<Value>, OtlpError> {
     let body: Value = serde_json::from_slice(body).map_err(|_| OtlpError::Format)?;
@@ -119,9 +124,7 @@ pub fn from_json(body: &[u8]) -> Result<Vec<Value>, OtlpError> {
                     )));
                 };
                 let mut stored = Map::new();
-                for field in
-                    ["traceId", "spanId", "parentSpanId", "name", "kind", "startTimeUnixNano", "endTimeUnixNano"]
-                {
+                for field in SPAN_FIELDS {
                     if let Some(value) = span.get(field).filter(|v| !v.is_null()) {
                         stored.insert(field.into(), value.clone());
                     }
@@ -145,79 +148,6 @@ pub fn from_json(body: &[u8]) -> Result<Vec<Value>, OtlpError> {
 }
 
 /// The array at `path` under `value` (absent counts as empty); anything else is refused, naming where.
-/// An OTLP/JSON `ExportTraceServiceRequest` as [`from_json`] reads it, for the OpenAPI document (other fields
-/// are ignored; a span's other fields are not kept).
-#[derive(Debug, utoipa::ToSchema)]
-#[schema(rename_all = "camelCase")]
-#[expect(dead_code, reason = "the OpenAPI document's description of an OTLP/JSON export; `from_json` reads the body")]
-pub struct OtlpJson {
-    /// One entry per resource.
-    resource_spans: Vec<OtlpResourceSpans>,
-}
-
-/// `resourceSpans[]`.
-#[derive(Debug, utoipa::ToSchema)]
-#[schema(rename_all = "camelCase")]
-#[expect(dead_code, reason = "for the OpenAPI document only, as `OtlpJson`")]
-pub struct OtlpResourceSpans {
-    /// The resource; its attributes are flattened into each span's `resource`.
-    resource: Option<OtlpResource>,
-    /// One entry per instrumentation scope.
-    scope_spans: Option<Vec<OtlpScopeSpans>>,
-}
-
-/// `resourceSpans[].resource`.
-#[derive(Debug, utoipa::ToSchema)]
-#[expect(dead_code, reason = "for the OpenAPI document only, as `OtlpJson`")]
-pub struct OtlpResource {
-    /// `{key, value}` pairs.
-    attributes: Option<Vec<OtlpKeyValue>>,
-}
-
-/// `resourceSpans[].scopeSpans[]`.
-#[derive(Debug, utoipa::ToSchema)]
-#[expect(dead_code, reason = "for the OpenAPI document only, as `OtlpJson`")]
-pub struct OtlpScopeSpans {
-    /// The spans.
-    spans: Option<Vec<OtlpSpan>>,
-}
-
-/// A span; these fields are kept.
-#[derive(Debug, utoipa::ToSchema)]
-#[schema(rename_all = "camelCase")]
-#[expect(dead_code, reason = "for the OpenAPI document only, as `OtlpJson`")]
-pub struct OtlpSpan {
-    /// Required: the trace.
-    #[schema(min_length = 1, max_length = 512)]
-    trace_id: String,
-    /// The span.
-    span_id: Option<String>,
-    /// Its parent.
-    parent_span_id: Option<String>,
-    /// What it measured.
-    name: Option<String>,
-    /// `SPAN_KIND_…` or its number.
-    kind: Option<Value>,
-    /// Nanoseconds since the epoch, as a string (or a number).
-    start_time_unix_nano: Option<Value>,
-    /// Nanoseconds since the epoch, as a string (or a number).
-    end_time_unix_nano: Option<Value>,
-    /// `{key, value}` pairs (`ark.session.id` files it under a session).
-    attributes: Option<Vec<OtlpKeyValue>>,
-    /// Its status.
-    status: Option<Value>,
-}
-
-/// An attribute.
-#[derive(Debug, utoipa::ToSchema)]
-#[expect(dead_code, reason = "for the OpenAPI document only, as `OtlpJson`")]
-pub struct OtlpKeyValue {
-    /// Its key.
-    key: String,
-    /// `{"stringValue": …}` and the like, or a plain value.
-    value: Value,
-}
-
 fn array_at<'a>(value: &'a Value, path: &[&str], place: impl Fn() -> String) -> Result<&'a [Value], OtlpError> {
     match path.iter().try_fold(value, |value, step| value.get(step)) {
         None | Some(Value::Null) => Ok(&[]),

@@ -14,7 +14,8 @@ use futures::{StreamExt, stream::BoxStream};
 use super::{
     RouteState,
     model::{ExportRefused, Exported, LegacyError, NewSpan, SpanRecord, Trace},
-    otlp::{self, OtlpError, OtlpJson},
+    otlp::{self, OtlpError},
+    otlp_json::OtlpJson,
 };
 use crate::{
     db::watch::{Start, follow_all, follow_key},

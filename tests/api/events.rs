@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use crate::support::{SseReader, TestApp, ark_api::ArkApiProxy, json_of};
 
 /// An event as the Go emitter sends it: every `data` value a string.
-fn event(query_uid: &str, reason: &str, session: &str) -> Value {
+pub fn event(query_uid: &str, reason: &str, session: &str) -> Value {
     json!({
         "timestamp": "2026-11-23T10:00:00.123456789Z",
         "eventType": "Normal",

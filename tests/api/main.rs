@@ -36,6 +36,7 @@ mod memory;
 mod nul;
 mod observability;
 mod openapi;
+mod openapi_bodies;
 mod operations;
 mod outage;
 mod partitions;

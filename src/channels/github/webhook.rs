@@ -213,6 +213,29 @@ fn looks_like_short_id(word: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::Command;
+    use crate::{
+        channels::router,
+        http::documented::{assert_documented, document_of, request_body},
+    };
+
+    /// Every field of a delivery [`super::receive`] and [`super::comment`] read, as they read it. A field read
+    /// there is added here, and to `GitHubEvent` (`channels/inbound_schema.rs`), which the document shows.
+    const READS: &[(&str, &str)] = &[
+        ("action", "string"),
+        ("comment.body", "string"),
+        ("comment.user.login", "string"),
+        ("comment.user.type", "string"),
+        ("comment.performed_via_github_app", "object"),
+        ("issue.number", "integer"),
+        ("repository.full_name", "string"),
+    ];
+
+    #[test]
+    fn every_field_the_webhook_reads_is_documented_alike() {
+        let document = document_of(router());
+        let body = request_body(&document, "post", "/channels/github/webhook", "application/json");
+        assert_documented(&document, body, READS);
+    }
 
     fn command(short_id: Option<&str>, first: &str, after: &str) -> Option<Command> {
         Some(Command { short_id: short_id.map(str::to_owned), first: first.to_owned(), after: after.to_owned() })

@@ -226,3 +226,41 @@ async fn thread_reply(state: &RouteState, slack: Slack, event: &Value) -> Result
     });
     Ok(outcome)
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::{
+        channels::router,
+        http::documented::{assert_documented, document_of, request_body},
+    };
+
+    /// Every field of an Events API callback [`super::event`] and [`super::thread_reply`] read, as Slack sends
+    /// it (`challenge` is echoed whatever it holds; a `subtype` or `bot_id` counts when not null). A field read
+    /// there is added here, and to `SlackEvent` (`channels/inbound_schema.rs`), which the document shows.
+    const EVENT_READS: &[(&str, &str)] = &[
+        ("type", "string"),
+        ("challenge", "string"),
+        ("event_id", "string"),
+        ("event.type", "string"),
+        ("event.subtype", "string"),
+        ("event.bot_id", "string"),
+        ("event.channel", "string"),
+        ("event.user", "string"),
+        ("event.text", "string"),
+        ("event.ts", "string"),
+        ("event.thread_ts", "string"),
+    ];
+
+    /// The one field of the form [`super::interactions`] reads (the interaction inside is JSON, which the
+    /// document gives as an example only).
+    const FORM_READS: &[(&str, &str)] = &[("payload", "string")];
+
+    #[test]
+    fn every_field_the_slack_routes_read_is_documented_alike() {
+        let document = document_of(router());
+        let events = request_body(&document, "post", "/channels/slack/events", "application/json");
+        assert_documented(&document, events, EVENT_READS);
+        let form = request_body(&document, "post", "/channels/slack/interactions", "application/x-www-form-urlencoded");
+        assert_documented(&document, form, FORM_READS);
+    }
+}

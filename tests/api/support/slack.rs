@@ -48,8 +48,8 @@ pub async fn from_slack(
     from_slack_at(&replica.base, path, content_type, body, headers).await
 }
 
-/// [`from_slack`] to the replica at `base`.
-async fn from_slack_at(
+/// [`from_slack`] to the broker at `base`.
+pub async fn from_slack_at(
     base: &str,
     path: &str,
     content_type: &str,
