@@ -141,10 +141,10 @@ fn the_check_refuses_what_does_not_fit() {
 /// A broker taking Slack's and GitHub's calls, answering Slack through `slack`.
 async fn channels_app(slack: &FakeApi) -> TestApp {
     TestApp::spawn_with(|config| {
-        config.slack_bot_token = Some(SLACK_TOKEN.parse().unwrap());
-        config.slack_signing_secret = Some(SECRET.parse().unwrap());
-        config.slack_api_url = slack.url.clone();
-        config.github_webhook_secret = Some(SECRET.parse().unwrap());
+        config.channels.slack_bot_token = Some(SLACK_TOKEN.parse().unwrap());
+        config.channels.slack_signing_secret = Some(SECRET.parse().unwrap());
+        config.channels.slack_api_url = slack.url.clone();
+        config.channels.github_webhook_secret = Some(SECRET.parse().unwrap());
     })
     .await
 }
