@@ -128,20 +128,13 @@ pub async fn page(
 /// renderer for cards (Markdown sanitised by ammonia, friendly names, outcome), and the watch's JSON carries
 /// nothing page-specific. The fragment is built by maud (escaped) and ammonia (sanitised); inserting it cannot
 /// run script, and the page's Content-Security-Policy forbids inline script besides.
-#[tracing::instrument(level = "debug", skip_all)]
+#[tracing::instrument(level = "debug", skip_all, fields(question.id = %id))]
 pub async fn card(
     State(state): State<AppState>,
     Path(id): Path<String>,
     principal: Option<Extension<Principal>>,
 ) -> Result<Response, ApiError> {
-    reachable(&state)?;
-    let question = state.questions.get(&id).await?.ok_or_else(|| ApiError::NotFound("Question not found".into()))?;
-    let person = principal.as_ref().map(|Extension(principal)| principal.name());
-    let history = state.questions.history(&id).await?;
-    let principal = principal.as_ref().map(|Extension(principal)| principal);
-    let refusals = refusals(&state.answer_policy, std::slice::from_ref(&question), principal).await;
-    let refused = refusals.get(&question.id).map(String::as_str);
-    Ok(cards::card(&question, Extras { person, refused, history: &history }).into_response())
+    one_question(&state, &id, principal, cards::card).await
 }
 
 /// `GET /ui/questions/{id}`: the question on a page of its own (a link to it, e.g. from an MCP client).
@@ -151,14 +144,25 @@ pub async fn question_page(
     Path(id): Path<String>,
     principal: Option<Extension<Principal>>,
 ) -> Result<Response, ApiError> {
-    reachable(&state)?;
-    let question = state.questions.get(&id).await?.ok_or_else(|| ApiError::NotFound("Question not found".into()))?;
+    one_question(&state, &id, principal, question_page::render).await
+}
+
+/// Question `id` rendered by `render` with what its card shows for this person: its record, and why they may
+/// not answer it (then no form).
+async fn one_question(
+    state: &AppState,
+    id: &str,
+    principal: Option<Extension<Principal>>,
+    render: fn(&Question, Extras<'_>) -> maud::Markup,
+) -> Result<Response, ApiError> {
+    reachable(state)?;
+    let question = state.questions.get(id).await?.ok_or_else(|| ApiError::NotFound("Question not found".into()))?;
     let person = principal.as_ref().map(|Extension(principal)| principal.name());
-    let history = state.questions.history(&id).await?;
+    let history = state.questions.history(id).await?;
     let principal = principal.as_ref().map(|Extension(principal)| principal);
     let refusals = refusals(&state.answer_policy, std::slice::from_ref(&question), principal).await;
     let refused = refusals.get(&question.id).map(String::as_str);
-    Ok(question_page::render(&question, Extras { person, refused, history: &history }).into_response())
+    Ok(render(&question, Extras { person, refused, history: &history }).into_response())
 }
 
 /// Why `person` may not answer each of the pending `questions` they may not (the answer policy's words), so
