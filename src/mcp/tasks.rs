@@ -149,7 +149,7 @@ fn task_id(question: &Question) -> String {
 /// tool error; only a cancelled question is a cancelled task.
 pub fn modern_task(question: &Question, poll_interval_ms: u64) -> Task {
     let status = match question.status {
-        QuestionStatus::Pending if awaits_caller(question) => TaskStatus::InputRequired,
+        QuestionStatus::Pending if caller::awaited(question) => TaskStatus::InputRequired,
         QuestionStatus::Pending => TaskStatus::Working,
         QuestionStatus::Answered | QuestionStatus::Expired | QuestionStatus::Declined => TaskStatus::Completed,
         QuestionStatus::Cancelled => TaskStatus::Cancelled,
@@ -157,18 +157,12 @@ pub fn modern_task(question: &Question, poll_interval_ms: u64) -> Task {
     let mut task = Task::new(task_id(question), status, question.created_at.clone(), last_updated(question))
         .with_poll_interval_ms(poll_interval_ms);
     task.ttl_ms = question.task_ttl_ms.map(|ttl| ttl as u64);
-    if awaits_caller(question) {
+    if caller::awaited(question) {
         task = task.with_status_message(CALLER_MESSAGE);
     } else if question.status == QuestionStatus::Pending {
         task = task.with_status_message(PENDING_MESSAGE);
     }
     task
-}
-
-/// Whether the task waits for the person at its client (`mcp:caller`): pending, and the client has not
-/// replied to its elicitation. Then it is `input_required` in both eras.
-pub fn awaits_caller(question: &Question) -> bool {
-    question.status == QuestionStatus::Pending && question.caller_elicitation.is_some() && !question.caller_replied
 }
 
 /// The SEP-2663 task with its inlined result, or while it awaits its caller the elicitation (its link to
@@ -206,7 +200,7 @@ pub fn legacy_status(status: QuestionStatus) -> (&'static str, Option<&'static s
 
 /// The task in the 2025-11-25 shape. There a tool error is a `failed` task, so an expired question is one.
 pub fn legacy_task(question: &Question, poll_interval_ms: u64) -> Value {
-    let (status, message) = match awaits_caller(question) {
+    let (status, message) = match caller::awaited(question) {
         true => ("input_required", Some(LEGACY_CALLER_MESSAGE)),
         false => legacy_status(question.status),
     };

@@ -129,13 +129,7 @@ impl Caller {
             Some((namespace, name)) => QueryRef { namespace: Some(namespace.to_owned()), name: name.to_owned() },
             None => QueryRef { namespace: header(&config.query_namespace_header), name: query },
         });
-        Caller {
-            agent,
-            query,
-            trace: WaitTrace::from_headers(headers, config),
-            page_base: page_base(headers, config),
-            ..Caller::default()
-        }
+        Caller { agent, query, trace: WaitTrace::from_headers(headers, config), ..Caller::default() }
     }
 
     /// The caller as one call's `params._meta.traceparent` (SEP-414) says: a context there that reads is the

@@ -64,8 +64,15 @@ pub fn params(stored: &Value, question_id: &str, page_base: &str) -> Value {
 /// asks its caller, and the client has not replied).
 pub fn elicitation(question: &Question, page_base: &str) -> Option<Value> {
     let stored = question.caller_elicitation.as_ref()?;
-    let awaited = question.status == crate::questions::model::QuestionStatus::Pending && !question.caller_replied;
-    awaited.then(|| params(stored, &question.id, page_base))
+    awaited(question).then(|| params(stored, &question.id, page_base))
+}
+
+/// Whether `question` waits for the person at its client: pending, asking its caller, and the client has
+/// not replied. Its task is then `input_required` in both eras.
+pub fn awaited(question: &Question) -> bool {
+    question.status == crate::questions::model::QuestionStatus::Pending
+        && question.caller_elicitation.is_some()
+        && !question.caller_replied
 }
 
 /// The 2025-11-25 `elicitation/create` request for question `question_id`; for a task, tied to it.

@@ -8,6 +8,8 @@ mod ask;
 mod modes;
 mod reply;
 
-pub use ask::{INPUT_KEY, elicitation, input_requests, params, question_of_request, request, stored, withdrawal};
+pub use ask::{
+    INPUT_KEY, awaited, elicitation, input_requests, params, question_of_request, request, stored, withdrawal,
+};
 pub use modes::Modes;
 pub use reply::{Replied, apply};
