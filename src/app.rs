@@ -24,7 +24,6 @@ pub use crate::state::{AppState, StartError, build_state};
 use crate::{
     auth, channels, connections,
     error::{self, ApiError},
-    events,
     http::{
         access_log,
         extract::BodyDeadline,
@@ -35,7 +34,7 @@ use crate::{
     },
     messages,
     operations::{health, index, metrics},
-    queries, questions, sessions, streams, traces, ui,
+    queries, questions, streams, ui,
 };
 
 /// How long before the end of the shutdown timeout chunk POSTs still open are answered (503 with
@@ -96,9 +95,7 @@ pub fn rest_routes(state: &AppState) -> OpenApiRouter<AppState> {
         .merge(metrics::router())
         .routes(routes!(openapi::document))
         .merge(messages::router().with_state(FromRef::from_ref(state)))
-        .merge(events::router().with_state(FromRef::from_ref(state)))
-        .merge(sessions::router().with_state(FromRef::from_ref(state)))
-        .merge(traces::router().with_state(FromRef::from_ref(state)))
+        .merge(state.registered_routes.router())
         .merge(streams::router().with_state(FromRef::from_ref(state)))
         .merge(questions::router().with_state(FromRef::from_ref(state)))
         .merge(queries::router().with_state(FromRef::from_ref(state)))

@@ -1,7 +1,7 @@
 //! The state every replica shares among its handlers ([`AppState`]), and [`build_state`]: connect, migrate,
 //! and start the background tasks (listener, chunk writer, reaper, Query status worker, Slack's Socket Mode). It stands above
 //! the domains: each domain's handlers take only their domain's `RouteState`, which the whole hands out
-//! (`FromRef`), so no domain depends on the whole.
+//! (`FromRef`) or the registry gives with the domain's feed ([`registry`]), so no domain depends on the whole.
 
 use crate::db::pool::Pool;
 pub mod registry;
@@ -10,7 +10,7 @@ use std::{sync::Arc, time::Duration};
 
 use axum::extract::FromRef;
 
-use self::registry::Tables;
+use self::registry::{Routes, Shared, Tables};
 use tokio::{sync::Mutex, task::JoinHandle};
 use tokio_util::sync::CancellationToken;
 
@@ -25,7 +25,6 @@ use crate::{
         live::LiveFeed,
         wakeup::Wakeups,
     },
-    events::store::EventStore,
     http::sse_end::{self, StreamsEnd},
     messages::store::MessageStore,
     queries::store::QueryStore,
@@ -35,7 +34,6 @@ use crate::{
         store::QuestionStore,
     },
     retention::{Duties, Reaper, Retention},
-    sessions::store::SessionStore,
     streams::{
         abort,
         budget::NdjsonBudget,
@@ -44,7 +42,6 @@ use crate::{
         store::ChunkStore,
         writer::ChunkWriter,
     },
-    traces::store::SpanStore,
 };
 
 /// How long start-up waits for the LISTEN connection before giving up.
@@ -83,14 +80,10 @@ pub struct SharedState {
     pub messages: LiveFeed<MessageStore>,
     /// Chunk streams.
     pub chunks: LiveFeed<ChunkStore>,
-    /// Execution events.
-    pub events: LiveFeed<EventStore>,
-    /// Sessions.
-    pub sessions: LiveFeed<SessionStore>,
-    /// Spans.
-    pub spans: LiveFeed<SpanStore>,
     /// Questions.
     pub questions: QuestionStore,
+    /// The routes the registry wired whole (domains whose feed only their own routes read).
+    pub registered_routes: Routes,
     /// Queries' resume state.
     pub query_state: QueryStore,
     /// This replica's group-commit writer.
@@ -176,10 +169,13 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
     let wakeups = Wakeups::default();
     let status = ListenerStatus::default();
     let channels = Channels::new(&config, pool.clone());
+    let config = Arc::new(config);
+    let streams_end = StreamsEnd::new(&shutdown);
     // Every table is registered there, once: a feed's tail starts and joins the listener's.
-    let (tables, registry) = registry::register(&pool, status.replica_key(), &wakeups, channels.deliveries());
-    let Tables { chunks, messages, events, sessions, spans, questions } = tables;
-    let (tails, tail_tasks, reaping) = registry.finish();
+    let shared = Shared { config: config.clone(), pool: pool.clone(), streams_end: streams_end.clone() };
+    let (tables, registry) = registry::register(&shared, status.replica_key(), &wakeups, channels.deliveries());
+    let Tables { chunks, messages, questions } = tables;
+    let (tails, tail_tasks, reaping, registered_routes) = registry.finish();
     let (writer, writer_task) = ChunkWriter::spawn(chunks.store.clone(), config.flush_max_rows as usize);
     let open_writers = OpenWriters::default();
     let (completion_requests, requests) = tokio::sync::mpsc::unbounded_channel();
@@ -199,7 +195,6 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
         drained.cancel();
         return Err(StartError::Listener(LISTENER_START_TIMEOUT));
     }
-    let streams_end = StreamsEnd::new(&shutdown);
     let mover =
         sse_end::spawn_mover(status.clone(), streams_end.clone(), sse_end::READERS_MOVE_AFTER, shutdown.clone());
     let reaper = Reaper::new(pool.clone(), Retention::of(&config), reaping.clone());
@@ -225,7 +220,6 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
         outbound.push(query_status::spawn(client, &config, pool.clone(), wakeups.clone(), shutdown.clone()));
     }
     let ndjson_budget = NdjsonBudget::new(usize::try_from(config.ndjson_buffer_budget_bytes).unwrap_or(usize::MAX));
-    let config = Arc::new(config);
     // Socket Mode ends with shutdown: an envelope not yet acknowledged, Slack sends again (to another replica).
     let inbound = channels::RouteState {
         config: config.clone(),
@@ -239,9 +233,7 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
         messages,
         query_state: QueryStore::new(pool.clone()),
         questions,
-        events,
-        sessions,
-        spans,
+        registered_routes,
         pool,
         auth,
         channels,
@@ -285,9 +277,6 @@ macro_rules! route_states {
 
 route_states! {
     messages { config, pool, messages, questions, streams_end }
-    events { config, pool, events, streams_end }
-    sessions { config, sessions, questions, streams_end }
-    traces { config, pool, spans, streams_end }
     streams { config, pool, chunks, writer, ndjson_budget, streams_end, drain_deadline, open_writers, stream_ends }
     questions { config, auth, wakeups, questions, policy = answer_policy, streams_end }
     queries { query_state, chunks = chunks.store, questions }

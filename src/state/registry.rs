@@ -1,12 +1,18 @@
 //! Where everything a replica serves is registered, once, at start-up: a feed's store gets its readers'
 //! fan-out and its tail (started here, handed to the listener) and comes back as a [`LiveFeed`]; every table
-//! names its reaper duties. Adding a feed is a registration here plus its domain folder.
+//! names its reaper duties; a domain whose feed only its own routes read gets its routes here too. Adding a
+//! feed is a registration here plus its domain folder.
 
-use crate::db::pool::Pool;
+use std::{fmt, sync::Arc};
+
 use tokio::{sync::mpsc::UnboundedSender, task::JoinHandle};
+use utoipa_axum::router::OpenApiRouter;
 
+use super::AppState;
 use crate::{
     channels::store::DeliveryStore,
+    config::Config,
+    db::pool::Pool,
     db::{
         fanout::Fanout,
         feed::Feed,
@@ -16,16 +22,45 @@ use crate::{
         tail::{self, FeedSource, TailEvent},
         wakeup::Wakeups,
     },
-    events::store::EventStore,
+    events::{self, store::EventStore},
+    http::sse_end::StreamsEnd,
     idempotency::{self, store::KeyStore},
     messages::store::MessageStore,
     query_status::store::PatchStore,
     questions::{store::QuestionStore, tail as question_tail},
     retention::{DONE_KEEP_SECONDS, Duties, Duty},
-    sessions::SessionStore,
+    sessions::{self, SessionStore},
     streams::store::ChunkStore,
-    traces::store::SpanStore,
+    traces::{self, store::SpanStore},
 };
+
+/// What every domain's routes may take from the replica besides its own tables.
+#[derive(Debug, Clone)]
+pub struct Shared {
+    /// The settings this replica runs with.
+    pub config: Arc<Config>,
+    /// The request pool.
+    pub pool: Pool,
+    /// When this replica's SSE responses end.
+    pub streams_end: StreamsEnd,
+}
+
+/// The routes registered here, with their domains' states already given; `app` merges them.
+#[derive(Clone, Default)]
+pub struct Routes(OpenApiRouter<AppState>);
+
+impl Routes {
+    /// The routes, to merge into the application's.
+    pub fn router(&self) -> OpenApiRouter<AppState> {
+        self.0.clone()
+    }
+}
+
+impl fmt::Debug for Routes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Routes")
+    }
+}
 
 /// What has been registered so far.
 #[derive(Debug, Default)]
@@ -33,6 +68,7 @@ pub struct Registry {
     tails: Tails,
     tasks: Vec<JoinHandle<()>>,
     duties: Vec<Duty>,
+    routes: Routes,
 }
 
 impl Registry {
@@ -64,21 +100,24 @@ impl Registry {
         }
     }
 
-    /// The tails (for the listener, which holds their senders: they end when it ends), their tasks, and the
-    /// reaper's duties in registration order.
-    pub fn finish(self) -> (Tails, Vec<JoinHandle<()>>, Duties) {
-        (self.tails, self.tasks, self.duties.into())
+    /// Registers a domain's routes, given their state (`router().with_state(RouteState { .. })`).
+    pub fn routes(&mut self, routes: OpenApiRouter<AppState>) {
+        self.routes = Routes(std::mem::take(&mut self.routes.0).merge(routes));
+    }
+
+    /// The tails (for the listener, which holds their senders: they end when it ends), their tasks, the
+    /// reaper's duties in registration order, and the routes registered.
+    pub fn finish(self) -> (Tails, Vec<JoinHandle<()>>, Duties, Routes) {
+        (self.tails, self.tasks, self.duties.into(), self.routes)
     }
 }
 
-/// Every table this replica serves, registered.
+/// The tables other domains read too (the state hands them out); a feed only its own routes read is not
+/// here: its routes are registered with it.
 #[derive(Debug)]
 pub struct Tables {
     pub chunks: LiveFeed<ChunkStore>,
     pub messages: LiveFeed<MessageStore>,
-    pub events: LiveFeed<EventStore>,
-    pub sessions: LiveFeed<SessionStore>,
-    pub spans: LiveFeed<SpanStore>,
     pub questions: QuestionStore,
 }
 
@@ -86,7 +125,13 @@ pub struct Tables {
 /// order a reaper pass takes them (a session expires after its messages and events; questions expire before
 /// the watch log of their changes is pruned). This is the one list of the duties: their `kind` labels are
 /// exported from it, and a test checks the README lists them in this order.
-pub fn register(pool: &Pool, replica_key: i64, wakeups: &Wakeups, deliveries: &DeliveryStore) -> (Tables, Registry) {
+pub fn register(
+    shared: &Shared,
+    replica_key: i64,
+    wakeups: &Wakeups,
+    deliveries: &DeliveryStore,
+) -> (Tables, Registry) {
+    let Shared { config, pool, streams_end } = shared.clone();
     let mut registry = Registry::default();
     let messages = registry.feed(Feed::Messages, MessageStore::new(pool.clone()), |store| {
         vec![Duty::new("messages", "messages", store.clone(), |s, keep| async move {
@@ -106,6 +151,9 @@ pub fn register(pool: &Pool, replica_key: i64, wakeups: &Wakeups, deliveries: &D
             Ok(s.reap(keep.max_events, keep.batch).await? + over as usize)
         })]
     });
+    let state =
+        events::RouteState { config: config.clone(), pool: pool.clone(), events, streams_end: streams_end.clone() };
+    registry.routes(events::router().with_state(state));
     let sessions = registry.feed(Feed::Sessions, SessionStore::new(pool.clone()), |store| {
         vec![Duty::new("sessions", "sessions", store.clone(), |s, keep| async move {
             Ok(s.delete_expired(keep.batch).await? as usize)
@@ -120,7 +168,12 @@ pub fn register(pool: &Pool, replica_key: i64, wakeups: &Wakeups, deliveries: &D
             Ok(s.reap(keep.max_spans, keep.batch).await? + over as usize)
         })]
     });
+    let state =
+        traces::RouteState { config: config.clone(), pool: pool.clone(), spans, streams_end: streams_end.clone() };
+    registry.routes(traces::router().with_state(state));
     let questions = QuestionStore::new(pool.clone());
+    let state = sessions::RouteState { config, sessions, questions: questions.clone(), streams_end };
+    registry.routes(sessions::router().with_state(state));
     registry.tail(Feed::Questions, question_tail::spawn(questions.clone(), wakeups.clone()));
     registry.reaped([
         Duty::new("questions_expired", "expiring questions", questions.clone(), |s, keep| async move {
@@ -161,5 +214,5 @@ pub fn register(pool: &Pool, replica_key: i64, wakeups: &Wakeups, deliveries: &D
             receipt::reap(&pool, receipt::KEEP, keep.batch).await
         }),
     ]);
-    (Tables { chunks, messages, events, sessions, spans, questions }, registry)
+    (Tables { chunks, messages, questions }, registry)
 }
