@@ -6,6 +6,10 @@ use std::path::{Path, PathBuf};
 
 use crate::support::{Replica, fresh_database, within};
 
+/// How long a whole check script may take: the chart's runs 107 renders and validations, about 7 s of one
+/// core when the machine is quiet, several times that beside the rest of the suite.
+const SCRIPT_WITHIN: std::time::Duration = std::time::Duration::from_secs(120);
+
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
@@ -28,7 +32,10 @@ async fn passes(
     summary: &str,
     context: impl Fn() -> String,
 ) {
-    let output = within(what, command.current_dir(root()).output()).await.unwrap_or_else(|e| panic!("run {what}: {e}"));
+    let output = tokio::time::timeout(SCRIPT_WITHIN, command.current_dir(root()).output())
+        .await
+        .unwrap_or_else(|_| panic!("{what} did not finish within {SCRIPT_WITHIN:?}"))
+        .unwrap_or_else(|e| panic!("run {what}: {e}"));
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{what} failed:\n{stdout}\n{stderr}\n{}", context());
