@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::support::{Replica, fresh_database, within};
+use crate::support::{Replica, fresh_database};
 
 /// How long a whole check script may take: the chart's runs 107 renders and validations, about 7 s of one
 /// core when the machine is quiet, several times that beside the rest of the suite.
