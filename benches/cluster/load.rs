@@ -88,8 +88,11 @@ pub struct Outcome {
     pub acknowledged: u64,
     /// Chunk events the readers received.
     pub delivered: u64,
-    /// The longest time from a stream's first write to its acknowledgement.
+    /// The longest time from a stream's first write to its acknowledgement: the ingest rate's window, so the
+    /// slowest answer to a POST whose writing time ended sets it.
     pub write_window: Duration,
+    /// How long after its writing time ended each POST was answered, sorted, in µs.
+    pub answers_after_end_us: Vec<u64>,
     /// The longest time from a stream's first write to the last chunk a reader of it got.
     pub delivery_window: Duration,
     /// Receive − send time of every delivered chunk, sorted, in µs.
@@ -205,6 +208,11 @@ pub async fn run(client: &reqwest::Client, replicas: &[String], shape: &Shape, t
         .filter_map(|stream| Some(written[stream].acked_at? - first_tick(stream)))
         .max()
         .unwrap_or_default();
+    let mut answers_after_end_us: Vec<u64> = (0..shape.streams)
+        .filter_map(|stream| written[stream].acked_at?.checked_duration_since(first_tick(stream) + shape.duration))
+        .map(|late| late.as_micros() as u64)
+        .collect();
+    answers_after_end_us.sort_unstable();
 
     let mut check = Check::default();
     let mut latencies_us = Vec::new();
@@ -230,6 +238,7 @@ pub async fn run(client: &reqwest::Client, replicas: &[String], shape: &Shape, t
         acknowledged: written.iter().map(|w| w.acknowledged).sum(),
         delivered,
         write_window,
+        answers_after_end_us,
         delivery_window,
         latencies_us,
         check,

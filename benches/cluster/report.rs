@@ -340,14 +340,16 @@ fn scale_table(rows: &[Row]) -> String {
          stream's reader on the replica after its writer's; DATABASE_POOL_MAX={} per replica; a fresh \
          database per count):\n\n\
          | replicas | chunk rows read per chunk | ÷ reading replicas | PG CPU µs/chunk | broker CPU µs/chunk \
-         | ingest achieved/requested | delivery p50/p99 ms | NOTIFYs · wake-ups per chunk | gaps/dup/ooo/lost \
-         | errors | warnings |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
+         | ingest achieved/requested | lines sent · POSTs answered after their end, p50/max ms \
+         | delivery p50/p99 ms | flushes · tail wake-ups per chunk | gaps/dup/ooo/lost | errors | warnings |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|\n",
         first.streams, first.rate_per_stream, first.database_pool_max,
     );
     for (row, scale) in &counts {
         let chunks = row.acknowledged.unwrap_or(0).max(1) as f64;
         md.push_str(&format!(
-            "| {} | {:.2} | {:.2} | {:.1} | {:.1} | {} / {} | {:.1} / {:.1} | {:.3} · {:.3} | {}/{}/{}/{} | {} | {} |\n",
+            "| {} | {:.2} | {:.2} | {:.1} | {:.1} | {} / {} | {} · {:.0} / {:.0} | {:.1} / {:.1} | {:.3} · {:.3} \
+             | {}/{}/{}/{} | {} | {} |\n",
             scale.replicas,
             scale.chunk_rows_per_chunk,
             scale.chunk_rows_per_chunk_per_reading_replica,
@@ -355,6 +357,9 @@ fn scale_table(rows: &[Row]) -> String {
             scale.broker_cpu_us_per_chunk,
             thousands(row.achieved_per_s.unwrap_or(0.0)),
             thousands(row.requested_per_s.unwrap_or(0.0)),
+            thousands(scale.lines_sent as f64),
+            scale.answer_after_end_p50_ms,
+            scale.answer_after_end_max_ms,
             row.p50_ms.unwrap_or(0.0),
             row.p99_ms.unwrap_or(0.0),
             scale.flushes / chunks,

@@ -21,9 +21,14 @@ pub struct Scale {
     pub chunk_rows_per_chunk_per_reading_replica: f64,
     pub pg_cpu_us_per_chunk: f64,
     pub broker_cpu_us_per_chunk: f64,
-    /// The writers' group commits (one NOTIFY each) and the notifications the replicas' tails woke for.
+    /// The writers' group commits and the notifications the replicas' tails woke for.
     pub flushes: f64,
     pub wakeups: f64,
+    /// Lines the writers sent, and how long after its writing time ended a POST was answered (p50 and the
+    /// slowest, which sets ingest's window).
+    pub lines_sent: u64,
+    pub answer_after_end_p50_ms: f64,
+    pub answer_after_end_max_ms: f64,
     /// Backends on the phase's database at the end of the load.
     pub backends: usize,
     /// The load's window (readers opening to the last `[DONE]`), and the machine's CPU seconds meanwhile

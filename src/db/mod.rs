@@ -141,6 +141,9 @@ const IDLE_BEFORE_PING: Duration = Duration::from_secs(1);
 /// The longest a request waits for a pooled connection (making one included) before it gets 503: shorter
 /// than any client's patience, so a replica that cannot reach PostgreSQL says so fast.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long start-up waits for the request pool's connections to open; those still opening are left to
+/// open on demand.
+const OPEN_POOL_WITHIN: Duration = Duration::from_secs(2);
 
 /// The request pool of one replica. Its connections carry `timeouts`, so a replica frozen mid-transaction
 /// harms only itself: Postgres ends its session and releases what it held. The LISTEN connection and
@@ -165,12 +168,15 @@ pub async fn connect(
     let Some(direct) = direct else {
         let options = database.options("ark-broker")?.options(settings).options([GENERIC_PLANS]);
         let pool = request_pool(database, max_connections).after_connect(guard_connection(database, true));
-        return Ok(Pool::from(pool.connect_with(options).await?));
+        let pool = pool.connect_with(options).await?;
+        open_all(&pool).await;
+        return Ok(Pool::from(pool));
     };
     let pooled = request_pool(database, max_connections)
         .after_connect(guard_connection(database, false))
         .connect_with(database.pooled_options("ark-broker")?)
         .await?;
+    open_all(&pooled).await;
     // The turns' connection: one, made when a turn is first taken.
     let sessions = PgPoolOptions::new()
         .max_connections(1)
@@ -179,6 +185,26 @@ pub async fn connect(
         .connect_lazy_with(direct.options("ark-broker-turns")?);
     let set_local: String = settings.iter().map(|(name, value)| format!("set local {name} = '{value}'; ")).collect();
     Ok(Pool::through_pooler(pooled, sessions, set_local.trim_end_matches("; "), "select ark_broker_enter_epoch()"))
+}
+
+/// Opens every connection of `pool` before the replica serves, so its first requests — a new replica's,
+/// added under load — find them open. A new connection costs PostgreSQL a backend's start and the epoch
+/// check (`epoch::enter`): a few ms of its CPU each, which 24 replicas' pools opening during a load made
+/// about a tenth of PostgreSQL's CPU (docs/performance.md, issue 35). Connections that cannot open in time
+/// (a server out of slots) open on demand, as before.
+async fn open_all(pool: &sqlx::PgPool) {
+    let opening = futures::future::join_all((0..pool.options().get_max_connections()).map(|_| pool.acquire()));
+    match tokio::time::timeout(OPEN_POOL_WITHIN, opening).await {
+        Ok(connections) => {
+            let failed = connections.iter().filter(|connection| connection.is_err()).count();
+            if failed > 0 {
+                tracing::debug!(failed, "some request connections did not open at start; they open on demand");
+            }
+        }
+        Err(_) => {
+            tracing::debug!("the request pool did not open within {OPEN_POOL_WITHIN:?}; the rest opens on demand")
+        }
+    }
 }
 
 /// The request pool's options but its connections' setup.

@@ -1,12 +1,12 @@
-//! PostgreSQL out of connection slots (`too many clients`, its `max_connections` reached): a request the
-//! replica cannot get a connection for is answered 503 saying so, the replica's log names `max_connections`,
-//! and once slots are free again the same request succeeds.
+//! PostgreSQL's connection slots: a replica opens its whole request pool as it starts; out of slots (`too many
+//! clients`, its `max_connections` reached), a request the replica cannot get a connection for is answered 503
+//! saying so, the replica's log names `max_connections`, and once slots are free again the same request succeeds.
 
 use std::time::Duration;
 
 use sqlx::{Connection, Executor, PgConnection};
 
-use crate::support::{OwnServer, Replica, json_of, within};
+use crate::support::{OwnServer, Replica, fresh_database, json_of, within};
 
 /// Connects as many sessions as the server takes; the first refusal must be "too many clients".
 async fn take_every_slot(url: &str, held: &mut Vec<PgConnection>) {
@@ -73,4 +73,21 @@ async fn without_a_free_connection_slot_requests_get_a_503_naming_max_connection
     let limit: String = sqlx::query_scalar("show max_connections").fetch_one(&mut admin).await.unwrap();
     assert_eq!(limit, "8", "the server ran with the test's limit");
     admin.execute("select 1").await.unwrap();
+}
+
+#[tokio::test]
+async fn a_replica_opens_its_whole_request_pool_before_it_serves() {
+    let url = fresh_database().await;
+    let database = url.rsplit('/').next().unwrap().split('?').next().unwrap().to_owned();
+    let _replica = Replica::start_with(&url, &["--database-pool-max", "4"]).await;
+    // No request yet: every connection there is was opened by the start.
+    let mut admin = PgConnection::connect(&url).await.unwrap();
+    let open: i64 = sqlx::query_scalar(
+        "select count(*) from pg_stat_activity where datname = $1 and application_name = 'ark-broker'",
+    )
+    .bind(&database)
+    .fetch_one(&mut admin)
+    .await
+    .unwrap();
+    assert_eq!(open, 4, "the request pool (4) is open before the first request");
 }
