@@ -35,7 +35,7 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 #[tracing::instrument(level = "debug", skip_all, fields(question.id))]
 pub async fn ask(state: &AppState, caller: Caller, id: Value, params: Value) -> Response {
     let caller = caller.traced(params.pointer("/_meta/traceparent").and_then(Value::as_str), &state.config);
-    let asked = match tools::ask_arguments(params["arguments"].as_object(), &caller, &state.config) {
+    let asked = match tools::ask(params["arguments"].as_object(), &caller, state).await {
         Ok(question) => {
             // Boxed: the store's future is ~17 KB and would otherwise stay in this future's layout for the
             // whole wait (issue 27's waiter memory).

@@ -121,7 +121,7 @@ impl Legacy {
             .caller
             .clone()
             .traced(params.pointer("/_meta/traceparent").and_then(Value::as_str), &self.state.config);
-        let question = match tools::ask_arguments(params["arguments"].as_object(), &caller, &self.state.config) {
+        let question = match tools::ask(params["arguments"].as_object(), &caller, &self.state).await {
             Ok(question) => question,
             Err(NotAsked::Invalid(error)) => return Err(error),
             // A task-augmented call is answered with a task or an error, never a tool result.

@@ -73,7 +73,7 @@ impl BrokerMcp {
         if let Some(question_id) = &request.request_state {
             return self.resume(question_id, request.input_responses.as_ref(), &caller, context).await;
         }
-        let question = match tools::ask_arguments(request.arguments.as_ref(), &caller, &self.state.config) {
+        let question = match tools::ask(request.arguments.as_ref(), &caller, &self.state).await {
             Ok(question) => question,
             Err(NotAsked::Invalid(error)) => return Err(error),
             Err(NotAsked::ToolError(result)) => return Ok(CallToolResponse::Complete(*result)),

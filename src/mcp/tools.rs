@@ -20,6 +20,7 @@ use crate::{
         bodies::NewQuestion,
         channel::CALLER,
         model::{QueryRef, Question, QuestionStatus},
+        policy::Answerer,
         timeout::{EscalateTo, OnTimeout},
     },
     state::AppState,
@@ -242,6 +243,20 @@ impl From<McpError> for NotAsked {
     fn from(error: McpError) -> Self {
         NotAsked::Invalid(error)
     }
+}
+
+/// The question `ask_question` asks ([`ask_arguments`]); with `mcp:caller`, only when the answer policy would
+/// let the person at this client answer it (the caller's principal), or it would wait on that channel in vain.
+pub async fn ask(arguments: Option<&JsonObject>, caller: &Caller, state: &AppState) -> Result<NewQuestion, NotAsked> {
+    let question = ask_arguments(arguments, caller, &state.config)?;
+    if question.channels.iter().any(|channel| channel == CALLER) {
+        let answerer = Answerer::Caller(caller.principal.as_ref());
+        if let Err(why) = state.answer_policy.check_before_asking(&question, answerer).await {
+            let why = format!("The person at this client could not answer this question through '{CALLER}': {why}");
+            return Err(NotAsked::ToolError(Box::new(tool_error(why))));
+        }
+    }
+    Ok(question)
 }
 
 /// Builds the question `ask_question` asks from its arguments and the caller, checked as REST checks one;

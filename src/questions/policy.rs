@@ -9,7 +9,7 @@
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::model::Question;
+use super::{bodies::NewQuestion, model::Question};
 use crate::{
     auth::{
         Principal,
@@ -18,6 +18,13 @@ use crate::{
     },
     config::{AnswerPolicy as Mode, Config},
 };
+
+/// What the policy reads of a question: who asked it, whom it is for, and its Query's namespace.
+struct Asked<'a> {
+    owner: Option<&'a str>,
+    recipients: Vec<&'a str>,
+    namespace: Option<&'a str>,
+}
 
 /// Who is answering.
 #[derive(Debug, Clone, Copy)]
@@ -103,6 +110,28 @@ impl AnswerPolicy {
 
     /// Whether `answerer` may answer (or decline) `question`; why not, in words for the person.
     pub async fn check(&self, question: &Question, answerer: Answerer<'_>) -> Result<(), String> {
+        let mut recipients = vec![question.recipient.as_str()];
+        if question.escalated_at.is_some()
+            && let Some(to) = &question.escalate_to
+        {
+            recipients.extend(to.recipients.iter().map(String::as_str));
+        }
+        let namespace = question.query.as_ref().and_then(|query| query.namespace.as_deref());
+        self.decide(Asked { owner: question.owner.as_deref(), recipients, namespace }, answerer).await
+    }
+
+    /// Whether `answerer` could answer `question` once it is asked or once it escalates: `mcp:caller` asks
+    /// this first, so a caller the policy would always refuse is told so instead of being asked in vain.
+    pub async fn check_before_asking(&self, question: &NewQuestion, answerer: Answerer<'_>) -> Result<(), String> {
+        let mut recipients = vec![question.recipient.as_str()];
+        if let Some(to) = &question.escalate_to {
+            recipients.extend(to.recipients.iter().map(String::as_str));
+        }
+        let namespace = question.query.as_ref().and_then(|query| query.namespace.as_deref());
+        self.decide(Asked { owner: question.owner.as_deref(), recipients, namespace }, answerer).await
+    }
+
+    async fn decide(&self, question: Asked<'_>, answerer: Answerer<'_>) -> Result<(), String> {
         if !self.on {
             return Ok(());
         }
@@ -114,7 +143,7 @@ impl AnswerPolicy {
             Answerer::Named(_) => None,
             Answerer::Caller(principal) => principal.cloned(),
         };
-        let asker = |principal: &Principal| question.owner.as_deref() == Some(principal.name());
+        let asker = |principal: &Principal| question.owner == Some(principal.name());
         match (answerer, &principal) {
             (Answerer::Caller(_), Some(principal)) if !asker(principal) => {
                 return Err(format!("{principal} did not ask this question, so it cannot answer it as its caller"));
@@ -138,23 +167,17 @@ impl AnswerPolicy {
             });
         };
         if let Some(access) = &self.access {
-            return Self::check_rbac(access, question, &principal).await;
+            return Self::check_rbac(access, question.namespace, &principal).await;
         }
-        let mut recipients = vec![question.recipient.as_str()];
-        if question.escalated_at.is_some()
-            && let Some(to) = &question.escalate_to
-        {
-            recipients.extend(to.recipients.iter().map(String::as_str));
-        }
-        if recipients.iter().any(|recipient| self.covers(recipient, &principal)) {
+        if question.recipients.iter().any(|recipient| self.covers(recipient, &principal)) {
             return Ok(());
         }
-        Err(format!("{principal} is not a recipient of this question ({})", recipients.join(", ")))
+        Err(format!("{principal} is not a recipient of this question ({})", question.recipients.join(", ")))
     }
 
     /// `kubernetes`: RBAC decides, in the namespace of the question's Query.
-    async fn check_rbac(access: &AccessReviewer, question: &Question, principal: &Principal) -> Result<(), String> {
-        let Some(namespace) = question.query.as_ref().and_then(|query| query.namespace.as_deref()) else {
+    async fn check_rbac(access: &AccessReviewer, namespace: Option<&str>, principal: &Principal) -> Result<(), String> {
+        let Some(namespace) = namespace else {
             return Err("the question names no Query namespace, so Kubernetes cannot say who may answer it".into());
         };
         match access.may_update_queries(principal, namespace).await {

@@ -336,3 +336,36 @@ async fn with_authentication_only_the_asking_principal_answers_as_the_caller() {
         .unwrap();
     assert_eq!(question["answeredBy"], "alice", "the person at alice's client answers as alice");
 }
+
+#[tokio::test]
+async fn a_caller_the_answer_policy_would_refuse_is_told_so_and_nothing_is_asked() {
+    let url = fresh_database().await;
+    let tokens = temp_file("ark-broker-caller-", "alice-token alice\n");
+    let args =
+        ["--auth", "token", "--auth-tokens-file", tokens.path().to_str().unwrap(), "--answer-policy", "recipient"];
+    let replica = Replica::start_with(&url, &args).await;
+    let alice = Client::new(&replica.mcp_url).with("authorization", "Bearer alice-token");
+    let session = initialize(&alice, json!({})).await.unwrap();
+    let alice = alice.with("mcp-session-id", &session);
+
+    // For the team ops, which alice is not in: she could never answer it, so she is not asked.
+    let refused = alice.call("tools/call", ask("Ship on Friday?", json!({}))).await.response().await;
+    assert_eq!(refused["result"]["isError"], true, "{refused}");
+    let why = refused["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(why.contains("'mcp:caller'") && why.contains("not a recipient"), "{why}");
+    let listed: Value = reqwest::Client::new()
+        .get(replica.url("/questions"))
+        .bearer_auth("alice-token")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed["items"].as_array().map(Vec::len), Some(0), "nothing was stored: {listed}");
+
+    // For alice herself: asked at her client.
+    let mut call = alice.call("tools/call", ask("Ship on Monday?", json!({"recipient": "ark://users/alice"}))).await;
+    let asked = call.next().await;
+    assert_eq!(asked["method"], "elicitation/create", "{asked}");
+}
