@@ -35,7 +35,7 @@ fn keys(rows: &[Id]) -> Vec<&str> {
     rows.iter().map(|(key, _, _)| key.as_str()).collect()
 }
 
-async fn setup<F: FeedContract>(pool: &PgPool) -> F::Store {
+pub(super) async fn setup<F: FeedContract>(pool: &PgPool) -> F::Store {
     migrated(pool).await;
     F::store(pool.clone().into())
 }
@@ -68,8 +68,8 @@ fn check_page<R: FeedRow, C: Ord + Copy + std::fmt::Debug>(rows: &[R], after: C,
 }
 
 /// What a global read found.
-struct Read {
-    rows: Vec<Id>,
+pub(super) struct Read {
+    pub rows: Vec<Id>,
     /// Where the reader stands after them.
     next: GlobalCursor,
     /// How many pages it took.
@@ -81,7 +81,7 @@ struct Read {
 /// Reads the global feed after `after` as a tail does, page after page, each continuing where the last
 /// ended, until it has `count` rows and is caught up; a short read is read again while other tests'
 /// transactions hold the horizon back.
-async fn global_rows<F: FeedContract>(store: &F::Store, after: GlobalCursor, count: usize) -> Read {
+pub(super) async fn global_rows<F: FeedContract>(store: &F::Store, after: GlobalCursor, count: usize) -> Read {
     let deadline = Instant::now() + PATIENCE;
     let mut read = Read { rows: Vec::new(), next: after, pages: 0, bytes: 0 };
     loop {

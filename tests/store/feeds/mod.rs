@@ -13,8 +13,10 @@
 //!
 //! A feed comes under the contract with a [`FeedContract`] impl (`stores.rs`: how to make its store and
 //! write to it through the store's own write path) and one line in the list of [`feed_contract!`] below;
-//! [`every_feed_a_tail_reads_is_under_the_contract`] fails while a feed has none.
+//! [`every_feed_a_tail_reads_is_under_the_contract`] fails while a feed has none. A store whose table has a
+//! byte budget is also under the budget's contract (`budget.rs`).
 
+mod budget;
 mod checks;
 mod stores;
 

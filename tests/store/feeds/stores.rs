@@ -16,7 +16,7 @@ use ark_broker::{
 };
 use serde_json::json;
 
-use super::{FeedContract, Resume, keyed, watched};
+use super::{FeedContract, Resume, budget::BudgetContract, keyed, watched};
 use crate::TTLS;
 
 fn padded(n: usize, padding: usize) -> serde_json::Value {
@@ -48,6 +48,12 @@ impl FeedContract for Messages {
 
     async fn resume(store: &MessageStore, key: &str, sequence: i64) -> Option<Resume> {
         watched(store, key, sequence).await
+    }
+}
+
+impl BudgetContract for Messages {
+    async fn delete_over_budget(store: &MessageStore, max_bytes: i64, limit: i64) -> u64 {
+        store.delete_over_budget(max_bytes, limit).await.expect("deleted") as u64
     }
 }
 
@@ -114,6 +120,12 @@ impl FeedContract for Events {
     }
 }
 
+impl BudgetContract for Events {
+    async fn delete_over_budget(store: &EventStore, max_bytes: i64, limit: i64) -> u64 {
+        store.delete_over_budget(max_bytes, limit).await.expect("deleted") as u64
+    }
+}
+
 /// Sessions: an event applied to one session (`POST /sessions`), which changes its one row.
 pub struct Sessions;
 
@@ -172,5 +184,11 @@ impl FeedContract for Spans {
 
     async fn resume(store: &SpanStore, key: &str, sequence: i64) -> Option<Resume> {
         watched(store, key, sequence).await
+    }
+}
+
+impl BudgetContract for Spans {
+    async fn delete_over_budget(store: &SpanStore, max_bytes: i64, limit: i64) -> u64 {
+        store.delete_over_budget(max_bytes, limit).await.expect("deleted") as u64
     }
 }
