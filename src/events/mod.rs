@@ -16,8 +16,8 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 
 use crate::{config::Config, db::live::LiveFeed, http::sse_end::StreamsEnd};
 
-/// The part of the shared state the `/events` handlers reach. The whole state hands it out (`FromRef`), so this domain
-/// never depends on the whole.
+/// The part of the shared state the `/events` handlers reach. The registry builds it when it registers the feed
+/// (`state/registry.rs`), so this domain never depends on the whole.
 #[derive(Debug, Clone)]
 pub struct RouteState {
     /// The settings this replica runs with.
