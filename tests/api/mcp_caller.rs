@@ -131,6 +131,11 @@ async fn get(replica: &Replica, path: &str) -> Value {
     reqwest::get(replica.url(path)).await.unwrap().json().await.unwrap()
 }
 
+/// `get` with the bearer `token`.
+async fn get_as(replica: &Replica, path: &str, token: &str) -> Value {
+    reqwest::Client::new().get(replica.url(path)).bearer_auth(token).send().await.unwrap().json().await.unwrap()
+}
+
 async fn steps(replica: &Replica, id: &str, step: &str) -> Vec<Value> {
     let history = get(replica, &format!("/questions/{id}/history")).await;
     history["items"].as_array().unwrap().iter().filter(|item| item["step"] == step).cloned().collect()
@@ -311,29 +316,13 @@ async fn with_authentication_only_the_asking_principal_answers_as_the_caller() {
     let bob = Client::new(&b.mcp_url).with("authorization", "Bearer bob-token").with("mcp-session-id", &session);
     let accept = json!({"action": "accept", "content": {"answer": "Sure"}});
     assert_eq!(bob.reply(&asked["id"], accept.clone()).await, 403, "bob did not ask it");
-    let question: Value = reqwest::Client::new()
-        .get(b.url(&format!("/questions/{id}")))
-        .bearer_auth("bob-token")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let question: Value = get_as(&b, &format!("/questions/{id}"), "bob-token").await;
     assert_eq!(question["status"], "pending", "{question}");
 
     assert_eq!(alice.on(&b.mcp_url).reply(&asked["id"], accept).await, 202);
     let outcome = call.response().await;
     assert_eq!(outcome["result"]["structuredContent"]["response"], "Sure", "{outcome}");
-    let question: Value = reqwest::Client::new()
-        .get(a.url(&format!("/questions/{id}")))
-        .bearer_auth("alice-token")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let question: Value = get_as(&a, &format!("/questions/{id}"), "alice-token").await;
     assert_eq!(question["answeredBy"], "alice", "the person at alice's client answers as alice");
 }
 
@@ -353,15 +342,7 @@ async fn a_caller_the_answer_policy_would_refuse_is_told_so_and_nothing_is_asked
     assert_eq!(refused["result"]["isError"], true, "{refused}");
     let why = refused["result"]["content"][0]["text"].as_str().unwrap();
     assert!(why.contains("'mcp:caller'") && why.contains("not a recipient"), "{why}");
-    let listed: Value = reqwest::Client::new()
-        .get(replica.url("/questions"))
-        .bearer_auth("alice-token")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listed: Value = get_as(&replica, "/questions", "alice-token").await;
     assert_eq!(listed["items"].as_array().map(Vec::len), Some(0), "nothing was stored: {listed}");
 
     // For alice herself: asked at her client.
