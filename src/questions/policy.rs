@@ -9,7 +9,11 @@
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::{bodies::NewQuestion, model::Question};
+use super::{
+    bodies::NewQuestion,
+    model::{QueryRef, Question},
+    timeout::EscalateTo,
+};
 use crate::{
     auth::{
         Principal,
@@ -24,6 +28,20 @@ struct Asked<'a> {
     owner: Option<&'a str>,
     recipients: Vec<&'a str>,
     namespace: Option<&'a str>,
+}
+
+impl<'a> Asked<'a> {
+    /// A question asked by `owner` of `recipient`, and of those it escalates to when `escalated_to` is given.
+    fn new(
+        owner: Option<&'a str>,
+        recipient: &'a str,
+        escalated_to: Option<&'a EscalateTo>,
+        query: Option<&'a QueryRef>,
+    ) -> Self {
+        let mut recipients = vec![recipient];
+        recipients.extend(escalated_to.iter().flat_map(|to| to.recipients.iter().map(String::as_str)));
+        Asked { owner, recipients, namespace: query.and_then(|query| query.namespace.as_deref()) }
+    }
 }
 
 /// Who is answering.
@@ -110,25 +128,16 @@ impl AnswerPolicy {
 
     /// Whether `answerer` may answer (or decline) `question`; why not, in words for the person.
     pub async fn check(&self, question: &Question, answerer: Answerer<'_>) -> Result<(), String> {
-        let mut recipients = vec![question.recipient.as_str()];
-        if question.escalated_at.is_some()
-            && let Some(to) = &question.escalate_to
-        {
-            recipients.extend(to.recipients.iter().map(String::as_str));
-        }
-        let namespace = question.query.as_ref().and_then(|query| query.namespace.as_deref());
-        self.decide(Asked { owner: question.owner.as_deref(), recipients, namespace }, answerer).await
+        let escalated_to = question.escalate_to.as_ref().filter(|_| question.escalated_at.is_some());
+        let asked = Asked::new(question.owner.as_deref(), &question.recipient, escalated_to, question.query.as_ref());
+        self.decide(asked, answerer).await
     }
 
     /// Whether `answerer` could answer `question` once it is asked or once it escalates: `mcp:caller` asks
     /// this first, so a caller the policy would always refuse is told so instead of being asked in vain.
     pub async fn check_before_asking(&self, question: &NewQuestion, answerer: Answerer<'_>) -> Result<(), String> {
-        let mut recipients = vec![question.recipient.as_str()];
-        if let Some(to) = &question.escalate_to {
-            recipients.extend(to.recipients.iter().map(String::as_str));
-        }
-        let namespace = question.query.as_ref().and_then(|query| query.namespace.as_deref());
-        self.decide(Asked { owner: question.owner.as_deref(), recipients, namespace }, answerer).await
+        let (owner, escalated_to) = (question.owner.as_deref(), question.escalate_to.as_ref());
+        self.decide(Asked::new(owner, &question.recipient, escalated_to, question.query.as_ref()), answerer).await
     }
 
     async fn decide(&self, question: Asked<'_>, answerer: Answerer<'_>) -> Result<(), String> {
