@@ -22,17 +22,12 @@ impl Channels {
         // reqwest's TLS uses the process's rustls provider: ring, as kube's does.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder().timeout(SEND_TIMEOUT).build().unwrap_or_default();
+        let credentials = &config.channels;
         Channels {
-            slack: config
-                .channels
-                .slack_bot_token
-                .clone()
-                .map(|token| Slack::new(http.clone(), &config.channels.slack_api_url, token)),
-            github: config
-                .channels
-                .github_token
-                .clone()
-                .map(|token| GitHub::new(http, &config.channels.github_api_url, token)),
+            slack: (credentials.slack_bot_token.clone())
+                .map(|token| Slack::new(http.clone(), &credentials.slack_api_url, token)),
+            github: (credentials.github_token.clone())
+                .map(|token| GitHub::new(http, &credentials.github_api_url, token)),
             deliveries: DeliveryStore::new(pool.clone()),
             questions: QuestionStore::new(pool),
         }
