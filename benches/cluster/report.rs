@@ -357,7 +357,7 @@ fn scale_table(rows: &[Row]) -> String {
             scale.broker_cpu_us_per_chunk,
             thousands(row.achieved_per_s.unwrap_or(0.0)),
             thousands(row.requested_per_s.unwrap_or(0.0)),
-            thousands(scale.lines_sent as f64),
+            thousands(row.sent.unwrap_or(0) as f64),
             scale.answer_after_end_p50_ms,
             scale.answer_after_end_max_ms,
             row.p50_ms.unwrap_or(0.0),

@@ -143,7 +143,6 @@ async fn one(pg: &mut Postgres, plan: &Plan, count: usize) -> Row {
         broker_cpu_us_per_chunk: per_chunk_us(cpu_before.0, cpu_after.0),
         flushes: pipeline.flushes,
         wakeups: pipeline.tail_reads,
-        lines_sent: outcome.sent,
         answer_after_end_p50_ms: load::quantile_ms(&outcome.answers_after_end_us, 0.5),
         answer_after_end_max_ms: load::quantile_ms(&outcome.answers_after_end_us, 1.0),
         backends: backends.len(),

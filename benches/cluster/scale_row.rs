@@ -24,9 +24,8 @@ pub struct Scale {
     /// The writers' group commits and the notifications the replicas' tails woke for.
     pub flushes: f64,
     pub wakeups: f64,
-    /// Lines the writers sent, and how long after its writing time ended a POST was answered (p50 and the
-    /// slowest, which sets ingest's window).
-    pub lines_sent: u64,
+    /// How long after its writing time ended a POST was answered (p50 and the slowest, which sets ingest's
+    /// window).
     pub answer_after_end_p50_ms: f64,
     pub answer_after_end_max_ms: f64,
     /// Backends on the phase's database at the end of the load.
