@@ -33,7 +33,7 @@ use crate::{
         unreachable,
     },
     messages,
-    operations::{health, index, metrics},
+    operations::{health, index, metrics, relay},
     queries, questions, streams, ui,
 };
 
@@ -66,6 +66,7 @@ pub fn app(state: AppState) -> Router {
     Router::new()
         .merge(rest)
         .merge(ui::router())
+        .merge(relay::router(state.relay.clone()))
         .layer(Extension(openapi::finish(document, auth::OPEN_PATHS)))
         .route_layer(middleware::from_fn_with_state(state.listener.clone(), unreachable::fail_fast))
         .route_layer(middleware::from_fn(nul::refuse_nul))

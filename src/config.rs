@@ -233,6 +233,17 @@ pub struct Config {
           value_parser = clap::value_parser!(u64).range(10..=600_000))]
     pub poll_interval_ms: u64,
 
+    /// Replicas hear of commits through one LISTEN relay once at least this many are live: one replica
+    /// LISTENs and passes each notification on over HTTP, since PostgreSQL 15 wakes every listening backend
+    /// for every notifying commit. 0: every replica always listens itself (README: "Many replicas").
+    #[arg(long, env = "ARK_BROKER_LISTEN_RELAY_FROM", default_value_t = 8)]
+    pub listen_relay_from: u32,
+
+    /// The address (IP or host name, without the port) the other replicas reach this one at when it is the
+    /// LISTEN relay; unset, the one PostgreSQL sees it connect from (a pod's IP). The chart sets the pod's IP.
+    #[arg(long, env = "ARK_BROKER_RELAY_ADDRESS")]
+    pub relay_address: Option<String>,
+
     /// Seconds between `: heartbeat` comments on `watch=true` SSE streams.
     #[arg(long, env = "ARK_BROKER_SSE_HEARTBEAT_SECONDS", default_value_t = 30,
           value_parser = clap::value_parser!(u64).range(1..))]

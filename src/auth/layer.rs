@@ -13,9 +13,10 @@ use super::{Authenticator, Identified};
 use crate::error::ApiError;
 
 /// Probes Kubernetes sends without credentials, Prometheus's scrape (counts and route templates, never a
-/// body or an id), and the channels' inbound routes, whose requests Slack and GitHub sign instead (the route
-/// checks the signature).
+/// body or an id), the channels' inbound routes, whose requests Slack and GitHub sign instead (the route
+/// checks the signature), and the LISTEN relay's stream, which checks the relay's own token.
 pub const OPEN_PATHS: &[&str] = &[
+    crate::db::relay::PATH,
     "/health",
     "/readyz",
     "/metrics",

@@ -16,7 +16,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::{
     feed::{self, CHANNEL, Feed},
-    heartbeat::{self, Heartbeat},
+    listen_session::{Listening, Session},
+    relay::Relay,
     tail::TailEvent,
 };
 
@@ -77,7 +78,7 @@ impl ListenerStatus {
     }
 
     /// The channel this replica's heartbeat pings go to ([`heartbeat`]).
-    fn heartbeat_channel(&self) -> String {
+    pub(super) fn heartbeat_channel(&self) -> String {
         format!("{CHANNEL}_alive_{:016x}", self.2 as u64)
     }
 
@@ -93,7 +94,7 @@ impl ListenerStatus {
         let _ = receiver.wait_for(|up| !*up).await;
     }
 
-    fn set(&self, up: bool) {
+    pub(super) fn set(&self, up: bool) {
         self.0.send_replace(up);
     }
 }
@@ -107,6 +108,29 @@ pub struct Connections {
     pub pool: super::Pool,
     /// How long a heartbeat ping may go unheard before the LISTEN connection counts as lost.
     pub heartbeat_deadline: Duration,
+    /// Whether and how this replica relays notifications or follows a relay.
+    pub relaying: Relaying,
+}
+
+/// The LISTEN relay's settings ([`relay`]).
+#[derive(Debug, Clone)]
+pub struct Relaying {
+    /// This replica's side when it is the relay.
+    pub relay: Relay,
+    /// Replicas follow a relay once at least this many are live; 0: never (every replica listens itself).
+    pub from: u32,
+    /// The HTTP port the relay serves on (`None`: this replica cannot serve, so never relays).
+    pub port: Option<u16>,
+    /// The address the others reach this replica at; unset, the one PostgreSQL sees it connect from.
+    pub address: Option<String>,
+    /// What a follower connects to the relay with.
+    pub client: reqwest::Client,
+}
+
+impl Relaying {
+    pub(super) fn enabled(&self) -> bool {
+        self.from > 0
+    }
 }
 
 /// Runs the listener until `cancel` fires.
@@ -119,11 +143,10 @@ pub async fn run(
     cancel: CancellationToken,
 ) {
     let mut backoff = Duration::from_millis(50);
+    let relay = &connections.relaying.relay;
     while !cancel.is_cancelled() {
-        let heartbeat =
-            Heartbeat::new(connections.pool.clone(), status.heartbeat_channel(), connections.heartbeat_deadline);
         let listen_pool = connections.listen_pools.fresh();
-        let listener = match connect(&listen_pool, status.replica_key(), heartbeat.channel()).await {
+        let listener = match connect(&listen_pool, status.replica_key()).await {
             Ok(listener) => listener,
             Err(error) => {
                 status.1.send_if_modified(|unreachable| {
@@ -141,13 +164,11 @@ pub async fn run(
         };
         backoff = Duration::from_millis(50);
         status.1.send_if_modified(|unreachable| std::mem::replace(unreachable, false));
-        status.set(true);
-        tracing::info!(channel = CHANNEL, "listening for notifications");
-        // Notifications sent while we were away are gone: every reader re-reads what it may have missed.
-        broadcast(&tails, TailEvent::Resync);
-        let _ = completions.send(None);
-        let ended = pump(listener, heartbeat, &tails, &completions, poll_interval, &cancel).await;
+        let session = Session { connections: &connections, tails: &tails, completions: &completions, status: &status };
+        let ended = session.run(Listening::new(listener), poll_interval, &cancel).await;
+        relay.close();
         status.set(false);
+        crate::telemetry::metrics::listen_mode(None);
         if let Some(reason) = ended {
             tracing::warn!(reason, "LISTEN connection lost; reconnecting");
             crate::telemetry::metrics::listener_reconnected();
@@ -156,19 +177,18 @@ pub async fn run(
     status.set(false);
 }
 
-fn broadcast(tails: &Tails, event: TailEvent) {
+pub(super) fn broadcast(tails: &Tails, event: TailEvent) {
     for tail in tails.values() {
         let _ = tail.send(event.clone());
     }
 }
 
-async fn connect(listen_pool: &PgPool, replica_key: i64, heartbeat: &str) -> Result<PgListener, sqlx::Error> {
-    let mut listener = PgListener::connect_with(listen_pool).await?;
+async fn connect(listen_pool: &PgPool, replica_key: i64) -> Result<PgListener, sqlx::Error> {
+    let mut connection = PgListener::connect_with(listen_pool).await?;
     // We reconnect ourselves, so that a lost connection is always seen and followed by a resync.
-    listener.eager_reconnect(false);
-    take_liveness_lock(&mut listener, replica_key).await?;
-    listener.listen_all([CHANNEL, heartbeat]).await?;
-    Ok(listener)
+    connection.eager_reconnect(false);
+    take_liveness_lock(&mut connection, replica_key).await?;
+    Ok(connection)
 }
 
 /// How long a new LISTEN connection waits for this replica's liveness lock.
@@ -199,55 +219,8 @@ async fn take_liveness_lock(listener: &mut PgListener, replica_key: i64) -> Resu
     Ok(())
 }
 
-/// Passes notifications on and ticks the poll until the connection is lost (returns why) or `cancel` fires.
-async fn pump(
-    mut listener: PgListener,
-    mut heartbeat: Heartbeat,
-    tails: &Tails,
-    completions: &CompletionRequests,
-    poll_interval: Duration,
-    cancel: &CancellationToken,
-) -> Option<String> {
-    let mut poll = tokio::time::interval(poll_interval);
-    poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut pings = tokio::time::interval(heartbeat::EVERY);
-    pings.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        // One receive spans the poll ticks and pings that win the select meanwhile, so no half-read message
-        // is dropped; it is dropped only when the connection is given up.
-        let next = {
-            let receive = listener.try_recv();
-            let mut receive = std::pin::pin!(receive);
-            loop {
-                tokio::select! {
-                    _ = cancel.cancelled() => return None,
-                    next = &mut receive => break next,
-                    _ = poll.tick() => broadcast(tails, TailEvent::Poll),
-                    _ = pings.tick() => {
-                        if let Err(unheard) = heartbeat.tick() {
-                            return Some(format!("heartbeat not heard back for {} ms", unheard.as_millis()));
-                        }
-                    }
-                    sent = heartbeat.sent() => heartbeat.record_sent(sent),
-                }
-            }
-        };
-        match next {
-            Ok(Some(notification)) if notification.channel() == heartbeat.channel() => {
-                heartbeat.heard(notification.payload());
-            }
-            Ok(Some(notification)) => {
-                heartbeat.other_traffic();
-                dispatch(notification.payload(), tails, completions)
-            }
-            Ok(None) => return Some("connection closed".to_owned()),
-            Err(error) => return Some(error.to_string()),
-        }
-    }
-}
-
 /// Hands a notification to the feed's tail or to the completion requests.
-fn dispatch(payload: &str, tails: &Tails, completions: &CompletionRequests) {
+pub(super) fn dispatch(payload: &str, tails: &Tails, completions: &CompletionRequests) {
     match feed::parse_notice(payload) {
         Some(notice) => {
             if let Some(tail) = tails.get(&notice.feed) {

@@ -4,3 +4,4 @@
 pub mod health;
 pub mod index;
 pub mod metrics;
+pub mod relay;

@@ -23,6 +23,7 @@ use crate::{
         feed::Feed,
         listener::{self, ListenerStatus},
         live::LiveFeed,
+        relay::{self, Relay},
         wakeup::Wakeups,
     },
     http::sse_end::{self, StreamsEnd},
@@ -76,6 +77,8 @@ pub struct SharedState {
     pub wakeups: Wakeups,
     /// Whether the LISTEN connection is up.
     pub listener: ListenerStatus,
+    /// This replica's side of the LISTEN relay, when it is the relay.
+    pub relay: Relay,
     /// Conversation memory.
     pub messages: LiveFeed<MessageStore>,
     /// Chunk streams.
@@ -180,8 +183,16 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
     let open_writers = OpenWriters::default();
     let (completion_requests, requests) = tokio::sync::mpsc::unbounded_channel();
     let completion_task = completion::spawn_requests(chunks.store.clone(), open_writers.clone(), requests);
-    let connections =
-        listener::Connections { listen_pools, pool: pool.clone(), heartbeat_deadline: database.network_timeout() };
+    let relay = Relay::default();
+    let relaying = listener::Relaying {
+        relay: relay.clone(),
+        from: config.listen_relay_from,
+        port: (config.port != 0).then_some(config.port),
+        address: config.relay_address.clone(),
+        client: relay::client(database.network_timeout()),
+    };
+    let heartbeat_deadline = database.network_timeout();
+    let connections = listener::Connections { listen_pools, pool: pool.clone(), heartbeat_deadline, relaying };
     let listener_task = tokio::spawn(listener::run(
         connections,
         tails,
@@ -206,6 +217,15 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
     let stream_end_task = crate::questions::stream_end::spawn(questions.clone(), ended, drained.clone());
     // The tails end when the listener, which holds their senders, ends.
     let mut background = vec![listener_task, writer_task, abort_task, completion_task, mover, stream_end_task];
+    // A draining replica stops relaying at once: its followers listen themselves, and its drain does not wait
+    // for their streams.
+    background.push(tokio::spawn({
+        let (relay, shutdown) = (relay.clone(), shutdown.clone());
+        async move {
+            shutdown.cancelled().await;
+            relay.close();
+        }
+    }));
     background.extend(tail_tasks);
     background.push(tokio::spawn(db::refusal::run(database.clone(), drained.clone())));
     background.extend(auth_task);
@@ -239,6 +259,7 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
         channels,
         wakeups,
         listener: status,
+        relay,
         chunks,
         writer,
         reaping,

@@ -34,6 +34,9 @@ pub const FLUSH_DURATION: &str = "ark_broker_flush_duration_seconds";
 pub const DELIVERY_LAG: &str = "ark_broker_notify_delivery_lag_seconds";
 /// Times the LISTEN connection was lost and made again.
 pub const LISTENER_RECONNECTS: &str = "ark_broker_listener_reconnects_total";
+/// How this replica hears of commits now (1 for the `mode`, 0 for the others): `listening` itself, as the
+/// `relay` for others too, or `following` the relay.
+pub const LISTEN_MODE: &str = "ark_broker_listen_mode";
 /// Whether this replica's Slack Socket Mode connection is up (1) or not (0).
 pub const SLACK_SOCKET_CONNECTED: &str = "ark_broker_slack_socket_connected";
 /// Times the Slack Socket Mode connection was made again (Slack asked, or it was lost).
@@ -69,6 +72,11 @@ const HELP: &[(&str, Kind, &str)] = &[
         "From a feed's commit notification reaching this replica to its rows being handed to the readers, by feed",
     ),
     (LISTENER_RECONNECTS, Kind::Counter, "Times this replica's LISTEN connection was lost and made again"),
+    (
+        LISTEN_MODE,
+        Kind::Gauge,
+        "How this replica hears of commits (1 for the mode): listening itself, as the relay, or following the relay",
+    ),
     (SLACK_SOCKET_CONNECTED, Kind::Gauge, "Whether this replica's Slack Socket Mode connection is up (1) or not (0)"),
     (
         SLACK_SOCKET_RECONNECTS,
@@ -257,6 +265,13 @@ pub fn flushed(rows: usize, elapsed: Duration) {
 /// Records how long `feed`'s rows took from their notification to the readers.
 pub fn delivered(feed: &'static str, elapsed: Duration) {
     ::metrics::histogram!(DELIVERY_LAG, "feed" => feed).record(elapsed.as_secs_f64());
+}
+
+/// Says how this replica hears of commits now (`None`: it does not, its connection is down).
+pub fn listen_mode(mode: Option<&str>) {
+    for each in ["listening", "relay", "following"] {
+        ::metrics::gauge!(LISTEN_MODE, "mode" => each).set(if mode == Some(each) { 1.0 } else { 0.0 });
+    }
 }
 
 /// Counts a lost and remade LISTEN connection.

@@ -39,7 +39,7 @@ async fn a_listen_connection_silently_dropped_is_noticed_by_the_heartbeat_and_re
     assert_eq!(within("the next line on A", reader.take_data(1)).await, ["{\"n\":1}"]);
     let holders: (i64,) = sqlx::query_as(
         "select count(*) from pg_locks l join pg_stat_activity s using (pid)
-         where l.locktype = 'advisory' and l.granted and s.application_name = $1",
+         where l.locktype = 'advisory' and l.objsubid = 1 and l.granted and s.application_name = $1",
     )
     .bind(format!("ark-broker-listener {}", a.pid()))
     .fetch_one(&sqlx::PgPool::connect(&url).await.unwrap())

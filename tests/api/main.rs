@@ -28,6 +28,7 @@ mod github_typed;
 mod heartbeat;
 mod kube_answer_policy;
 mod kube_apiserver;
+mod listen_relay;
 mod mcp;
 mod mcp_blocking;
 mod mcp_caller;
