@@ -424,6 +424,13 @@ def _():
                       "readiness": {"path": "/readyz", "port": "http"}}, probes
 
 
+@check("the LISTEN relay: from 8 live replicas, at the pod's IP")
+def _():
+    assert env["ARK_BROKER_LISTEN_RELAY_FROM"]["value"] == "8"
+    assert env["ARK_BROKER_RELAY_ADDRESS"] == {
+        "name": "ARK_BROKER_RELAY_ADDRESS", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}, env
+
+
 @check("preStop sleeps 5 s and the grace period covers preStop + the shutdown timeout it passes")
 def _():
     assert container["lifecycle"]["preStop"] == {"exec": {"command": ["sleep", "5"]}}
@@ -738,14 +745,17 @@ def _():
     policy = find(every, "NetworkPolicy")
     assert policy["spec"]["podSelector"] == {"matchLabels": selector}
     assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
-    http, mcp = policy["spec"]["ingress"]
+    http, mcp, peers = policy["spec"]["ingress"]
     assert http == {"ports": [{"port": "http", "protocol": "TCP"}]}, http  # no `from`: any source
+    # The broker's own pods always reach each other's http port (the LISTEN relay's stream).
+    assert peers == {"ports": [{"port": "http", "protocol": "TCP"}], "from": [{"podSelector": {"matchLabels": selector}}]}
     assert mcp["ports"] == [{"port": "mcp", "protocol": "TCP"}]
     assert mcp["from"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ark-system"}}}]
     anywhere = [{"ipBlock": {"cidr": "0.0.0.0/0"}}]
     rules = [(sorted((p["port"], p["protocol"]) for p in rule["ports"]), rule.get("to"))
              for rule in policy["spec"]["egress"]]
     assert rules == [
+        ([(8080, "TCP")], [{"podSelector": {"matchLabels": selector}}]),  # a replica following the LISTEN relay
         ([(53, "TCP"), (53, "UDP")], [{
             "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
             "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}]),
@@ -768,7 +778,7 @@ def _():
 def _():
     policy = find(rendered["upstream's values: prometheus.enable and interval, networkPolicy.enabled and "
                            "allowNamespaces"], "NetworkPolicy", FULLNAME)
-    http, mcp = policy["spec"]["ingress"]
+    http, mcp, _peers = policy["spec"]["ingress"]
     namespaces = [{"podSelector": {}}] + [
         {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": name}}}
         for name in ("ark-system", "monitoring")]
@@ -1019,7 +1029,8 @@ def _():
     postgres = [rule for rule in rules if rule["ports"] == [{"port": 5432, "protocol": "TCP"}]]
     assert postgres == [{"ports": [{"port": 5432, "protocol": "TCP"}],
                          "to": [{"podSelector": {"matchLabels": {"cnpg.io/cluster": f"{FULLNAME}-db"}}}]}], rules
-    assert len(rules) == 2, rules  # DNS and PostgreSQL: status patching is off, no channel is configured
+    # The broker's own pods, DNS and PostgreSQL: status patching is off, no channel is configured.
+    assert len(rules) == 3, rules
 
 
 @check("CNPG tuned: name, image, storage class, parameters and extra spec pass through; synchronous off; not kept")
