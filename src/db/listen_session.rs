@@ -33,13 +33,18 @@ impl Listening {
         Listening { connection, is_relay: false }
     }
 
-    /// Becomes the relay when nobody is: takes the relay lock and says where it serves.
+    /// Becomes the relay when nobody is: takes the relay lock and says where it serves. A draining replica
+    /// does not.
     async fn try_relay(&mut self, relaying: &Relaying, replica_key: i64) -> Result<(), sqlx::Error> {
-        let Some(port) = relaying.port.filter(|_| relaying.enabled() && !self.is_relay) else {
+        let can = relaying.enabled() && !self.is_relay && !relaying.relay.is_retired();
+        let Some(port) = relaying.port.filter(|_| can) else {
             return Ok(());
         };
         if relay::try_lock(&mut self.connection).await? {
-            let token = relaying.relay.open();
+            let Some(token) = relaying.relay.open() else {
+                // The replica started draining meanwhile.
+                return relay::unlock(&mut self.connection).await;
+            };
             let address = relaying.address.as_deref();
             let advertised = relay::advertise(&mut self.connection, replica_key, port, &token, address).await?;
             tracing::info!(address = %advertised.address, "this replica is the LISTEN relay");
@@ -55,6 +60,8 @@ enum Next {
     Listen,
     /// Try to take the relay lock (nobody holds a live relay), then listen.
     TryRelay,
+    /// Give the relay lock up (this replica is draining), then listen.
+    StepDown,
     /// Follow this relay, whose stream is open.
     Follow(Box<(Advertised, Following)>),
 }
@@ -85,9 +92,26 @@ impl Session<'_> {
         loop {
             match next {
                 Next::TryRelay => {
+                    // Listening first: once advertised, followers may subscribe and stop listening themselves
+                    // at once, and what commits meanwhile must reach the relay.
+                    if heartbeat.is_none() {
+                        match self.listen(&mut listener.connection).await {
+                            Ok(started) => heartbeat = Some(started),
+                            Err(error) => return Some(error.to_string()),
+                        }
+                    }
                     if let Err(error) = listener.try_relay(relaying, self.status.replica_key()).await {
                         return Some(error.to_string());
                     }
+                    next = Next::Listen;
+                }
+                Next::StepDown => {
+                    relaying.relay.retire();
+                    if let Err(error) = relay::unlock(&mut listener.connection).await {
+                        return Some(error.to_string());
+                    }
+                    tracing::info!("draining: no longer the LISTEN relay");
+                    listener.is_relay = false;
                     next = Next::Listen;
                 }
                 Next::Follow(found) => {
@@ -111,27 +135,27 @@ impl Session<'_> {
                     next = Next::Listen;
                 }
                 Next::Listen => {
-                    let mode = if listener.is_relay { "relay" } else { "listening" };
                     let heartbeat = match &mut heartbeat {
-                        Some(heartbeat) => {
-                            metrics::listen_mode(Some(mode));
-                            heartbeat
-                        }
-                        None => {
-                            let channel = self.status.heartbeat_channel();
-                            let started = Heartbeat::new(self.connections.pool.clone(), channel, deadline);
-                            if let Err(error) = listener.connection.listen_all([CHANNEL, started.channel()]).await {
-                                return Some(error.to_string());
-                            }
-                            tracing::info!(channel = CHANNEL, "listening for notifications");
-                            self.up(mode);
-                            heartbeat.insert(started)
-                        }
+                        Some(heartbeat) => heartbeat,
+                        None => match self.listen(&mut listener.connection).await {
+                            Ok(started) => heartbeat.insert(started),
+                            Err(error) => return Some(error.to_string()),
+                        },
                     };
-                    // Looking for a relay runs beside the pump, so a relay that does not answer delays nothing.
-                    let look = (!listener.is_relay && relaying.enabled()).then(|| {
-                        Box::pin(self.look_for_relay(look_after)) as Pin<Box<dyn Future<Output = Next> + Send>>
-                    });
+                    metrics::listen_mode(Some(if listener.is_relay { "relay" } else { "listening" }));
+                    // Looking for a relay runs beside the pump, so a relay that does not answer delays nothing;
+                    // the relay instead watches for its replica starting to drain.
+                    let look: Option<Pin<Box<dyn Future<Output = Next> + Send>>> = if listener.is_relay {
+                        let relay = relaying.relay.clone();
+                        Some(Box::pin(async move {
+                            relay.retired().await;
+                            Next::StepDown
+                        }))
+                    } else if relaying.enabled() {
+                        Some(Box::pin(self.look_for_relay(look_after)))
+                    } else {
+                        None
+                    };
                     look_after = RECHECK;
                     let forward = listener.is_relay.then_some(&relaying.relay);
                     let pump = Pump { tails: self.tails, completions: self.completions, forward, poll_interval };
@@ -157,7 +181,11 @@ impl Session<'_> {
                         Ok(stream) => return Next::Follow(Box::new((target, stream))),
                         Err(error) => tracing::info!(error = %error, "could not follow the LISTEN relay"),
                     },
-                    Ok(None) if relaying.port.is_some() && relay::none_live(&pool).await.unwrap_or(false) => {
+                    Ok(None)
+                        if relaying.port.is_some()
+                            && !relaying.relay.is_retired()
+                            && relay::none_live(&pool).await.unwrap_or(false) =>
+                    {
                         return Next::TryRelay;
                     }
                     Ok(None) | Err(_) => {}
@@ -165,6 +193,16 @@ impl Session<'_> {
                 tokio::time::sleep(RECHECK).await;
             }
         }
+    }
+
+    /// LISTENs on the connection, with a new heartbeat.
+    async fn listen(&self, connection: &mut PgListener) -> Result<Heartbeat, sqlx::Error> {
+        let channel = self.status.heartbeat_channel();
+        let heartbeat = Heartbeat::new(self.connections.pool.clone(), channel, self.connections.heartbeat_deadline);
+        connection.listen_all([CHANNEL, heartbeat.channel()]).await?;
+        tracing::info!(channel = CHANNEL, "listening for notifications");
+        self.up("listening");
+        Ok(heartbeat)
     }
 
     /// The session hears commits a new way: every reader re-reads what it may have missed meanwhile.

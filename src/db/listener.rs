@@ -1,11 +1,12 @@
-//! The Postgres half of fan-out: exactly one LISTEN connection per replica. Each notification names a feed
-//! and the transaction that committed to it; the listener passes it to that feed's tail, which reads the rows
-//! once for every reader on this replica.
+//! The Postgres half of fan-out: exactly one session connection per replica, which holds the replica's
+//! liveness lock and LISTENs (or, with many replicas, follows the one that does: [`super::relay`],
+//! [`super::listen_session`]). Each notification names a feed and the transaction that committed to it; the
+//! listener passes it to that feed's tail, which reads the rows once for every reader on this replica.
 //!
 //! Notifications are hints and can be lost (they are not replayed after a reconnect), so after every
-//! (re)connect the tails are told to resync, and a poll tick reaches them every interval. A connection the
-//! network lost is noticed by keepalive ([`super::keepalive`]), one that stopped answering otherwise by the
-//! heartbeat ([`super::heartbeat`]).
+//! (re)connect, and whenever the replica starts hearing commits another way, the tails are told to resync, and
+//! a poll tick reaches them every interval. A connection the network lost is noticed by keepalive
+//! ([`super::keepalive`]), one that stopped answering otherwise by the heartbeat ([`super::heartbeat`]).
 
 use crate::telemetry::chain;
 use std::{collections::HashMap, sync::Arc, time::Duration};

@@ -1,7 +1,7 @@
 //! PostgreSQL, the broker's only state: the pool, migrations, the store error, how feeds are written
-//! ([`feed`]) and the fan-out machinery (one LISTEN connection per replica, a tail per feed that reads each
-//! commit once, and the in-process fan-out readers take rows from), and what the outbox workers share
-//! ([`outbox`]).
+//! ([`feed`]) and the fan-out machinery (one LISTEN connection per replica, or one relaying for many
+//! ([`relay`]), a tail per feed that reads each commit once, and the in-process fan-out readers take rows
+//! from), and what the outbox workers share ([`outbox`]).
 
 pub mod embedded;
 pub mod epoch;

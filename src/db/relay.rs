@@ -16,7 +16,7 @@ use std::{
 };
 
 use sqlx::postgres::PgListener;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use super::Pool;
 
@@ -34,24 +34,62 @@ pub type Line = Option<Arc<str>>;
 struct Hub {
     token: Option<String>,
     followers: Vec<mpsc::Sender<Arc<str>>>,
+    /// The replica started draining: it never serves again.
+    retired: bool,
 }
 
 /// This replica's side of the relay when it is the relay; cheap to clone.
-#[derive(Debug, Clone, Default)]
-pub struct Relay(Arc<Mutex<Hub>>);
+#[derive(Debug, Clone)]
+pub struct Relay {
+    hub: Arc<Mutex<Hub>>,
+    /// Says when the replica starts draining (the hub's `retired`, for those who wait for it).
+    retired: Arc<watch::Sender<bool>>,
+}
+
+impl Default for Relay {
+    fn default() -> Self {
+        Relay { hub: Arc::default(), retired: Arc::new(watch::channel(false).0) }
+    }
+}
 
 impl Relay {
     fn hub(&self) -> std::sync::MutexGuard<'_, Hub> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+        self.hub.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Starts serving followers under a new token, which it returns.
-    pub fn open(&self) -> String {
+    /// The replica is draining: every follower's stream ends, and the relay lock is to be given up so another
+    /// replica takes over while this one finishes its requests.
+    pub fn retire(&self) {
+        {
+            let mut hub = self.hub();
+            hub.retired = true;
+            hub.token = None;
+            hub.followers.clear();
+        }
+        self.retired.send_replace(true);
+    }
+
+    /// Whether [`Relay::retire`] was called.
+    pub fn is_retired(&self) -> bool {
+        self.hub().retired
+    }
+
+    /// Resolves once [`Relay::retire`] is called.
+    pub async fn retired(&self) {
+        let mut retired = self.retired.subscribe();
+        let _ = retired.wait_for(|retired| *retired).await;
+    }
+
+    /// Starts serving followers under a new token, which it returns; `None` once retired.
+    pub fn open(&self) -> Option<String> {
         let token = format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple());
         let mut hub = self.hub();
+        if hub.retired {
+            return None;
+        }
         hub.followers.clear();
         hub.token = Some(token.clone());
-        token
+        Some(token)
     }
 
     /// Stops serving: every follower's stream ends, and no new one is taken.
@@ -136,6 +174,12 @@ pub async fn advertise(
     Ok(Advertised { address, token: token.to_owned() })
 }
 
+/// Gives the relay lock up (a draining relay), so another replica can take it.
+pub async fn unlock(connection: &mut PgListener) -> Result<(), sqlx::Error> {
+    sqlx::query!("select pg_advisory_unlock($1, $2)", LOCK.0, LOCK.1).fetch_one(&mut *connection).await?;
+    Ok(())
+}
+
 /// Takes the relay lock on the LISTEN connection, when nobody holds it.
 pub async fn try_lock(connection: &mut PgListener) -> Result<bool, sqlx::Error> {
     sqlx::query_scalar!(r#"select pg_try_advisory_lock($1, $2) as "taken!""#, LOCK.0, LOCK.1)
@@ -148,7 +192,8 @@ pub async fn try_lock(connection: &mut PgListener) -> Result<bool, sqlx::Error> 
 pub async fn to_follow(pool: &Pool, from: u32) -> Result<Option<Advertised>, sqlx::Error> {
     let row = sqlx::query!(
         r#"select r.address, r.token from listen_relay r
-           where (select count(*) from live_replicas) >= $1
+           where (select count(*) from live_replicas l join pg_stat_activity a using (pid)
+                  where a.application_name like 'ark-broker-listener %') >= $1
              and exists (select 1 from pg_locks relay join live_replicas l on l.pid = relay.pid
                          where relay.locktype = 'advisory' and relay.granted and relay.objsubid = 2
                            and relay.classid::bigint = $2 and relay.objid::bigint = $3
@@ -180,12 +225,14 @@ pub async fn none_live(pool: &Pool) -> Result<bool, sqlx::Error> {
 
 /// The HTTP client a follower connects to the relay with: plain HTTP inside the cluster, no proxy.
 pub fn client(connect_timeout: Duration) -> reqwest::Client {
+    // reqwest's builder takes the process's rustls provider even for plain HTTP: ring, as everywhere here.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::builder()
         .connect_timeout(connect_timeout)
         .no_proxy()
         .tcp_nodelay(true)
         .build()
-        .expect("a client without TLS settings builds")
+        .expect("a client with the ring provider installed builds")
 }
 
 /// Why following a relay stopped.
@@ -305,7 +352,7 @@ mod tests {
     async fn only_the_token_served_under_subscribes_and_closing_ends_every_stream() {
         let relay = Relay::default();
         assert!(relay.subscribe("anything").is_none(), "a relay not open takes nobody");
-        let token = relay.open();
+        let token = relay.open().expect("not retired");
         assert!(relay.subscribe(&format!("{token}x")).is_none());
         let mut follower = relay.subscribe(&token).expect("the token");
         relay.forward("feed:1");
@@ -316,9 +363,20 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_retired_relay_ends_its_streams_and_never_opens_again() {
+        let relay = Relay::default();
+        let token = relay.open().expect("not retired");
+        let mut follower = relay.subscribe(&token).unwrap();
+        relay.retire();
+        assert_eq!(follower.recv().await, None);
+        assert!(relay.is_retired() && relay.open().is_none() && relay.subscribe(&token).is_none());
+        tokio::time::timeout(Duration::from_secs(1), relay.retired()).await.expect("resolves once retired");
+    }
+
+    #[tokio::test]
     async fn a_follower_that_cannot_keep_up_loses_its_stream() {
         let relay = Relay::default();
-        let token = relay.open();
+        let token = relay.open().expect("not retired");
         let mut slow = relay.subscribe(&token).unwrap();
         for n in 0..=FOLLOWER_QUEUE {
             relay.forward(&format!("feed:{n}"));

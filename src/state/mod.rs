@@ -217,13 +217,13 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
     let stream_end_task = crate::questions::stream_end::spawn(questions.clone(), ended, drained.clone());
     // The tails end when the listener, which holds their senders, ends.
     let mut background = vec![listener_task, writer_task, abort_task, completion_task, mover, stream_end_task];
-    // A draining replica stops relaying at once: its followers listen themselves, and its drain does not wait
-    // for their streams.
+    // A draining replica stops relaying at once and gives the relay lock up: another replica takes over, and
+    // the drain does not wait for the followers' streams.
     background.push(tokio::spawn({
         let (relay, shutdown) = (relay.clone(), shutdown.clone());
         async move {
             shutdown.cancelled().await;
-            relay.close();
+            relay.retire();
         }
     }));
     background.extend(tail_tasks);

@@ -96,28 +96,66 @@ async fn replicas_follow_one_relay_once_enough_are_live_and_another_takes_over_w
     assert_eq!(followed.status(), 200, "the token the relay advertised");
     drop(followed);
 
-    relay.signal(libc::SIGKILL);
-    readers.remove(0);
-    // Another replica takes the lock; the other two follow it.
-    within("a new relay the others follow", async {
-        loop {
-            let mut modes = Vec::new();
-            for replica in [&b, &c, &d] {
-                modes.push(mode(&client, replica).await.unwrap_or_default());
-            }
-            modes.sort();
-            if modes == ["following", "following", "relay"] {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    })
-    .await;
+    // The relay's own LISTEN session ends (its process lives): its followers' streams end with it, and every
+    // reader still hears what commits meanwhile.
+    let (ended,): (i64,) = sqlx::query_as(
+        "select count(*) filter (where pg_terminate_backend(pid)) from pg_stat_activity where application_name = $1",
+    )
+    .bind(format!("ark-broker-listener {}", relay.pid()))
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(ended, 1);
     write(&client, &c, "relayed", 1).await;
-    write(&client, &d, "relayed", 2).await;
     for reader in &mut readers {
-        let lines = within("the lines after the relay died, on every survivor", reader.take_data(2)).await;
-        assert_eq!(lines, ["{\"n\":1}", "{\"n\":2}"], "no gap, no repeat");
+        assert_eq!(within("the line after the relay's session ended", reader.take_data(1)).await, ["{\"n\":1}"]);
+    }
+    within(
+        "the replicas to settle again",
+        until_modes_sorted(&client, &[&relay, &b, &c, &d], &["following", "following", "following", "relay"]),
+    )
+    .await;
+
+    // Whichever relays now (the first again, or one that took the lock meanwhile) dies.
+    let replicas = [&relay, &b, &c, &d];
+    let mut dead = None;
+    for (i, replica) in replicas.iter().enumerate() {
+        if mode(&client, replica).await.as_deref() == Some("relay") {
+            dead = Some(i);
+        }
+    }
+    let dead = dead.expect("a relay");
+    replicas[dead].signal(libc::SIGKILL);
+    readers.remove(dead);
+    let survivors: Vec<&Replica> = replicas.iter().enumerate().filter(|(i, _)| *i != dead).map(|(_, r)| *r).collect();
+    // Written while the relay is gone and before another takes over.
+    write(&client, survivors[0], "relayed", 2).await;
+    // Another replica takes the lock; the other two follow it.
+    within(
+        "a new relay the others follow",
+        until_modes_sorted(&client, &survivors, &["following", "following", "relay"]),
+    )
+    .await;
+    write(&client, survivors[1], "relayed", 3).await;
+    write(&client, survivors[2], "relayed", 4).await;
+    for reader in &mut readers {
+        let lines = within("the lines after the relay died, on every survivor", reader.take_data(3)).await;
+        assert_eq!(lines, ["{\"n\":2}", "{\"n\":3}", "{\"n\":4}"], "no gap, no repeat");
+    }
+}
+
+/// Waits until the replicas' modes, sorted, are `expected`.
+async fn until_modes_sorted(client: &reqwest::Client, replicas: &[&Replica], expected: &[&str]) {
+    loop {
+        let mut modes = Vec::new();
+        for replica in replicas {
+            modes.push(mode(client, replica).await.unwrap_or_default());
+        }
+        modes.sort();
+        if modes == expected {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
@@ -153,4 +191,50 @@ async fn the_followers_of_a_frozen_relay_listen_themselves_within_the_connection
         tokio::time::sleep(Duration::from_millis(1500)).await;
     }
     relay.thaw();
+}
+
+#[tokio::test]
+async fn a_draining_relay_hands_the_relay_over_while_it_finishes_its_posts() {
+    let url = fresh_database().await;
+    let client = reqwest::Client::new();
+    let mut relay = start(&url).await;
+    within("the first replica to be the relay", until_modes(&client, &[&relay], &["relay"])).await;
+    let (b, c) = tokio::join!(start(&url), start(&url));
+    within("B and C to follow", until_modes(&client, &[&b, &c], &["following", "following"])).await;
+    let mut reader = SseReader::open(&client, &b.url("/stream/handed-over")).await;
+
+    // A chunk POST the relay is still reading keeps it draining.
+    let (lines, body) = crate::support::open_body();
+    let post = tokio::spawn({
+        let request = client.post(relay.url("/stream/handed-over")).body(body);
+        async move { request.send().await.unwrap() }
+    });
+    lines.send(Ok(bytes::Bytes::from(format!("{}\n", json!({"n": 0}))))).await.unwrap();
+    assert_eq!(within("the first line on B", reader.take_data(1)).await, ["{\"n\":0}"]);
+    relay.terminate();
+    within("the draining relay to say it stepped down", async {
+        while !relay.log().contains("no longer the LISTEN relay") {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    within("another replica to relay while the first drains", async {
+        loop {
+            let modes = [mode(&client, &b).await.unwrap_or_default(), mode(&client, &c).await.unwrap_or_default()];
+            if modes.contains(&"relay".to_owned()) && modes.contains(&"following".to_owned()) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    assert!(!relay.log().contains("\"stopped\""), "the first relay still drains");
+    // Lines from the draining replica's open POST and from C still reach B.
+    lines.send(Ok(bytes::Bytes::from(format!("{}\n", json!({"n": 1}))))).await.unwrap();
+    assert_eq!(within("the next line on B", reader.take_data(1)).await, ["{\"n\":1}"]);
+    drop(lines);
+    assert_eq!(within("the POST to be answered", post).await.unwrap().status(), 200);
+    assert!(relay.wait().await, "the first relay exits cleanly once its POST is answered");
+    write(&client, &c, "handed-over", 2).await;
+    assert_eq!(within("a line written on C", reader.take_data(1)).await, ["{\"n\":2}"]);
 }
