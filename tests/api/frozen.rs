@@ -11,6 +11,7 @@ use sqlx::{Connection, PgConnection};
 use crate::support::{
     OwnServer, Replica, SseReader,
     hold::{install_hold, release_hold, wait_until_held},
+    observe::LogsOnFailure,
     within,
 };
 
@@ -21,6 +22,7 @@ async fn a_replica_frozen_inside_its_write_transaction_stops_neither_ingest_nor_
     // A server of its own: the frozen transaction holds back the visibility horizon of the whole server.
     let (_server, url) = OwnServer::start().await;
     let (a, b, c) = tokio::join!(Replica::start(&url), Replica::start(&url), Replica::start(&url));
+    let _logs = LogsOnFailure(vec![&a, &b, &c]);
     let mut hold = install_hold(&url).await;
     let client = reqwest::Client::new();
     let mut stream_reader = SseReader::open(&client, &c.url("/stream/free")).await;

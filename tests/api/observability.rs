@@ -138,8 +138,10 @@ async fn a_fresh_replica_exports_every_family_with_its_help_and_type_at_zero_bef
     assert!(families.len() >= 31, "the README lists the families: {families:?}");
     // Their `route` and `status` labels are not known before the first request (the README says so).
     let after_the_first_request = ["ark_broker_http_requests_total", "ark_broker_http_request_duration_seconds"];
-    // Read at scrape, so not zero: the pool this replica has, its wait, and the build.
+    // Read at scrape, so not zero: the pool this replica has, its wait, and the build; and how it hears of
+    // commits.
     let not_zero = [
+        "ark_broker_listen_mode",
         "ark_broker_db_pool_connections",
         "ark_broker_db_pool_idle_connections",
         "ark_broker_db_pool_acquire_wait_seconds",
@@ -154,6 +156,11 @@ async fn a_fresh_replica_exports_every_family_with_its_help_and_type_at_zero_bef
         if !not_zero {
             assert!(samples.iter().all(|(_, value)| *value == 0.0), "{family} is at zero: {samples:?}");
         }
+    }
+    // A replica alone holds the relay lock (nobody follows it below `--listen-relay-from`).
+    for (mode, value) in [("listening", 0.0), ("relay", 1.0), ("following", 0.0)] {
+        let name = format!("ark_broker_listen_mode{{mode=\"{mode}\"}}");
+        assert_eq!(sample(&metrics, &name), Some(value), "{name}:\n{metrics}");
     }
     // Every label value known from the start has its series.
     let series = |family: &str, label: &str, values: &[&str]| {
