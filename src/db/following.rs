@@ -8,8 +8,8 @@ use sqlx::postgres::PgListener;
 use tokio_util::sync::CancellationToken;
 
 use super::{
+    hearing::{self, CompletionRequests, Tails},
     heartbeat,
-    listener::{self, CompletionRequests, Tails},
     relay::{self, Advertised, FollowError, Following},
     tail::TailEvent,
 };
@@ -66,14 +66,14 @@ impl Pump<'_> {
                     let mut line = Some(line);
                     while let Some(next) = line {
                         match next {
-                            Ok(Some(payload)) => listener::dispatch(&payload, self.tails, self.completions),
+                            Ok(Some(payload)) => hearing::dispatch(&payload, self.tails, self.completions),
                             Ok(None) => {}
                             Err(error) => return Ended::Relay(error.to_string()),
                         }
                         line = stream.buffered();
                     }
                 }
-                _ = poll.tick() => listener::broadcast(self.tails, TailEvent::Poll),
+                _ = poll.tick() => hearing::broadcast(self.tails, TailEvent::Poll),
                 _ = checks.tick() => {
                     let answered = tokio::time::timeout(deadline, sqlx::query("select 1").execute(&mut *connection));
                     match answered.await {

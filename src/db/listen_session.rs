@@ -11,8 +11,8 @@ use tokio_util::sync::CancellationToken;
 use super::{
     feed::CHANNEL,
     following,
+    hearing::{self, CompletionRequests, Connections, ListenerStatus, Relaying, Tails},
     heartbeat::{self, Heartbeat},
-    listener::{self, CompletionRequests, Connections, ListenerStatus, Relaying, Tails},
     relay::{self, Advertised, Following, Relay},
     tail::TailEvent,
 };
@@ -209,7 +209,7 @@ impl Session<'_> {
     fn up(&self, mode: &str) {
         self.status.set(true);
         metrics::listen_mode(Some(mode));
-        listener::broadcast(self.tails, TailEvent::Resync);
+        hearing::broadcast(self.tails, TailEvent::Resync);
         let _ = self.completions.send(None);
     }
 }
@@ -256,7 +256,7 @@ impl Pump<'_> {
                     tokio::select! {
                         _ = cancel.cancelled() => return Pumped::Lost(None),
                         next = &mut receive => break next,
-                        _ = poll.tick() => listener::broadcast(self.tails, TailEvent::Poll),
+                        _ = poll.tick() => hearing::broadcast(self.tails, TailEvent::Poll),
                         _ = pings.tick() => {
                             if let Err(unheard) = heartbeat.tick() {
                                 let reason = format!("heartbeat not heard back for {} ms", unheard.as_millis());
@@ -277,7 +277,7 @@ impl Pump<'_> {
                     if let Some(relay) = self.forward {
                         relay.forward(notification.payload());
                     }
-                    listener::dispatch(notification.payload(), self.tails, self.completions)
+                    hearing::dispatch(notification.payload(), self.tails, self.completions)
                 }
                 Ok(None) => return Pumped::Lost(Some("connection closed".to_owned())),
                 Err(error) => return Pumped::Lost(Some(error.to_string())),

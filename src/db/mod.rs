@@ -9,6 +9,7 @@ pub mod fanout;
 pub mod feed;
 pub mod follow;
 pub mod following;
+pub mod hearing;
 pub mod heartbeat;
 pub mod keepalive;
 pub mod listen_session;

@@ -29,16 +29,18 @@ async fn mode(client: &reqwest::Client, replica: &Replica) -> Option<String> {
     })
 }
 
+/// The replicas' modes, in order (empty for one that did not answer).
+async fn modes(client: &reqwest::Client, replicas: &[&Replica]) -> Vec<String> {
+    let mut modes = Vec::new();
+    for replica in replicas {
+        modes.push(mode(client, replica).await.unwrap_or_default());
+    }
+    modes
+}
+
 /// Waits until the replicas' modes, in order, are `expected`.
 async fn until_modes(client: &reqwest::Client, replicas: &[&Replica], expected: &[&str]) {
-    loop {
-        let mut modes = Vec::new();
-        for replica in replicas {
-            modes.push(mode(client, replica).await.unwrap_or_default());
-        }
-        if modes == expected {
-            return;
-        }
+    while modes(client, replicas).await != expected {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -147,12 +149,9 @@ async fn replicas_follow_one_relay_once_enough_are_live_and_another_takes_over_w
 /// Waits until the replicas' modes, sorted, are `expected`.
 async fn until_modes_sorted(client: &reqwest::Client, replicas: &[&Replica], expected: &[&str]) {
     loop {
-        let mut modes = Vec::new();
-        for replica in replicas {
-            modes.push(mode(client, replica).await.unwrap_or_default());
-        }
-        modes.sort();
-        if modes == expected {
+        let mut now = modes(client, replicas).await;
+        now.sort();
+        if now == expected {
             return;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -218,15 +217,10 @@ async fn a_draining_relay_hands_the_relay_over_while_it_finishes_its_posts() {
         }
     })
     .await;
-    within("another replica to relay while the first drains", async {
-        loop {
-            let modes = [mode(&client, &b).await.unwrap_or_default(), mode(&client, &c).await.unwrap_or_default()];
-            if modes.contains(&"relay".to_owned()) && modes.contains(&"following".to_owned()) {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    })
+    within(
+        "another replica to relay while the first drains",
+        until_modes_sorted(&client, &[&b, &c], &["following", "relay"]),
+    )
     .await;
     assert!(!relay.log().contains("\"stopped\""), "the first relay still drains");
     // Lines from the draining replica's open POST and from C still reach B.
