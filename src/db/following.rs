@@ -54,10 +54,8 @@ impl Pump<'_> {
         deadline: Duration,
         cancel: &CancellationToken,
     ) -> Ended {
-        let mut poll = tokio::time::interval(self.poll_interval);
-        poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut checks = tokio::time::interval(heartbeat::EVERY);
-        checks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut poll = hearing::every(self.poll_interval);
+        let mut checks = hearing::every(heartbeat::EVERY);
         loop {
             tokio::select! {
                 _ = cancel.cancelled() => return Ended::Cancelled,

@@ -120,6 +120,14 @@ impl Relaying {
     }
 }
 
+/// A ticker every `period` that, after a late tick, keeps the period from then on instead of catching up in a
+/// burst (the poll and the connection checks of the listening and the following pumps).
+pub(super) fn every(period: Duration) -> tokio::time::Interval {
+    let mut ticks = tokio::time::interval(period);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticks
+}
+
 pub(super) fn broadcast(tails: &Tails, event: TailEvent) {
     for tail in tails.values() {
         let _ = tail.send(event.clone());

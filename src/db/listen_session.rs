@@ -241,10 +241,8 @@ impl Pump<'_> {
         look: Option<Pin<Box<dyn Future<Output = Next> + Send>>>,
         cancel: &CancellationToken,
     ) -> Pumped {
-        let mut poll = tokio::time::interval(self.poll_interval);
-        poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut pings = tokio::time::interval(heartbeat::EVERY);
-        pings.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut poll = hearing::every(self.poll_interval);
+        let mut pings = hearing::every(heartbeat::EVERY);
         let mut look = look.unwrap_or_else(|| Box::pin(std::future::pending()));
         loop {
             // One receive spans the poll ticks and pings that win the select meanwhile. Dropping it between
