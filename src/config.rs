@@ -309,6 +309,13 @@ pub struct Config {
           value_parser = clap::value_parser!(u64).range(60..=31_536_000))]
     pub stream_retention_seconds: u64,
 
+    /// Seconds of chunks one time bucket holds: the reaper drops a bucket whole once its streams are past
+    /// the retention, so a chunk stays at most 1.5 buckets past it (docs/retention.md). 0: a twelfth of the
+    /// stream retention, at least 60 s; never more than the retention.
+    #[arg(long, env = "ARK_BROKER_STREAM_BUCKET_SECONDS", default_value_t = 0,
+          value_parser = clap::value_parser!(u64).range(0..=31_536_000))]
+    pub stream_bucket_seconds: u64,
+
     /// Seconds an event is kept when its `POST /events` sets no `ttl_seconds` (upstream's default: 30 days).
     #[arg(long, env = "EVENT_VISIBILITY_TTL_SECONDS", default_value_t = 2_592_000,
           value_parser = clap::value_parser!(u64).range(1..=3_153_600_000))]

@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use crate::{
     config::Config,
     db::{StoreResult, turn},
+    streams::retention::StreamKeep,
     telemetry::{chain, metrics},
 };
 
@@ -23,8 +24,8 @@ pub const DONE_KEEP_SECONDS: i64 = 86_400;
 /// What the reaper keeps, and how much one statement deletes.
 #[derive(Debug, Clone, Copy)]
 pub struct Retention {
-    /// How long a completed or aborted stream is kept.
-    pub stream_seconds: i64,
+    /// How long a completed or aborted stream is kept, in buckets of how much time.
+    pub streams: StreamKeep,
     /// Most events kept (0: no cap).
     pub max_events: i64,
     /// Most spans kept (0: no cap).
@@ -44,7 +45,11 @@ impl Retention {
     /// The retention `config` asks for.
     pub fn of(config: &Config) -> Self {
         Retention {
-            stream_seconds: config.stream_retention_seconds as i64,
+            streams: StreamKeep {
+                seconds: config.stream_retention_seconds as i64,
+                bucket_seconds: stream_bucket_seconds(config) as i64,
+                offset_seconds: 0,
+            },
             max_events: config.max_events as i64,
             max_spans: config.max_spans as i64,
             max_bytes: MaxBytes {
@@ -57,6 +62,17 @@ impl Retention {
             batch: config.reap_batch_size as i64,
         }
     }
+}
+
+/// The stream bucket width `config` asks for: `--stream-bucket-seconds`, or a twelfth of the retention
+/// (at least a minute); never more than the retention, so the buckets a drop holds against writes are always
+/// past (`db::buckets`).
+pub fn stream_bucket_seconds(config: &Config) -> u64 {
+    let seconds = match config.stream_bucket_seconds {
+        0 => (config.stream_retention_seconds / 12).max(60),
+        seconds => seconds,
+    };
+    seconds.min(config.stream_retention_seconds)
 }
 
 /// Byte budgets per table (0: none).
@@ -195,5 +211,25 @@ where
                 return total;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    fn bucket_of(args: &[&str]) -> u64 {
+        stream_bucket_seconds(&Config::parse_from([&["ark-broker"], args].concat()))
+    }
+
+    #[test]
+    fn a_bucket_is_a_twelfth_of_the_retention_at_least_a_minute_and_never_longer_than_the_retention() {
+        assert_eq!(bucket_of(&[]), 7200, "2 h at the default 24 h");
+        assert_eq!(bucket_of(&["--stream-retention-seconds", "3600"]), 300);
+        assert_eq!(bucket_of(&["--stream-retention-seconds", "600"]), 60, "at least a minute");
+        assert_eq!(bucket_of(&["--stream-retention-seconds", "60", "--stream-bucket-seconds", "3600"]), 60);
+        assert_eq!(bucket_of(&["--stream-bucket-seconds", "900"]), 900, "as asked");
     }
 }

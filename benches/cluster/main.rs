@@ -23,6 +23,7 @@ mod report;
 mod scale;
 mod scale_row;
 mod soak;
+mod volume;
 mod waiters;
 // By path, as the soak test includes it, beside `load` whose writer it uses.
 #[path = "soak/workload.rs"]
@@ -50,6 +51,8 @@ struct Plan {
     records: records::Sizes,
     /// The replica-scale phase's counts and load.
     scale: scale::Plan,
+    /// The volume phase's sizes and load.
+    volume: volume::Plan,
 }
 
 impl Plan {
@@ -88,6 +91,13 @@ impl Plan {
                     duration: Duration::from_secs(2),
                 },
                 scale: scale::Plan { counts: vec![3, 6], streams: 10, rate: 10, duration: Duration::from_secs(2) },
+                volume: volume::Plan {
+                    sizes: vec![20_000],
+                    streams: 10,
+                    duration: Duration::from_secs(2),
+                    full_duration: Duration::from_secs(12),
+                    reap_interval: Some("5"),
+                },
             };
         }
         Plan {
@@ -116,6 +126,13 @@ impl Plan {
                 duration: Duration::from_secs(10),
             },
             scale: scale::Plan { counts: vec![3, 12, 24], streams: 400, rate: 10, duration: Duration::from_secs(15) },
+            volume: volume::Plan {
+                sizes: vec![10_000_000, 50_000_000],
+                streams: 200,
+                duration: Duration::from_secs(20),
+                full_duration: Duration::from_secs(90),
+                reap_interval: None,
+            },
         }
     }
 }
@@ -185,6 +202,17 @@ async fn main() -> ExitCode {
             report.line(&serde_json::json!({"phase": "notify-cost", "run": run}));
         }
         appendix = notify_cost::markdown(&costs);
+    }
+    if let Some(sizes) = value_of(&args, "--volume-rows") {
+        plan.volume.sizes =
+            sizes.split(',').map(|n| n.trim().parse().expect("--volume-rows takes n,n,… (chunk rows)")).collect();
+    }
+    if runs("volume") {
+        let runs = volume::run(&plan.volume, &scratch).await;
+        for run in &runs {
+            report.line(&serde_json::json!({"phase": "volume", "run": run}));
+        }
+        appendix += &volume::markdown(&runs);
     }
     // Before the three replicas start: this phase brings its own, and no other broker may use the server.
     if runs("replica-scale") {

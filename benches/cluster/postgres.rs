@@ -39,10 +39,20 @@ pub struct Postgres {
 impl Postgres {
     /// Initialises and starts a server under `dir`.
     pub async fn start(dir: &Path) -> Self {
+        Self::start_with(dir, 400, SETTINGS).await
+    }
+
+    /// A server at PostgreSQL's defaults (`max_connections` 100, `shared_buffers` 128MB, …), but for the
+    /// statement counts the meter reads.
+    pub async fn start_at_defaults(dir: &Path) -> Self {
+        Self::start_with(dir, 100, &SETTINGS[..2]).await
+    }
+
+    async fn start_with(dir: &Path, max_connections: u32, settings: &[&str]) -> Self {
         let options = EmbeddedOptions {
             durable: true,
-            max_connections: 400,
-            extra_settings: SETTINGS.iter().map(|s| (*s).to_owned()).collect(),
+            max_connections,
+            extra_settings: settings.iter().map(|s| (*s).to_owned()).collect(),
         };
         let server = EmbeddedPostgres::start(dir, options).await.expect("start PostgreSQL");
         let mut admin = PgConnection::connect(&server.url()).await.expect("connect to PostgreSQL");

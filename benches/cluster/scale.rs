@@ -220,11 +220,14 @@ fn summary(first: &Row, last: &Row) -> Row {
 async fn chunk_reads(url: &str) -> (i64, i64, i64, i64) {
     let mut conn = PgConnection::connect(url).await.expect("connect to the phase's database");
     conn.execute("select pg_stat_clear_snapshot()").await.expect("pg_stat_clear_snapshot");
+    // Summed over the partitions (`chunks` is partitioned: its own row counts nothing).
     let reads = sqlx::query_as(
-        "select coalesce(t.idx_tup_fetch, 0) + t.seq_tup_read, t.seq_tup_read,
-                (select coalesce(sum(i.idx_tup_read), 0)::bigint from pg_stat_user_indexes i where i.relid = t.relid),
-                t.seq_scan
-         from pg_stat_user_tables t where t.relname = 'chunks'",
+        "select coalesce(sum(coalesce(t.idx_tup_fetch, 0) + t.seq_tup_read), 0)::bigint,
+                coalesce(sum(t.seq_tup_read), 0)::bigint,
+                (select coalesce(sum(i.idx_tup_read), 0)::bigint from pg_stat_user_indexes i
+                 where i.relid in (select relid from pg_partition_tree('chunks'))),
+                coalesce(sum(t.seq_scan), 0)::bigint
+         from pg_stat_user_tables t where t.relid in (select relid from pg_partition_tree('chunks'))",
     )
     .fetch_one(&mut conn)
     .await

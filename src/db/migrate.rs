@@ -56,6 +56,15 @@ pub async fn migrate_on(mut connection: PgConnection) -> Result<(), MigrateError
     Ok(())
 }
 
+/// Applies the migrations up to `last` only, on `connection`, then closes it: the schema an older release
+/// left, for tests of an upgrade from it.
+pub async fn migrate_until(mut connection: PgConnection, last: i64) -> Result<(), MigrateError> {
+    let older: Vec<_> = migrator().iter().filter(|migration| migration.version <= last).cloned().collect();
+    Migrator::with_migrations(older).run(&mut connection).await?;
+    connection.close().await?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,6 +3,7 @@
 //! ([`relay`]), a tail per feed that reads each commit once, and the in-process fan-out readers take rows
 //! from), and what the outbox workers share ([`outbox`]).
 
+pub mod buckets;
 pub mod embedded;
 pub mod epoch;
 pub mod fanout;
@@ -20,7 +21,7 @@ pub mod notice;
 pub mod notifier;
 pub mod wakeup;
 
-pub use migrate::{migrate, migrate_on};
+pub use migrate::{migrate, migrate_on, migrate_until};
 pub mod outage;
 pub mod outbox;
 pub mod pool;

@@ -37,12 +37,15 @@ pub async fn read(pool: &Pool) -> StoreResult<Vec<(String, f64)>> {
                         (3, 'spans', 'spans'::regclass), (4, 'events', 'events'::regclass),
                         (5, 'sessions', 'sessions'::regclass), (6, 'session_queries', 'session_queries'::regclass)
                 ) as t(position, kind, rel)
+           -- A partitioned table (chunks) is the sum of its leaves; a plain one is its own only leaf.
            cross join lateral (
-             select case when c.reltuples >= 0 and c.relpages > 0
-                         then c.reltuples / c.relpages * (pg_relation_size(c.oid) / current_setting('block_size')::float8)
-                         else s.n_live_tup::float8 end as estimate
-             from pg_class c left join pg_stat_user_tables s on s.relid = c.oid
-             where c.oid = t.rel
+             select sum(case when c.reltuples >= 0 and c.relpages > 0
+                             then c.reltuples / c.relpages * (pg_relation_size(c.oid) / current_setting('block_size')::float8)
+                             else s.n_live_tup::float8 end) as estimate
+             from pg_partition_tree(t.rel) p
+             join pg_class c on c.oid = p.relid
+             left join pg_stat_user_tables s on s.relid = c.oid
+             where p.isleaf
            ) e
            order by t.position"#,
         EXACT_UP_TO + 1,

@@ -10,6 +10,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use crate::{
     db,
     query_status::store::PatchStore,
+    retention::Retention,
     state::AppState,
     telemetry::metrics::{self, Outbox},
 };
@@ -62,6 +63,10 @@ async fn read_from_database(state: &AppState) {
     if let Ok(backlog) = state.channels.backlog().await {
         let labels = [("outbox", Outbox::ChannelDeliveries.name().into())];
         metrics::set(metrics::OUTBOX_BACKLOG, &labels, backlog as f64);
+    }
+    let keep = Retention::of(&state.config).streams;
+    if let Ok(overdue) = state.chunks.store.retention_overdue(keep).await {
+        metrics::set(metrics::RETENTION_OVERDUE, &[("table", "chunks".into())], overdue.num_seconds() as f64);
     }
     if let Ok(sizes) = db::sizes::read(pool).await {
         for (table, rows) in sizes {

@@ -227,6 +227,10 @@ pub async fn build_state(config: Config, database_url: &str) -> Result<AppState,
         }
     }));
     background.extend(tail_tasks);
+    background.push(
+        crate::streams::retention::keep_buckets_ready(chunks.store.clone(), reaper.retention.streams, shutdown.clone())
+            .await,
+    );
     background.push(tokio::spawn(db::refusal::run(database.clone(), drained.clone())));
     background.extend(auth_task);
     background.extend(policy_tasks);

@@ -197,7 +197,7 @@ pub fn register(
     ]);
     let chunks = registry.feed(Feed::Chunks, ChunkStore::new(pool.clone(), replica_key), |store| {
         vec![Duty::new("streams", "finished streams", store.clone(), |s, keep| async move {
-            s.reap_finished(keep.stream_seconds, keep.batch).await
+            s.reap_finished(keep.streams, keep.batch).await
         })]
     });
     registry.reaped([

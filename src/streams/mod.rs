@@ -15,7 +15,7 @@ mod ingest;
 pub mod model;
 mod ndjson;
 mod reader;
-mod retention;
+pub mod retention;
 mod routes;
 pub mod store;
 pub mod typed;

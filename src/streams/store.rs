@@ -266,9 +266,35 @@ impl FeedSource for ChunkStore {
     }
 
     async fn rows_in(&self, ranges: &[KeyRange]) -> StoreResult<Vec<ChunkRow>> {
+        // A wake names positions just committed, so their rows are in the newest buckets: read those alone
+        // (PostgreSQL prunes the rest as the statement starts). A key's positions have no gaps, so a read
+        // that found every position asked for found them all; one that did not (rows of a restore, or a
+        // range read long after its commit) reads every bucket.
+        let (keys, afters, lasts) = notice::columns(ranges);
+        let asked: i64 = ranges.iter().map(|range| (range.last - range.after).max(0)).sum();
         // The limit keeps the read lateral (index reads): flattened, a wake naming dozens of streams was hashed
         // against a scan of every chunk. The other feeds' `rows_in` do the same.
-        let (keys, afters, lasts) = notice::columns(ranges);
+        let recent = sqlx::query_as!(
+            ChunkRow,
+            r#"select c.sequence_number as sequence, c.stream_id, c.position, c.tx::text::bigint as "tx!",
+                      c.chunk::text as "chunk!", c.is_done, c.created_at, c.bytes, c.event_type
+               from unnest($1::text[], $2::bigint[], $3::bigint[]) with ordinality as r(k, after, last, ord)
+               cross join lateral (
+                 select * from chunks
+                 where lane = 0 and created_at >= now() - interval '5 minutes'
+                   and stream_id = r.k and position > r.after and position <= r.last
+                 order by position limit greatest(r.last - r.after, 0)
+               ) c
+               order by r.ord, c.position"#,
+            &keys as &[&str],
+            &afters,
+            &lasts,
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        if recent.len() as i64 == asked {
+            return Ok(recent);
+        }
         Ok(sqlx::query_as!(
             ChunkRow,
             r#"select c.sequence_number as sequence, c.stream_id, c.position, c.tx::text::bigint as "tx!",

@@ -47,6 +47,9 @@ pub const OUTBOX_FAILURES: &str = "ark_broker_outbox_failures_total";
 pub const OUTBOX_BACKLOG: &str = "ark_broker_outbox_backlog";
 /// Rows the reaper deleted (or questions it expired), by `kind`.
 pub const REAPED: &str = "ark_broker_reaper_deleted_total";
+/// Seconds the oldest rows of a table kept in time buckets are past the time they should have been dropped
+/// by (0 while the reaper keeps up), by `table` (read at scrape).
+pub const RETENTION_OVERDUE: &str = "ark_broker_retention_overdue_seconds";
 /// Questions, by `status` (read at scrape).
 pub const QUESTIONS: &str = "ark_broker_questions";
 /// Database connections open, and idle, in this replica's pool (read at scrape).
@@ -86,6 +89,11 @@ const HELP: &[(&str, Kind, &str)] = &[
     (OUTBOX_FAILURES, Kind::Counter, "Failed attempts of outbox work on this replica, by outbox"),
     (OUTBOX_BACKLOG, Kind::Gauge, "Outbox work not yet done, by outbox (rows in PostgreSQL, read at scrape)"),
     (REAPED, Kind::Counter, "Rows the reaper deleted (or questions it expired) on this replica, by kind"),
+    (
+        RETENTION_OVERDUE,
+        Kind::Gauge,
+        "Seconds the oldest bucket of a table is past the time it should have been dropped by, by table (read at scrape)",
+    ),
     (QUESTIONS, Kind::Gauge, "Questions, by status (rows in PostgreSQL, read at scrape)"),
     (POOL_CONNECTIONS, Kind::Gauge, "Database connections open in this replica's pool (read at scrape)"),
     (POOL_IDLE, Kind::Gauge, "Idle database connections in this replica's pool (read at scrape)"),

@@ -12,9 +12,16 @@ async fn append(app: &TestApp, conversation: &str, query: &str, messages: Value)
 }
 
 pub fn reaper(app: &TestApp) -> ark_broker::retention::Reaper {
-    // An hour's stream retention and watch log, no caps: the tests age rows past these.
+    reaper_as_if_later(app, 0)
+}
+
+/// [`reaper`], deciding as if it were `seconds` later (chunk buckets are dropped by the clock, not aged rows).
+pub fn reaper_as_if_later(app: &TestApp, seconds: i64) -> ark_broker::retention::Reaper {
+    // An hour's stream retention in buckets of ten minutes and watch log, no caps: the tests age rows past these.
+    let streams =
+        ark_broker::streams::retention::StreamKeep { seconds: 3600, bucket_seconds: 600, offset_seconds: seconds };
     let retention = ark_broker::retention::Retention {
-        stream_seconds: 3600,
+        streams,
         max_events: 0,
         max_spans: 0,
         max_bytes: Default::default(),

@@ -1,4 +1,4 @@
-//! Bounded tables: the reaper deletes finished streams and their chunks after the stream retention, the question watch
+//! Bounded tables: the reaper drops finished streams' chunks with their bucket after the stream retention, the question watch
 //! log after its window, done (or day-old undone) Query status patches and old inbound delivery ids, and keeps
 //! everything younger or still in use; one replica at a time makes a pass.
 
@@ -6,7 +6,7 @@ use serde_json::json;
 
 use crate::{
     memory::reaper,
-    support::{TestApp, json_of},
+    support::{SseReader, TestApp, json_of},
 };
 
 async fn count(app: &TestApp, sql: &'static str) -> i64 {
@@ -14,21 +14,9 @@ async fn count(app: &TestApp, sql: &'static str) -> i64 {
 }
 
 #[tokio::test]
-async fn finished_streams_and_old_log_and_outbox_rows_are_deleted_and_the_rest_kept() {
+async fn old_log_and_outbox_rows_are_deleted_and_the_rest_kept() {
     let app = TestApp::spawn().await;
-    for stream in ["old-done", "new-done", "open"] {
-        let (status, _) = json_of(app.post_raw(&format!("/stream/{stream}"), "{\"n\":1}\n{\"n\":2}\n").await).await;
-        assert_eq!(status, 200);
-    }
-    for stream in ["old-done", "new-done"] {
-        app.post_json(&format!("/stream/{stream}/complete"), &json!({})).await;
-    }
-    // Finished two hours ago (the retention is an hour in this reaper), instead of waiting for it.
     let pool = app.pool();
-    sqlx::query("update streams set completed_at = now() - interval '2 hours' where stream_id = 'old-done'")
-        .execute(&pool)
-        .await
-        .unwrap();
     let (_, asked) = json_of(
         app.post_json(
             "/questions",
@@ -63,7 +51,6 @@ async fn finished_streams_and_old_log_and_outbox_rows_are_deleted_and_the_rest_k
 
     let report = reaper(&app).pass().await;
     let deleted = |kind: &str| report.iter().find(|(k, _)| *k == kind).map(|(_, n)| *n).unwrap();
-    assert_eq!(deleted("streams"), 3 + 1, "the old stream's two chunks, its completion marker, and the stream");
     assert_eq!(deleted("question_events"), 1);
     assert_eq!(
         (deleted("status_patches"), deleted("inbound_deliveries")),
@@ -71,9 +58,6 @@ async fn finished_streams_and_old_log_and_outbox_rows_are_deleted_and_the_rest_k
         "the done one and the stale one"
     );
 
-    assert_eq!(count(&app, "select count(*) from chunks where stream_id = 'old-done'").await, 0);
-    assert_eq!(count(&app, "select count(*) from streams where stream_id = 'old-done'").await, 0);
-    assert_eq!(count(&app, "select count(*) from chunks where stream_id in ('new-done', 'open')").await, 2 + 1 + 2);
     assert_eq!(
         count(&app, "select count(*) from question_events").await,
         2,
@@ -81,13 +65,59 @@ async fn finished_streams_and_old_log_and_outbox_rows_are_deleted_and_the_rest_k
     );
     assert_eq!(count(&app, "select count(*) from query_status_patches").await, 1, "the recent resume is kept");
     assert_eq!(count(&app, "select count(*) from inbound_deliveries").await, 1);
-    // A deleted stream is unknown again; one written anew starts over.
-    let (status, _) = json_of(app.post_raw("/stream/old-done", "{\"n\":3}\n").await).await;
-    assert_eq!(status, 200);
-    assert_eq!(count(&app, "select max(position) from chunks where stream_id = 'old-done'").await, 1);
-
     // Nothing left to delete: a second pass deletes nothing.
     assert!(reaper(&app).pass().await.iter().all(|(_, n)| *n == 0));
+}
+
+#[tokio::test]
+async fn a_finished_stream_goes_with_its_bucket_and_an_open_one_is_read_whole_after_its_rows_are_carried() {
+    let app = TestApp::spawn().await;
+    for stream in ["done", "recent", "open"] {
+        let (status, _) = json_of(app.post_raw(&format!("/stream/{stream}"), "{\"n\":1}\n{\"n\":2}\n").await).await;
+        assert_eq!(status, 200);
+    }
+    for stream in ["done", "recent"] {
+        app.post_json(&format!("/stream/{stream}/complete"), &json!({})).await;
+    }
+    assert_eq!(reaper(&app).pass().await.iter().find(|(k, _)| *k == "streams").unwrap().1, 0, "nothing due yet");
+    // As if the retention (an hour) and the grace had passed since the end of the bucket the chunks are in;
+    // `recent` finished just then.
+    let seconds: i64 = sqlx::query_scalar(
+        "select (extract(epoch from b.upper_bound - now()))::bigint + 3600 + 300 + 5
+         from chunks c join partition_buckets b on b.partition = c.tableoid::regclass::text
+         where c.stream_id = 'done' limit 1",
+    )
+    .fetch_one(&app.pool())
+    .await
+    .unwrap();
+    sqlx::query("update streams set completed_at = now() + make_interval(secs => $1) where stream_id = 'recent'")
+        .bind(seconds as f64)
+        .execute(&app.pool())
+        .await
+        .unwrap();
+    let report = crate::memory::reaper_as_if_later(&app, seconds).pass().await;
+    let deleted = report.iter().find(|(k, _)| *k == "streams").map(|(_, n)| *n).unwrap();
+    assert_eq!(deleted, 3 + 1, "the finished stream's two chunks and its completion marker, whole, and the stream");
+    assert_eq!(count(&app, "select count(*) from chunks where stream_id = 'done'").await, 0);
+    assert_eq!(count(&app, "select count(*) from streams where stream_id = 'done'").await, 0);
+    assert_eq!(
+        count(&app, "select count(*) from chunks where stream_id in ('recent', 'open') and lane = 1").await,
+        3 + 2,
+        "the streams not yet due were carried out of the bucket first"
+    );
+    // Read as before: the finished one from the beginning, the open one live after its carried rows.
+    let client = reqwest::Client::new();
+    let mut recent = SseReader::open(&client, &app.url("/stream/recent?from-beginning=true")).await;
+    assert_eq!(recent.take_data(3).await, ["{\"n\":1}", "{\"n\":2}", "[DONE]"]);
+    let mut open = SseReader::open(&client, &app.url("/stream/open?from-beginning=true")).await;
+    assert_eq!(open.take_data(2).await, ["{\"n\":1}", "{\"n\":2}"]);
+    let (status, _) = json_of(app.post_raw("/stream/open", "{\"n\":3}\n").await).await;
+    assert_eq!(status, 200);
+    assert_eq!(open.take_data(1).await, ["{\"n\":3}"], "and goes on where it was");
+    // A deleted stream is unknown again; one written anew starts over.
+    let (status, _) = json_of(app.post_raw("/stream/done", "{\"n\":3}\n").await).await;
+    assert_eq!(status, 200);
+    assert_eq!(count(&app, "select max(position) from chunks where stream_id = 'done'").await, 1);
 }
 
 #[tokio::test]

@@ -794,7 +794,8 @@ CHART_README = (CHART / "README.md").read_text()
 DASHBOARD_FILE = json.loads((CHART / "dashboards" / "ark-broker.json").read_text())
 TUNED = "dashboard and rules tuned: own label, namespace, selector and thresholds"
 ALERTS = ["ArkBrokerReplicaDown", "ArkBrokerDeliveryLagHigh", "ArkBrokerOutboxBacklogGrowing",
-          "ArkBrokerOutboxFailing", "ArkBrokerQuestionsPending", "ArkBrokerDbPoolExhausted", "ArkBrokerMemoryNearLimit"]
+          "ArkBrokerOutboxFailing", "ArkBrokerQuestionsPending", "ArkBrokerDbPoolExhausted", "ArkBrokerRetentionBehind",
+          "ArkBrokerMemoryNearLimit"]
 # The process's families (metrics-process, collected at each scrape in src/telemetry/metrics.rs): the README lists
 # them, and tests/api/observability.rs checks a fresh replica exports them.
 PROCESS_FAMILIES = {"process_resident_memory_bytes": "Gauge", "process_virtual_memory_bytes": "Gauge",

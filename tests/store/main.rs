@@ -7,6 +7,7 @@
 //! `#[sqlx::test]` takes its server from `DATABASE_URL`: `scripts/test` starts a throwaway PostgreSQL and runs
 //! this tier with it; plain `cargo test` lists these tests as ignored, saying what they need.
 
+mod buckets;
 mod feeds;
 mod notices;
 mod receipts;
@@ -51,10 +52,13 @@ async fn one_connection(pool: &PgPool, settings: &[(&str, &str)]) -> PgPool {
 /// reads flushed to the counters first (`pg_stat_force_next_flush` flushes as its statement ends).
 async fn chunks_read_by_scans(pool: &PgPool) -> i64 {
     sqlx::query("select pg_stat_force_next_flush()").execute(pool).await.expect("a flush of the counters");
-    sqlx::query_scalar("select seq_tup_read from pg_stat_user_tables where relname = 'chunks'")
-        .fetch_one(pool)
-        .await
-        .expect("the counters")
+    sqlx::query_scalar(
+        "select coalesce(sum(seq_tup_read), 0)::bigint from pg_stat_user_tables
+         where relid in (select relid from pg_partition_tree('chunks'))",
+    )
+    .fetch_one(pool)
+    .await
+    .expect("the counters")
 }
 
 /// Waits until some session of `pool`'s database waits for a lock (a settlement's insert behind a writer's,

@@ -87,7 +87,8 @@ async fn rows(database_url: &str) -> (BTreeMap<String, i64>, f64) {
     let mut db = PgConnection::connect(database_url).await.expect("connect to the soak's database");
     let names: Vec<String> = sqlx::query_scalar(
         "select c.relname::text from pg_class c join pg_namespace n on n.oid = c.relnamespace
-         where n.nspname = 'public' and c.relkind = 'r' and c.relname <> '_sqlx_migrations' order by 1",
+         where n.nspname = 'public' and c.relkind in ('r', 'p') and not c.relispartition
+           and c.relname <> '_sqlx_migrations' order by 1",
     )
     .fetch_all(&mut db)
     .await
