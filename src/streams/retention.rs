@@ -47,11 +47,6 @@ impl StreamKeep {
     fn grace(&self) -> TimeDelta {
         self.bucket() / 2
     }
-
-    /// The longest a chunk stays past its stream's retention: a bucket, and the grace.
-    pub fn bound(&self) -> TimeDelta {
-        self.bucket() + self.grace()
-    }
 }
 
 impl ChunkStore {

@@ -19,9 +19,10 @@ const AHEAD: usize = 4;
 
 impl Buckets {
     /// Lays the first bucket out at `width`, with buckets for the past down to `from`, unless that was
-    /// done (or given up). The first bucket must hold no row with a key below `first_key`: PostgreSQL checks
-    /// (a scan of that bucket, which holds a few seconds of writes); if one is older, the layout is left as it
-    /// is and that is recorded. Returns how many buckets it made; 0 also when the parent's lock was not free
+    /// done (or given up). That is looked at under the parent's lock, so the caller calls this only while
+    /// the layout is not recorded as made (`ChunkStore::add_buckets`). The first bucket must hold no row
+    /// with a key below `first_key`: PostgreSQL checks (a scan of that bucket, which holds a few seconds of
+    /// writes); if one is older, the layout is left as it is and that is recorded. Returns how many buckets it made; 0 also when the parent's lock was not free
     /// in time (the next call tries again).
     pub async fn lay_out(
         &self,
@@ -30,9 +31,6 @@ impl Buckets {
         from: DateTime<Utc>,
         first_key: DateTime<Utc>,
     ) -> StoreResult<usize> {
-        if self.laid_out(&mut *pool.inner().acquire().await?).await? {
-            return Ok(0);
-        }
         let mut tx = pool.begin().await?;
         let lock = format!(
             "set local lock_timeout = '{LAYOUT_LOCK_TIMEOUT}'; lock table only {} in access exclusive mode;",
