@@ -3,8 +3,9 @@
 -- (step 2 proved it holds lane 2 only), and replicas of the previous version keep writing and reading
 -- `chunks` (PostgreSQL re-resolves a prepared statement's table after DDL; the columns they name are all
 -- here). New rows take lane 0 and go to the bucket of their `created_at`; the broker adds buckets ahead of
--- time and drops the oldest once their rows are due (src/streams/partitions.rs). Rows of lane 2 are deleted
--- row by row as before, and the partition is dropped once the newest of its streams is past retention.
+-- time and drops the oldest once their rows are due (src/db/buckets/, src/streams/retention.rs). Rows of
+-- lane 2 are deleted row by row as before, and the partition is dropped once the newest of its streams is
+-- past retention.
 -- Waits at most this long behind a reader of chunks (everyone queues behind the wait): a start that cannot
 -- have the lock fails and is retried.
 set local lock_timeout = '5s';

@@ -156,9 +156,7 @@ impl ChunkStore {
     #[tracing::instrument(level = "debug", skip_all)]
     pub async fn written_after(&self, stream_id: &str, position: i64, openai_only: bool) -> StoreResult<bool> {
         Ok(sqlx::query_scalar!(
-            r#"select exists (select 1 from chunks
-                              where stream_id = $1 and position > $2
-                                and (not $3 or event_type is null or event_type = 'stream_aborted')) as "exists!""#,
+            r#"select chunk_written_after($1, $2, $3) as "exists!""#,
             stream_id,
             position,
             openai_only,
@@ -172,12 +170,10 @@ impl ChunkStore {
     pub async fn stream_page(&self, stream_id: &str, after: i64) -> StoreResult<Page<ChunkRow, i64>> {
         let rows = sqlx::query_as!(
             ChunkRow,
-            r#"select sequence_number as sequence, stream_id, position, tx::text::bigint as "tx!",
-                      chunk::text as "chunk!", is_done, created_at, bytes, event_type
-               from (select *, sum(bytes) over (order by position) as running
-                     from chunks where stream_id = $1 and position > $2 order by position limit $3) c
-               where running - bytes < $4
-               order by position"#,
+            r#"select c.sequence_number as "sequence!", c.stream_id as "stream_id!", c.position as "position!",
+                      c.tx::text::bigint as "tx!", c.chunk::text as "chunk!", c.is_done as "is_done!",
+                      c.created_at as "created_at!", c.bytes as "bytes!", c.event_type
+               from chunk_stream_page($1, $2, $3, $4) with ordinality c order by c.ordinality"#,
             stream_id,
             after,
             BATCH,
@@ -193,11 +189,10 @@ impl ChunkStore {
     pub async fn feed_after(&self, after: i64, limit: i64) -> StoreResult<Vec<ChunkRow>> {
         Ok(sqlx::query_as!(
             ChunkRow,
-            r#"select sequence_number as sequence, stream_id, position, tx::text::bigint as "tx!",
-                      chunk::text as "chunk!", is_done, created_at, bytes, event_type
-               from chunks
-               where sequence_number > $1 and (event_type is null or event_type = 'stream_aborted')
-               order by sequence_number limit $2"#,
+            r#"select c.sequence_number as "sequence!", c.stream_id as "stream_id!", c.position as "position!",
+                      c.tx::text::bigint as "tx!", c.chunk::text as "chunk!", c.is_done as "is_done!",
+                      c.created_at as "created_at!", c.bytes as "bytes!", c.event_type
+               from chunk_feed_after($1, $2) with ordinality c order by c.ordinality"#,
             after,
             limit,
         )
@@ -256,9 +251,10 @@ impl FeedSource for ChunkStore {
         let txs: Vec<String> = txs.iter().map(i64::to_string).collect();
         Ok(sqlx::query_as!(
             ChunkRow,
-            r#"select sequence_number as sequence, stream_id, position, tx::text::bigint as "tx!",
-                      chunk::text as "chunk!", is_done, created_at, bytes, event_type
-               from chunks where tx = any($1::text[]::xid8[]) order by tx, sequence_number"#,
+            r#"select c.sequence_number as "sequence!", c.stream_id as "stream_id!", c.position as "position!",
+                      c.tx::text::bigint as "tx!", c.chunk::text as "chunk!", c.is_done as "is_done!",
+                      c.created_at as "created_at!", c.bytes as "bytes!", c.event_type
+               from chunk_rows_of($1::text[]::xid8[]) with ordinality c order by c.ordinality"#,
             &txs,
         )
         .fetch_all(&self.pool)
@@ -272,45 +268,27 @@ impl FeedSource for ChunkStore {
         // range read long after its commit) reads every bucket.
         let (keys, afters, lasts) = notice::columns(ranges);
         let asked: i64 = ranges.iter().map(|range| (range.last - range.after).max(0)).sum();
-        // The limit keeps the read lateral (index reads): flattened, a wake naming dozens of streams was hashed
-        // against a scan of every chunk. The other feeds' `rows_in` do the same.
-        let recent = sqlx::query_as!(
-            ChunkRow,
-            r#"select c.sequence_number as sequence, c.stream_id, c.position, c.tx::text::bigint as "tx!",
-                      c.chunk::text as "chunk!", c.is_done, c.created_at, c.bytes, c.event_type
-               from unnest($1::text[], $2::bigint[], $3::bigint[]) with ordinality as r(k, after, last, ord)
-               cross join lateral (
-                 select * from chunks
-                 where lane = 0 and created_at >= now() - interval '5 minutes'
-                   and stream_id = r.k and position > r.after and position <= r.last
-                 order by position limit greatest(r.last - r.after, 0)
-               ) c
-               order by r.ord, c.position"#,
-            &keys as &[&str],
-            &afters,
-            &lasts,
-        )
-        .fetch_all(&self.pool)
-        .await?;
+        // Each range's read is a lateral one with a limit (index reads): flattened, a wake naming dozens of
+        // streams was hashed against a scan of every chunk. The other feeds' `rows_in` do the same.
+        let read = |recent: bool| {
+            sqlx::query_as!(
+                ChunkRow,
+                r#"select c.sequence_number as "sequence!", c.stream_id as "stream_id!", c.position as "position!",
+                      c.tx::text::bigint as "tx!", c.chunk::text as "chunk!", c.is_done as "is_done!",
+                      c.created_at as "created_at!", c.bytes as "bytes!", c.event_type
+                   from chunk_rows_in($1, $2, $3, $4) with ordinality c order by c.ordinality"#,
+                &keys as &[&str],
+                &afters,
+                &lasts,
+                recent,
+            )
+            .fetch_all(&self.pool)
+        };
+        let recent = read(true).await?;
         if recent.len() as i64 == asked {
             return Ok(recent);
         }
-        Ok(sqlx::query_as!(
-            ChunkRow,
-            r#"select c.sequence_number as sequence, c.stream_id, c.position, c.tx::text::bigint as "tx!",
-                      c.chunk::text as "chunk!", c.is_done, c.created_at, c.bytes, c.event_type
-               from unnest($1::text[], $2::bigint[], $3::bigint[]) with ordinality as r(k, after, last, ord)
-               cross join lateral (
-                 select * from chunks where stream_id = r.k and position > r.after and position <= r.last
-                 order by position limit greatest(r.last - r.after, 0)
-               ) c
-               order by r.ord, c.position"#,
-            &keys as &[&str],
-            &afters,
-            &lasts,
-        )
-        .fetch_all(&self.pool)
-        .await?)
+        Ok(read(false).await?)
     }
 
     async fn global_page(&self, after: GlobalCursor) -> StoreResult<Page<ChunkRow, GlobalCursor>> {
@@ -319,12 +297,9 @@ impl FeedSource for ChunkStore {
                select h.horizon::text::bigint as "horizon!", c.sequence_number as "sequence?", c.stream_id as "stream_id?",
                       c.position as "position?", c.tx::text::bigint as "tx?", c.chunk::text as "chunk?",
                       c.is_done as "is_done?", c.created_at as "created_at?", c.bytes as "bytes?", c.event_type
-               from h left join lateral (
-                 select *, sum(bytes) over (order by tx, sequence_number) as running from chunks
-                 where (tx, sequence_number) > ($1::text::xid8, $2) and tx < h.horizon
-                 order by tx, sequence_number limit $3
-               ) c on c.running - c.bytes < $4
-               order by c.tx, c.sequence_number"#,
+               from h left join lateral chunk_global_page($1::text::xid8, $2, h.horizon, $3, $4) with ordinality c
+                 on true
+               order by c.ordinality"#,
             after.tx.to_string(),
             after.sequence,
             BATCH,

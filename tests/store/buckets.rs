@@ -10,7 +10,7 @@ use std::sync::{
 };
 
 use ark_broker::{
-    db::{buckets::Dropped, migrate_on, migrate_until, watch::KeyPages},
+    db::{buckets::Dropped, migrate_on, migrate_until, tail::FeedSource, watch::KeyPages},
     streams::{
         model::Line,
         retention::{BUCKETS, StreamKeep},
@@ -336,4 +336,34 @@ async fn a_prefilled_table_becomes_partitioned_online_while_a_writer_of_the_prev
     assert_eq!(lanes(&pool, "s2").await, [(1, 200)], "the open stream's rows carried first");
     assert_eq!(read(&store, "s2").await, open);
     assert_eq!(lanes(&pool, "s1").await, [], "those finished at the upgrade are due by then");
+}
+
+#[ignore = "needs DATABASE_URL: a PostgreSQL whose user may create databases (scripts/test starts one)"]
+#[sqlx::test(migrations = false)]
+async fn a_bucket_analysed_empty_is_read_through_its_index_once_it_fills(pool: PgPool) {
+    store_on(&pool).await;
+    // What a `vacuumdb --analyze` leaves: every bucket recorded as empty, the one being filled included.
+    sqlx::raw_sql("vacuum analyze chunks").execute(&pool).await.expect("vacuum");
+    // The request pool's way: each statement planned once, on its first run, and kept.
+    let reader = crate::one_connection(&pool, &[("plan_cache_mode", "force_generic_plan")]).await;
+    let store = ChunkStore::new(reader.clone().into(), 1);
+    let ranges: Vec<_> = (1..=20).map(|s| crate::range(&format!("stream-{s}"), 100, 101)).collect();
+    assert!(store.rows_in(&ranges).await.expect("the rows").is_empty());
+    assert!(store.key_page("stream-1", 0).await.expect("a page").rows.is_empty());
+    // Then the bucket fills, and nothing tells the cached plans.
+    sqlx::raw_sql(
+        "insert into streams (stream_id, last_position) select 'stream-' || s, 150 from generate_series(1, 400) s;
+         insert into chunks (stream_id, position, chunk, bytes)
+         select 'stream-' || s, p, '{}'::json, 2 from generate_series(1, 400) s, generate_series(1, 150) p",
+    )
+    .execute(&pool)
+    .await
+    .expect("the chunks");
+    let before = crate::chunks_read_by_scans(&reader).await;
+    let rows = store.rows_in(&ranges).await.expect("the rows");
+    assert_eq!(rows.len(), 20, "one row of each stream named");
+    assert!(rows.iter().all(|row| row.position == 101));
+    assert_eq!(store.key_page("stream-7", 140).await.expect("a page").rows.len(), 10);
+    assert!(store.written_after("stream-7", 149, false).await.expect("a look"));
+    assert_eq!(crate::chunks_read_by_scans(&reader).await, before, "no chunk read by a sequential scan");
 }
