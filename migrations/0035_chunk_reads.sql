@@ -10,30 +10,33 @@
 -- functions takes no lock on any table; replicas of the previous version go on with their own statements.
 
 -- The rows of each stream `keys[i]` at positions in (`afters[i]`, `lasts[i]`], stream by stream, in position
--- order. With `recent`, only lane 0's buckets of the last five minutes are read (pruned as the statement
--- starts): a wake's positions were just committed.
-create function chunk_rows_in(keys text[], afters bigint[], lasts bigint[], recent boolean)
+-- order.
+create function chunk_rows_in(keys text[], afters bigint[], lasts bigint[])
 returns setof chunks language plpgsql stable set enable_seqscan = off as $$
 begin
-    if recent then
-        return query
-            select c.* from unnest(keys, afters, lasts) with ordinality as r(k, after, last, ord)
-            cross join lateral (
-                select * from chunks
-                where lane = 0 and created_at >= now() - interval '5 minutes'
-                  and stream_id = r.k and position > r.after and position <= r.last
-                order by position limit greatest(r.last - r.after, 0)
-            ) c
-            order by r.ord, c.position;
-    else
-        return query
-            select c.* from unnest(keys, afters, lasts) with ordinality as r(k, after, last, ord)
-            cross join lateral (
-                select * from chunks where stream_id = r.k and position > r.after and position <= r.last
-                order by position limit greatest(r.last - r.after, 0)
-            ) c
-            order by r.ord, c.position;
-    end if;
+    return query
+        select c.* from unnest(keys, afters, lasts) with ordinality as r(k, after, last, ord)
+        cross join lateral (
+            select * from chunks where stream_id = r.k and position > r.after and position <= r.last
+            order by position limit greatest(r.last - r.after, 0)
+        ) c
+        order by r.ord, c.position;
+end $$;
+
+-- The same from lane 0's buckets of the last five minutes alone (pruned as the statement starts): a wake's
+-- positions were just committed.
+create function chunk_recent_rows_in(keys text[], afters bigint[], lasts bigint[])
+returns setof chunks language plpgsql stable set enable_seqscan = off as $$
+begin
+    return query
+        select c.* from unnest(keys, afters, lasts) with ordinality as r(k, after, last, ord)
+        cross join lateral (
+            select * from chunks
+            where lane = 0 and created_at >= now() - interval '5 minutes'
+              and stream_id = r.k and position > r.after and position <= r.last
+            order by position limit greatest(r.last - r.after, 0)
+        ) c
+        order by r.ord, c.position;
 end $$;
 
 -- One stream's rows after `after`, at most `max_rows` and the first row that reaches `max_bytes`.
@@ -41,12 +44,13 @@ create function chunk_stream_page(key text, after bigint, max_rows bigint, max_b
 returns setof chunks language plpgsql stable set enable_seqscan = off as $$
 begin
     return query
-        select (p.c).* from (
-            select c, sum(c.bytes) over (order by c.position) as running
-            from chunks c where c.stream_id = key and c.position > after order by c.position limit max_rows
+        -- The columns of `chunks`, in its order.
+        select sequence_number, stream_id, chunk, is_done, created_at, position, tx, bytes, event_type, lane from (
+            select *, sum(bytes) over (order by position) as running
+            from chunks where stream_id = key and position > after order by position limit max_rows
         ) p
-        where p.running - (p.c).bytes < max_bytes
-        order by (p.c).position;
+        where running - bytes < max_bytes
+        order by position;
 end $$;
 
 -- The global feed after (`after_tx`, `after_sequence`), below `horizon`, within the same limits.
@@ -55,14 +59,14 @@ create function chunk_global_page(after_tx xid8, after_sequence bigint, horizon 
 returns setof chunks language plpgsql stable set enable_seqscan = off as $$
 begin
     return query
-        select (p.c).* from (
-            select c, sum(c.bytes) over (order by c.tx, c.sequence_number) as running
-            from chunks c
-            where (c.tx, c.sequence_number) > (after_tx, after_sequence) and c.tx < horizon
-            order by c.tx, c.sequence_number limit max_rows
+        select sequence_number, stream_id, chunk, is_done, created_at, position, tx, bytes, event_type, lane from (
+            select *, sum(bytes) over (order by tx, sequence_number) as running
+            from chunks
+            where (tx, sequence_number) > (after_tx, after_sequence) and tx < horizon
+            order by tx, sequence_number limit max_rows
         ) p
-        where p.running - (p.c).bytes < max_bytes
-        order by (p.c).tx, (p.c).sequence_number;
+        where running - bytes < max_bytes
+        order by tx, sequence_number;
 end $$;
 
 -- The rows the transactions `txs` wrote, in commit order.

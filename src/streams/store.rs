@@ -270,25 +270,33 @@ impl FeedSource for ChunkStore {
         let asked: i64 = ranges.iter().map(|range| (range.last - range.after).max(0)).sum();
         // Each range's read is a lateral one with a limit (index reads): flattened, a wake naming dozens of
         // streams was hashed against a scan of every chunk. The other feeds' `rows_in` do the same.
-        let read = |recent: bool| {
-            sqlx::query_as!(
-                ChunkRow,
-                r#"select c.sequence_number as "sequence!", c.stream_id as "stream_id!", c.position as "position!",
+        let recent = sqlx::query_as!(
+            ChunkRow,
+            r#"select c.sequence_number as "sequence!", c.stream_id as "stream_id!", c.position as "position!",
                       c.tx::text::bigint as "tx!", c.chunk::text as "chunk!", c.is_done as "is_done!",
                       c.created_at as "created_at!", c.bytes as "bytes!", c.event_type
-                   from chunk_rows_in($1, $2, $3, $4) with ordinality c order by c.ordinality"#,
-                &keys as &[&str],
-                &afters,
-                &lasts,
-                recent,
-            )
-            .fetch_all(&self.pool)
-        };
-        let recent = read(true).await?;
+               from chunk_recent_rows_in($1, $2, $3) with ordinality c order by c.ordinality"#,
+            &keys as &[&str],
+            &afters,
+            &lasts,
+        )
+        .fetch_all(&self.pool)
+        .await?;
         if recent.len() as i64 == asked {
             return Ok(recent);
         }
-        Ok(read(false).await?)
+        Ok(sqlx::query_as!(
+            ChunkRow,
+            r#"select c.sequence_number as "sequence!", c.stream_id as "stream_id!", c.position as "position!",
+                      c.tx::text::bigint as "tx!", c.chunk::text as "chunk!", c.is_done as "is_done!",
+                      c.created_at as "created_at!", c.bytes as "bytes!", c.event_type
+               from chunk_rows_in($1, $2, $3) with ordinality c order by c.ordinality"#,
+            &keys as &[&str],
+            &afters,
+            &lasts,
+        )
+        .fetch_all(&self.pool)
+        .await?)
     }
 
     async fn global_page(&self, after: GlobalCursor) -> StoreResult<Page<ChunkRow, GlobalCursor>> {
