@@ -147,7 +147,10 @@ impl Postgres {
     pub async fn top_broker_statements(&mut self, limit: i64) -> Vec<(i64, f64, String)> {
         let oid = sqlx::postgres::types::Oid(self.broker_db_oid.expect("the broker database exists"));
         sqlx::query_as(
-            "select calls, total_exec_time, left(regexp_replace(query, '\\s+', ' ', 'g'), 120)
+            // A select's list of columns is cut, so the statement shows what it reads (the chunk reads all
+            // name the same columns first, then their function).
+            "select calls, total_exec_time,
+                    left(regexp_replace(regexp_replace(query, '\\s+', ' ', 'g'), '^select .*? from ', 'select … from '), 120)
              from pg_stat_statements where dbid = $1 order by total_exec_time desc limit $2",
         )
         .bind(oid)

@@ -21,7 +21,7 @@ pub struct Pending {
     /// `tool_call_start`s without a `tool_call_result`, oldest first.
     pub tool_calls: Vec<PendingToolCall>,
     /// The last `tool_approval_request`, unless a `tool_approval_response` of its task, the Query's end
-    /// (`completed_query`) or an error came after it.
+    /// (`completed_query`), an error or the Query's output (it was resumed) came after it.
     pub tool_approval: Option<PendingToolApproval>,
 }
 
@@ -31,6 +31,11 @@ pub async fn pending(chunks: &ChunkStore, stream_id: &str) -> StoreResult<Pendin
     for event in unified::replay(chunks, stream_id).await? {
         let text = |field: &str| event.data.get(field).and_then(Value::as_str).unwrap_or_default().to_owned();
         let optional = |field: &str| event.data.get(field).and_then(Value::as_str).map(str::to_owned);
+        if runs_again(event.event) {
+            // Output after the approval request: the Query was resumed (it writes its stream again after its
+            // `/complete`), so the approval it waited for was given.
+            pending.tool_approval = None;
+        }
         match event.event {
             kind if kind == EventType::ToolCallStart.as_str() => pending.tool_calls.push(PendingToolCall {
                 tool_call_id: text("tool_call_id"),
@@ -61,4 +66,9 @@ pub async fn pending(chunks: &ChunkStore, stream_id: &str) -> StoreResult<Pendin
         }
     }
     Ok(pending)
+}
+
+/// Whether an event of kind `kind` is the Query's own output (what only a running Query writes).
+fn runs_again(kind: &str) -> bool {
+    [EventType::TextDelta, EventType::ToolCallStart, EventType::ToolCallResult].iter().any(|own| own.as_str() == kind)
 }

@@ -13,9 +13,11 @@
 //! registration — and the last writer released appends the marker, in the same transaction. Request and
 //! release both lock the stream's counter row first, so each sees the other; there is no lock wider than
 //! one stream. A `/complete` for a stream nothing was written to waits [`FIRST_LINE_WAIT`] for a POST whose
-//! registration is still on its way before it answers 404. A writer replica that froze or died holds the end
-//! back for the abort grace at most: then any replica's sweep ([`super::abort`]) appends the marker after
-//! what is stored.
+//! registration is still on its way before it answers 404; one for a completed stream waits as long before
+//! it answers `already_completed`, since a Query resumed after an approval writes its stream again (the
+//! new run's first flush opens the stream again, and its `/complete` ends it with a marker of its own). A
+//! writer replica that froze or died holds the end back for the abort grace at most: then any replica's
+//! sweep ([`super::abort`]) appends the marker after what is stored.
 
 use crate::telemetry::chain;
 use std::{
@@ -148,12 +150,15 @@ pub async fn complete(
             // Completed by the writers this call asked: for the caller, this call completed it.
             Step::AlreadyCompleted => return Ok(answer(ours)),
             Step::NotFound => return Ok(Completion::NotFound),
+            Step::Settling => None,
             Step::Requested { position, first } => {
                 ours |= first && !requested;
-                position
+                Some(position)
             }
         };
-        if !requested {
+        if let Some(position) = position
+            && !requested
+        {
             // This replica's own POSTs hear it at once; the others through the NOTIFY.
             writers.seal(Some(stream_id));
             subscription.delivered(position);

@@ -22,6 +22,8 @@ pub enum Step {
     Completed,
     /// The stream was completed before.
     AlreadyCompleted,
+    /// The stream is completed and no writer is open, but a POST of a new run may be about to register.
+    Settling,
     /// Writers are open (or may be about to register): the completion is requested and they append it.
     Requested {
         /// The stream's committed last position when the request was made.
@@ -86,6 +88,12 @@ impl ChunkStore {
                 return Ok(Attempt::Rollback(Release::Kept));
             }
             sqlx::query!("delete from stream_writers where writer_id = $1", writer).execute(tx.conn()).await?;
+            if stream.as_ref().is_some_and(|s| s.requested && s.completed) && !has_writers(tx, stream_id).await? {
+                // An end requested from a POST opened after the stream's end, which wrote nothing: the stream
+                // stays as it ended, and the request must not seal the next run's POST.
+                withdraw(tx, stream_id).await?;
+                return Ok(Attempt::Commit(Release::Gone));
+            }
             let Some(stream) = stream.filter(|_| requested) else {
                 return Ok(Attempt::Commit(Release::Gone));
             };
@@ -112,10 +120,15 @@ impl ChunkStore {
         in_feed_tx!(self.pool(), Feed::Chunks, Retries::claim("stream"), |tx| async {
             super::store::create_streams(tx.conn(), &[stream_id]).await?;
             let stream = lock(tx, stream_id).await?.ok_or(StoreError::Contended("stream"))?;
-            if stream.completed {
-                return Ok(Attempt::Rollback(Step::AlreadyCompleted));
-            }
             let writers = has_writers(tx, stream_id).await?;
+            if stream.completed && !writers {
+                // A POST opened since the end (a Query resumed after an approval writes its stream again)
+                // may not be registered yet: ask again until `may_give_up`.
+                let step = if may_give_up { Step::AlreadyCompleted } else { Step::Settling };
+                return Ok(Attempt::Rollback(step));
+            }
+            // Completed with writers open: a new run, whose lines may not be stored yet. Its end is requested
+            // from them like any other; their first flush opens the stream again.
             if !writers && stream.known {
                 if append_marker(tx, stream_id).await? {
                     return Ok(Attempt::Commit(Step::Completed));

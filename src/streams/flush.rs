@@ -46,8 +46,10 @@ impl ChunkStore {
                      select s.stream_id from streams s where s.stream_id in (select stream_id from wanted)
                      order by s.stream_id for update skip locked
                    ), claimed as (
+                     -- Lines after the stream's end start another run (a Query resumed after an approval):
+                     -- the stream is open again, and its next `/complete` ends it again.
                      update streams s set last_position = s.last_position + w.n, last_tx = pg_current_xact_id(),
-                                          writer_lost_at = null, aborted_at = null
+                                          writer_lost_at = null, aborted_at = null, completed_at = null
                      from wanted w
                      where s.stream_id = w.stream_id and s.stream_id in (select stream_id from free)
                        and s.last_tx < pg_current_xact_id()

@@ -59,7 +59,7 @@ enum Render {
 
 impl Render {
     /// Adds the frames `row` stands for to `frames`; true when the stream ends after them (`[DONE]` is among
-    /// them). A `superseded` abort frame (rows follow it) does not end a unified stream. The chunk's text is
+    /// them). A `superseded` end (rows follow it) does not end a unified stream. The chunk's text is
     /// copied once, into its frame, as before the unified format.
     fn frames(&mut self, stream_id: &str, row: &ChunkRow, superseded: bool, frames: &mut Vec<Event>) -> bool {
         match self {
@@ -78,7 +78,7 @@ impl Render {
             }
             Render::Unified(unifier) => {
                 let events = unifier.push(row);
-                let ends = row.is_done || (!superseded && events.iter().any(|e| e.ends_stream()));
+                let ends = !superseded && (row.is_done || events.iter().any(|e| e.ends_stream()));
                 frames.extend(events.iter().map(|e| sse::data(e.frame(stream_id))));
                 if ends {
                     frames.push(sse::data(DONE));
@@ -137,12 +137,14 @@ pub async fn stream_response(
                 }
                 continue;
             }
-            // An abort frame ends the stream only while nothing this reader sees comes after it. In the OpenAI
-            // format a later chunk means the writer came back, and the frame is skipped; in the unified format
-            // it stays as an `error` event, followed by what came later (the broker's question events, or
-            // the writer's).
+            // An end — `[DONE]` or an abort frame — ends the stream only while nothing this reader sees
+            // comes after it. A later row means the writer came back: a Query resumed after an approval
+            // writes its stream again after `/complete`, so a replay tells both runs and ends at the last
+            // `[DONE]`. In the OpenAI format the superseded end is skipped; in the unified format an abort
+            // stays as an `error` event, followed by what came later (the broker's question events, or the
+            // writer's).
             let mut superseded = false;
-            if row.event() == Some(EventType::StreamAborted)
+            if (row.is_done || row.event() == Some(EventType::StreamAborted))
                 && store.written_after(&stream_id, row.position, options.format == Format::OpenAi).await.unwrap_or(false)
             {
                 if options.format == Format::OpenAi {

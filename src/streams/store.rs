@@ -109,8 +109,9 @@ impl ChunkStore {
         .execute(tx.conn())
         .await?;
         sqlx::query!(
+            // As a flush's: lines after the stream's end open it again (src/streams/flush.rs).
             "update streams set last_position = last_position + $2, last_tx = pg_current_xact_id(),
-                                writer_lost_at = null, aborted_at = null
+                                writer_lost_at = null, aborted_at = null, completed_at = null
              where stream_id = $1",
             &*append.stream_id,
             rest.len() as i64,

@@ -16,7 +16,7 @@ use crate::support::{Replica, SseReader, fresh_database, within};
 
 /// How the executor's POST is left when `/complete` is sent.
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum BodyEnd {
+pub(crate) enum BodyEnd {
     /// Closed first (the terminating chunk sent), as Ark's Go executor does.
     Closed,
     /// Still open: the writer closes it only after `/complete` answered.
@@ -25,7 +25,7 @@ enum BodyEnd {
 
 /// One query's end as the executor writes it: `lines` into a chunked POST to `writer`, the last line and
 /// `/complete` to `completer` back to back. Returns `/complete`'s status and body.
-async fn end_of_query(
+pub(crate) async fn end_of_query(
     writer: &Replica,
     completer: &Replica,
     stream: &str,
@@ -102,7 +102,7 @@ async fn read_response(stream: &mut TcpStream) -> (u16, Value) {
 }
 
 /// The lines of one query: some content, then the final chunk with the whole Query, as the executor sends.
-fn query_lines(run: usize, count: usize) -> Vec<String> {
+pub(crate) fn query_lines(run: usize, count: usize) -> Vec<String> {
     let mut lines: Vec<String> = (0..count.saturating_sub(1))
         .map(|n| json!({"choices": [{"index": 0, "delta": {"content": format!("part {n} of run {run}")}}]}).to_string())
         .collect();
@@ -117,7 +117,7 @@ fn query_lines(run: usize, count: usize) -> Vec<String> {
 }
 
 /// Reads the stream from the beginning on `reader` and checks it is exactly `lines`, then `[DONE]`.
-async fn assert_ends_after(reader: &Replica, stream: &str, lines: &[String], case: &str) {
+pub(crate) async fn assert_ends_after(reader: &Replica, stream: &str, lines: &[String], case: &str) {
     let client = reqwest::Client::new();
     let mut sse = SseReader::open(&client, &reader.url(&format!("/stream/{stream}?from-beginning=true"))).await;
     let mut read = Vec::new();
@@ -138,7 +138,7 @@ async fn assert_ends_after(reader: &Replica, stream: &str, lines: &[String], cas
     );
 }
 
-async fn three_replicas() -> [Replica; 3] {
+pub(crate) async fn three_replicas() -> [Replica; 3] {
     let url = fresh_database().await;
     let (a, b, c) = tokio::join!(Replica::start(&url), Replica::start(&url), Replica::start(&url));
     [a, b, c]

@@ -53,6 +53,7 @@ mod replicas;
 mod reports;
 mod restart_story;
 mod resume;
+mod resumed_query;
 mod retention;
 mod rolling_restart;
 mod sessions;
