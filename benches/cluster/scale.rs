@@ -240,7 +240,9 @@ async fn chunk_reads(url: &str) -> (i64, i64, i64, i64) {
 /// (`calls × total ms: query`).
 async fn statements(admin: &mut PgConnection, db: &str) -> (i64, Vec<String>) {
     let top: Vec<(i64, f64, String)> = sqlx::query_as(
-        "select calls, total_exec_time, left(regexp_replace(query, '\\s+', ' ', 'g'), 120)
+        // A select's list of columns is cut, so each statement shows what it reads (as in postgres.rs).
+        "select calls, total_exec_time,
+                left(regexp_replace(regexp_replace(query, '\\s+', ' ', 'g'), '^select .*? from ', 'select … from '), 120)
          from pg_stat_statements s join pg_database d on d.oid = s.dbid where d.datname = $1
          order by total_exec_time desc",
     )
