@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use crate::{
     events::post_event,
-    support::{SseReader, TestApp, ark_api::ArkApiProxy, json_of},
+    support::{Replica, SseReader, TestApp, ark_api::ArkApiProxy, json_of},
 };
 
 /// The controller's six reasons for one query, with string-valued data, in order.
@@ -173,6 +173,28 @@ async fn a_message_of_a_known_query_is_activity_of_its_session() {
     assert!(after["lastActivity"].as_str() >= before["lastActivity"].as_str());
     let (_, whole) = json_of(app.get("/sessions").await).await;
     assert_eq!(whole["sessions"].as_object().unwrap().len(), 1, "a message of an unknown query makes no session");
+}
+
+#[tokio::test]
+async fn an_empty_message_post_on_another_replica_attaches_the_query_to_its_conversation() {
+    let url = crate::support::fresh_database().await;
+    let (a, b) = tokio::join!(Replica::start(&url), Replica::start(&url));
+    let client = reqwest::Client::new();
+    let event = controller_event("sess-1", "query-1", "QueryExecutionStart", json!({}));
+    assert_eq!(client.post(a.url("/events")).json(&event).send().await.unwrap().status(), 201);
+    // What upstream's `sessions-empty-message-post` test posts: the query's conversation, no message yet.
+    let body = json!({"conversation_id": "conv-1", "query_id": "query-1", "messages": []});
+    let response = client.post(b.url("/messages")).json(&body).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.text().await.unwrap(), "", "an empty body, as for messages");
+    for replica in [&a, &b] {
+        let session: Value = client.get(replica.url("/sessions/sess-1")).send().await.unwrap().json().await.unwrap();
+        assert_eq!(session["queries"]["query-1"]["conversationId"], "conv-1", "{session}");
+        assert_eq!(session["conversations"].as_array().map(Vec::len), Some(1), "{session}");
+    }
+    let stored: Value =
+        client.get(a.url("/messages?conversation_id=conv-1")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(stored["items"], json!([]), "no message is stored");
 }
 
 fn session_frame(data: &str) -> (String, Value) {

@@ -78,7 +78,7 @@ impl MessageStore {
         once: Option<(&IdempotencyKey, &str)>,
     ) -> StoreResult<KeyState> {
         if messages.is_empty() {
-            return Ok(KeyState::New);
+            return self.attach(conversation_id, query_id, ttls, once).await;
         }
         let ttl_seconds = ttl_seconds.unwrap_or(ttls.message_seconds);
         let count = messages.len() as i64;
@@ -125,6 +125,32 @@ impl MessageStore {
             // Upstream: a message of a query some session knows is activity of that session.
             if session_store::apply_message(tx.conn(), query_id, conversation_id, ttls.session_seconds).await? {
                 tx.also_wrote(Feed::Sessions);
+            }
+            Ok(Attempt::Commit(KeyState::New))
+        })
+    }
+
+    /// `POST /messages` with no message: stores none, but tells the sessions read model which conversation
+    /// query `query_id` belongs to (upstream's `sessions-empty-message-post` test). The executor posts an
+    /// empty list when a Query starts on a conversation before it has anything to say.
+    async fn attach(
+        &self,
+        conversation_id: &str,
+        query_id: &str,
+        ttls: Ttls,
+        once: Option<(&IdempotencyKey, &str)>,
+    ) -> StoreResult<KeyState> {
+        in_feed_tx!(&self.pool, Feed::Sessions, Retries::claim("session"), |tx| async {
+            if let Some((key, fingerprint)) = once {
+                let state = idempotency::store::claim(tx.conn(), Scope::Messages, key, fingerprint).await?;
+                if state != KeyState::New {
+                    return Ok(Attempt::Rollback(state));
+                }
+                idempotency::store::finish(tx.conn(), Scope::Messages, key, &StoredReply { status: 200, body: None })
+                    .await?;
+            }
+            if session_store::apply_message(tx.conn(), query_id, conversation_id, ttls.session_seconds).await? {
+                tx.wrote();
             }
             Ok(Attempt::Commit(KeyState::New))
         })
