@@ -150,6 +150,24 @@ pub struct ErrorObject {
     pub message: String,
     /// The request's `X-Request-ID` (also in the response header): the logs of the request carry it.
     pub request_id: String,
+    /// The OpenAI error type of the status (`invalid_request_error`, `server_error`, …): ark-api's
+    /// OpenAI-compatible endpoint passes a broker error on to its caller only with a `type`.
+    #[serde(rename = "type")]
+    #[schema(example = "invalid_request_error")]
+    pub kind: &'static str,
+}
+
+/// The OpenAI error type of an error status.
+fn openai_type(status: StatusCode) -> &'static str {
+    match status {
+        StatusCode::UNAUTHORIZED => "authentication_error",
+        StatusCode::FORBIDDEN => "permission_error",
+        StatusCode::NOT_FOUND => "not_found_error",
+        StatusCode::TOO_MANY_REQUESTS => "rate_limit_error",
+        StatusCode::REQUEST_TIMEOUT | StatusCode::GATEWAY_TIMEOUT => "timeout_error",
+        status if status.is_client_error() => "invalid_request_error",
+        _ => "server_error",
+    }
 }
 
 /// The code and message of an error response, left in the response extensions for [`render_error_body`].
@@ -301,7 +319,12 @@ fn with_body(response: Response, request_id: &str) -> Response {
             extra: serde_json::Map::new(),
         },
     };
-    let error = ErrorObject { code: details.code, message: details.message, request_id: request_id.to_owned() };
+    let error = ErrorObject {
+        code: details.code,
+        message: details.message,
+        request_id: request_id.to_owned(),
+        kind: openai_type(status),
+    };
     let body = ErrorBody { error, extra: details.extra };
     let (mut parts, _) = response.into_parts();
     parts.headers.remove(header::CONTENT_LENGTH);

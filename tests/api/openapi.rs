@@ -126,7 +126,7 @@ async fn the_document_is_openapi_3_1_with_every_rest_route_and_the_error_body() 
         assert_eq!(operation["responses"].get("401").is_some(), !probe, "401 on {method} {path}");
     }
     let error = &document["components"]["schemas"]["ErrorObject"];
-    assert_eq!(error["required"], serde_json::json!(["code", "message", "requestId"]));
+    assert_eq!(error["required"], serde_json::json!(["code", "message", "requestId", "type"]));
     assert!(document["components"]["schemas"]["ErrorCode"].to_string().contains("IDEMPOTENCY_KEY_REUSED"));
     // Media types: NDJSON in, server-sent events out, text probes and metrics.
     assert!(op("post", "/stream/{id}")["requestBody"]["content"]["application/x-ndjson"].is_object());

@@ -48,7 +48,10 @@ async fn request_ids_are_echoed_or_generated_and_appear_in_error_bodies() {
     assert_eq!(response.status(), 404);
     assert_eq!(response.headers()["x-request-id"], "req-123");
     let body: Value = response.json().await.unwrap();
-    assert_eq!(body, json!({"error": {"code": "NOT_FOUND", "message": "Not found", "requestId": "req-123"}}));
+    assert_eq!(
+        body,
+        json!({"error": {"code": "NOT_FOUND", "message": "Not found", "requestId": "req-123", "type": "not_found_error"}})
+    );
 
     let response = app.get("/health").await;
     let generated = response.headers()["x-request-id"].to_str().unwrap().to_owned();

@@ -281,3 +281,22 @@ async fn with_request_timeout_ms_a_post_still_arriving_after_it_gets_408_with_wh
     let (status, reply) = json_of(within("the JSON body's 408", response.send()).await.unwrap()).await;
     assert_eq!((status, reply["error"]["code"].as_str()), (408, Some("REQUEST_TIMEOUT")), "{reply}");
 }
+
+/// ark-api's OpenAI-compatible `POST /openai/v1/chat/completions` with `stream: true` reads
+/// `GET /stream/{q}?from-beginning=true&wait-for-query=<the Query's timeout>` and passes a non-200 answer on
+/// to its caller only as `{"error":{"message","type"}}` (else it says "503 Service Unavailable" instead).
+#[tokio::test]
+async fn ark_apis_openai_read_streams_and_a_refused_read_says_message_and_type() {
+    let app = TestApp::spawn().await;
+    app.post_raw("/stream/openai-query-1", "{\"n\":1}\n").await;
+    assert_eq!(app.post_json("/stream/openai-query-1/complete", &json!({})).await.status(), 200);
+    let url = app.url("/stream/openai-query-1?from-beginning=true&wait-for-query=300");
+    let mut reader = SseReader::open(&app.client, &url).await;
+    assert_eq!(reader.take_data(2).await, ["{\"n\":1}", "[DONE]"]);
+    let (status, body) = json_of(app.get("/stream/openai-query-1?wait-for-query=soon").await).await;
+    assert_eq!(status, 400);
+    assert!(body["error"]["message"].as_str().is_some_and(|m| m.starts_with("wait-for-query")), "{body}");
+    assert_eq!(body["error"]["type"], "invalid_request_error", "{body}");
+    let (status, body) = json_of(app.get("/sessions/nobody").await).await;
+    assert_eq!((status, body["error"]["type"].as_str()), (404, Some("not_found_error")));
+}
