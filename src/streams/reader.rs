@@ -137,15 +137,17 @@ pub async fn stream_response(
                 }
                 continue;
             }
-            // An end — `[DONE]` or an abort frame — ends the stream only while nothing this reader sees
-            // comes after it. A later row means the writer came back: a Query resumed after an approval
-            // writes its stream again after `/complete`, so a replay tells both runs and ends at the last
-            // `[DONE]`. In the OpenAI format the superseded end is skipped; in the unified format an abort
-            // stays as an `error` event, followed by what came later (the broker's question events, or the
-            // writer's).
+            // An end ends the stream only while nothing comes after it. A `[DONE]` with the writer's rows
+            // after it was a pause: a Query resumed after an approval writes its stream again after
+            // `/complete`, so a replay tells both runs and ends at the last `[DONE]` (the broker's own events
+            // after an end, such as a question cancelled when the Query finished, do not reopen it). An abort
+            // frame with rows after it means the writer came back; in the unified format it stays as an
+            // `error` event, followed by what came later (the broker's question events, or the writer's). In
+            // the OpenAI format a superseded end is skipped.
+            let writers_only = row.is_done || options.format == Format::OpenAi;
             let mut superseded = false;
             if (row.is_done || row.event() == Some(EventType::StreamAborted))
-                && store.written_after(&stream_id, row.position, options.format == Format::OpenAi).await.unwrap_or(false)
+                && store.written_after(&stream_id, row.position, writers_only).await.unwrap_or(false)
             {
                 if options.format == Format::OpenAi {
                     continue;
