@@ -291,3 +291,21 @@ database.listenUrlSecretRef or database.listenUrl. */}}
 {{- mul (int64 $number) (get $factors $unit) -}}
 {{- end -}}
 {{- end }}
+
+{{/* Each CloudNativePG instance's volume: cnpg.storage.size, or when empty the size cnpg.storage.sizing asks for
+(docs/retention.md, "Sizing the disk for chunks"): the most chunk rows kept (rate × (retention + 1.5 buckets of
+retention / 12, at least a minute)) at 540 bytes, in whole GiB, twice over for the other tables and headroom,
+plus 1 GiB of WAL; at least 10Gi. */}}
+{{- define "ark-broker.cnpgStorageSize" -}}
+{{- with .Values.cnpg.storage }}
+{{- if .size }}
+{{- .size }}
+{{- else }}
+{{- $retention := int .sizing.streamRetentionSeconds }}
+{{- $bucket := min $retention (max 60 (div $retention 12)) }}
+{{- $rows := mul (int .sizing.chunksPerSecond) (add $retention (div (mul $bucket 3) 2)) }}
+{{- $gib := div (add (mul $rows 540) 1073741823) 1073741824 }}
+{{- printf "%dGi" (max 10 (add (mul $gib 2) 1)) }}
+{{- end }}
+{{- end }}
+{{- end }}

@@ -1001,7 +1001,8 @@ def _():
     cluster = find(cnpg, "Cluster", f"{FULLNAME}-db")
     assert cluster["apiVersion"] == "postgresql.cnpg.io/v1"
     spec = cluster["spec"]
-    assert spec["instances"] == 3 and spec["storage"] == {"size": "10Gi"}, spec
+    # Sized from cnpg.storage.sizing: 100 chunks/s × (86,400 s + 1.5 × 7,200 s) × 540 B = 4.9 GiB → 5, × 2 + 1.
+    assert spec["instances"] == 3 and spec["storage"] == {"size": "11Gi"}, spec
     # The app user may not create roles: the bootstrap makes the reporting role the migrations grant to.
     assert spec["bootstrap"] == {"initdb": {"database": "ark", "owner": "ark",
                                             "postInitSQL": ["CREATE ROLE ark_broker_reporting NOLOGIN"]}}
@@ -1013,6 +1014,19 @@ def _():
                                 "topologyKey": "kubernetes.io/hostname"}
     assert spec["primaryUpdateStrategy"] == "unsupervised" and "imageName" not in spec
     assert cluster["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+
+
+@check("CNPG: each instance's volume follows the chunk rate and retention of cnpg.storage.sizing, or its size")
+def _():
+    def size(sizing):
+        objects = render(merged(CNPG_ON, {"cnpg": {"storage": {"sizing": sizing}}}))
+        return find(objects, "Cluster", f"{FULLNAME}-db")["spec"]["storage"]["size"]
+
+    # 1,000 chunks/s a day: 97.2M rows, 48.9 GiB → 49, × 2 + 1.
+    assert size({"chunksPerSecond": 1000, "streamRetentionSeconds": 86400}) == "99Gi"
+    # An hour's retention (buckets of 5 minutes): 4.05M rows, 2.04 GiB → 3, × 2 + 1 = 7, under the floor.
+    assert size({"chunksPerSecond": 1000, "streamRetentionSeconds": 3600}) == "10Gi"
+    assert size({"chunksPerSecond": 0, "streamRetentionSeconds": 86400}) == "10Gi"
 
 
 @check("CNPG: the broker reads DATABASE_URL from the operator's app Secret (<cluster>-app, key uri)")
