@@ -183,19 +183,22 @@ impl EventStore {
     }
 
     /// Deletes up to `limit` of the oldest events beyond `max_bytes` (their `bytes` summed from the newest; the
-    /// newest is always kept). Returns how many.
+    /// newest is always kept), reading only the oldest `limit` rows. Returns how many.
     #[tracing::instrument(level = "debug", skip_all)]
     pub async fn delete_over_budget(&self, max_bytes: i64, limit: i64) -> StoreResult<u64> {
         let deleted = sqlx::query!(
-            "delete from events where sequence_number in (
-               select sequence_number from events
-               where sequence_number <= (select t.sequence_number
-                                         from (select sequence_number,
-                                                      sum(bytes) over (order by sequence_number desc) as newer
-                                               from events) t
-                                         where t.newer > $1 order by t.sequence_number desc limit 1)
-                 and sequence_number < (select max(sequence_number) from events)
-               order by sequence_number limit $2 for update skip locked)",
+            // The table's bytes are its changes added up (migration 0036): the pass keeps their sum as one
+            // row and reads the oldest rows alone, as many as it may delete, not the table.
+            r#"with counted as (delete from byte_totals where feed = 'events' returning bytes),
+                    total as (select coalesce(sum(bytes), 0)::bigint as bytes from counted),
+                    kept as (insert into byte_totals (feed, bytes) select 'events', bytes from total),
+                    oldest as (select sequence_number, bytes, sum(bytes) over (order by sequence_number) as running
+                               from events order by sequence_number limit $2)
+               -- An array, so the rows are deleted through the key's index whatever the plan guesses.
+               delete from events where sequence_number = any(array(
+                 select o.sequence_number from oldest o, total t
+                 where t.bytes - (o.running - o.bytes) > $1
+                   and o.sequence_number < (select max(sequence_number) from events)))"#,
             max_bytes,
             limit,
         )

@@ -136,7 +136,8 @@ pub fn register(
     let messages = registry.feed(Feed::Messages, MessageStore::new(pool.clone()), |store| {
         vec![Duty::new("messages", "messages", store.clone(), |s, keep| async move {
             let over = match keep.max_bytes.messages {
-                0 => 0,
+                // No budget: the pass only folds the table's byte changes into one row (no row is read).
+                0 => s.delete_over_budget(i64::MAX, 0).await?,
                 budget => s.delete_over_budget(budget, keep.batch).await?,
             };
             Ok((s.delete_expired(keep.batch).await? + over) as usize)
@@ -145,7 +146,8 @@ pub fn register(
     let events = registry.feed(Feed::Events, EventStore::new(pool.clone()), |store| {
         vec![Duty::new("events", "events", store.clone(), |s, keep| async move {
             let over = match keep.max_bytes.events {
-                0 => 0,
+                // No budget: the pass only folds the table's byte changes into one row (no row is read).
+                0 => s.delete_over_budget(i64::MAX, 0).await?,
                 budget => s.delete_over_budget(budget, keep.batch).await?,
             };
             Ok(s.reap(keep.max_events, keep.batch).await? + over as usize)
@@ -162,7 +164,8 @@ pub fn register(
     let spans = registry.feed(Feed::Spans, SpanStore::new(pool.clone()), |store| {
         vec![Duty::new("spans", "spans", store.clone(), |s, keep| async move {
             let over = match keep.max_bytes.spans {
-                0 => 0,
+                // No budget: the pass only folds the table's byte changes into one row (no row is read).
+                0 => s.delete_over_budget(i64::MAX, 0).await?,
                 budget => s.delete_over_budget(budget, keep.batch).await?,
             };
             Ok(s.reap(keep.max_spans, keep.batch).await? + over as usize)

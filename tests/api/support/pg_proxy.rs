@@ -13,8 +13,11 @@ use tokio::{
     sync::watch,
 };
 
-/// The text a broker's LISTEN connection sends in its startup message (its `application_name`).
-const LISTENER_NAME: &[u8] = b"ark-broker-listener";
+/// What a broker's LISTEN connection sends in its startup message: the parameter `application_name` and
+/// the start of its value, NUL-separated. The parameter's name is part of it: a request connection's query
+/// may name the listeners too (the relay lookup's `like 'ark-broker-listener %'`), and must not be taken for
+/// one.
+const LISTENER_NAME: &[u8] = b"application_name\0ark-broker-listener";
 
 /// A running proxy.
 pub struct PgProxy {

@@ -52,6 +52,8 @@ impl FeedContract for Messages {
 }
 
 impl BudgetContract for Messages {
+    const TABLE: &'static str = "messages";
+
     async fn delete_over_budget(store: &MessageStore, max_bytes: i64, limit: i64) -> u64 {
         store.delete_over_budget(max_bytes, limit).await.expect("deleted") as u64
     }
@@ -121,6 +123,8 @@ impl FeedContract for Events {
 }
 
 impl BudgetContract for Events {
+    const TABLE: &'static str = "events";
+
     async fn delete_over_budget(store: &EventStore, max_bytes: i64, limit: i64) -> u64 {
         store.delete_over_budget(max_bytes, limit).await.expect("deleted") as u64
     }
@@ -188,6 +192,8 @@ impl FeedContract for Spans {
 }
 
 impl BudgetContract for Spans {
+    const TABLE: &'static str = "spans";
+
     async fn delete_over_budget(store: &SpanStore, max_bytes: i64, limit: i64) -> u64 {
         store.delete_over_budget(max_bytes, limit).await.expect("deleted") as u64
     }
