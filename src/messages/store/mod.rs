@@ -83,14 +83,10 @@ impl MessageStore {
         let ttl_seconds = ttl_seconds.unwrap_or(ttls.message_seconds);
         let count = messages.len() as i64;
         in_feed_tx!(&self.pool, Feed::Messages, Retries::claim("conversation"), |tx| async {
-            if let Some((key, fingerprint)) = once {
-                // Committed together with the messages: a retry sees the key exactly when it sees them.
-                let state = idempotency::store::claim(tx.conn(), Scope::Messages, key, fingerprint).await?;
-                if state != KeyState::New {
-                    return Ok(Attempt::Rollback(state));
-                }
-                idempotency::store::finish(tx.conn(), Scope::Messages, key, &StoredReply { status: 200, body: None })
-                    .await?;
+            // Committed together with the messages: a retry sees the key exactly when it sees them.
+            let state = claim_once(tx.conn(), once).await?;
+            if state != KeyState::New {
+                return Ok(Attempt::Rollback(state));
             }
             let claimed = sqlx::query_scalar!(
                 r#"with claimed as (
@@ -141,13 +137,9 @@ impl MessageStore {
         once: Option<(&IdempotencyKey, &str)>,
     ) -> StoreResult<KeyState> {
         in_feed_tx!(&self.pool, Feed::Sessions, Retries::claim("session"), |tx| async {
-            if let Some((key, fingerprint)) = once {
-                let state = idempotency::store::claim(tx.conn(), Scope::Messages, key, fingerprint).await?;
-                if state != KeyState::New {
-                    return Ok(Attempt::Rollback(state));
-                }
-                idempotency::store::finish(tx.conn(), Scope::Messages, key, &StoredReply { status: 200, body: None })
-                    .await?;
+            let state = claim_once(tx.conn(), once).await?;
+            if state != KeyState::New {
+                return Ok(Attempt::Rollback(state));
             }
             if session_store::apply_message(tx.conn(), query_id, conversation_id, ttls.session_seconds).await? {
                 tx.wrote();
@@ -391,4 +383,15 @@ impl KeyPages for MessageStore {
         .await?;
         Ok(Page::of_key(rows.into_iter().map(|row| item!(row)).collect(), after))
     }
+}
+
+/// Claims `once`'s idempotency key in the caller's transaction, with its reply (200, no body) recorded: a
+/// retry then gets that reply exactly when it sees what the transaction wrote. [`KeyState::New`] without a key.
+async fn claim_once(conn: &mut sqlx::PgConnection, once: Option<(&IdempotencyKey, &str)>) -> StoreResult<KeyState> {
+    let Some((key, fingerprint)) = once else { return Ok(KeyState::New) };
+    let state = idempotency::store::claim(&mut *conn, Scope::Messages, key, fingerprint).await?;
+    if state == KeyState::New {
+        idempotency::store::finish(conn, Scope::Messages, key, &StoredReply { status: 200, body: None }).await?;
+    }
+    Ok(state)
 }
