@@ -111,9 +111,13 @@ max_wal_senders, since PostgreSQL 12. */}}
 {{- define "ark-broker.cnpgOwnConnections" -}}10{{- end }}
 
 {{/* The database connections the broker's pods need and what the database allows, as JSON; fails rendering, with
-the numbers and the fix, when they do not fit. A pod holds up to max(database.poolMax, 2) pooled connections,
-its LISTEN connection and, at start-up, the migration's: poolMax + 2. Pods: replicaCount (autoscaling.maxReplicas
-with autoscaling) plus updateStrategy.maxSurge, the new pods a rolling update starts beside the old ones.
+the numbers and the fix, when they do not fit. A pod holds up to its pool, its LISTEN connection and, at start-up,
+the migration's: pool + 2. Pods: replicaCount (autoscaling.maxReplicas with autoscaling) plus
+updateStrategy.maxSurge, the new pods a rolling update starts beside the old ones.
+The pool: database.poolMax when set (at least 2, as the broker takes it). Empty (the default), the largest that
+fits what the database leaves the pods, at most the broker's default of 10 and at least its least of 2:
+min(10, floor(limit / pods) - 2), limit below; 10 where the chart sizes PostgreSQL itself (CloudNativePG with
+max_connections empty), PostgreSQL does not see the pool (cnpg.pooler), or the check is off.
 - CloudNativePG: the limit is cnpg.parameters.max_connections less superuser_reserved_connections (3),
   reserved_connections (0) and CloudNativePG's own (ark-broker.cnpgOwnConnections); with it empty the chart sets
   max_connections to max(100, what is needed + those). With cnpg.pooler, PostgreSQL sees per PgBouncer instance
@@ -121,12 +125,12 @@ with autoscaling) plus updateStrategy.maxSurge, the new pods a rolling update st
   (LISTEN, migration); and every PgBouncer instance must take all the pods' pooled connections (max_client_conn),
   which it does when the other instance is down or restarting.
 - An external database: database.maxConnections less database.reservedConnections; 0 turns the check off.
-Keys: pods, podsText, perPod, needed, limit (0: unchecked), maxConnections (CNPG's, a string), computed (the chart
-set it), poolerParameters (CNPG pooler: the PgBouncer parameters with the derived ones filled in). */}}
+Keys: pods, podsText, poolMax (the pool, DATABASE_POOL_MAX), poolDerived (database.poolMax was empty), perPod,
+needed, limit (0: unchecked), maxConnections (CNPG's, a string), computed (the chart set it), poolerParameters
+(CNPG pooler: the PgBouncer parameters with the derived ones filled in). */}}
 {{- define "ark-broker.connections" -}}
 {{- $v := .Values }}
 {{- $db := $v.database }}
-{{- $pool := max 2 (int $db.poolMax) }}
 {{- $replicas := int $v.replicaCount }}
 {{- $replicasText := printf "replicaCount %d" $replicas }}
 {{- if $v.autoscaling.enabled }}
@@ -143,14 +147,36 @@ set it), poolerParameters (CNPG pooler: the PgBouncer parameters with the derive
 {{- end }}
 {{- $pods := add $replicas $surge }}
 {{- $podsText := printf "%d broker pods (%s + updateStrategy.maxSurge %d during a rolling update)" $pods $replicasText $surge }}
-{{- $perPodText := printf "(database.poolMax %d + 2: the LISTEN connection and the migration at start-up)" $pool }}
-{{- $out := dict "pods" $pods "podsText" $podsText "perPod" (add $pool 2) "limit" 0 "computed" false }}
-{{- if $v.cnpg.enabled }}
 {{- $params := $v.cnpg.parameters | default dict }}
 {{- $superuser := int (get $params "superuser_reserved_connections" | default "3") }}
 {{- $reservedConns := int (get $params "reserved_connections" | default "0") }}
 {{- $own := int (include "ark-broker.cnpgOwnConnections" .) }}
-{{- $reserved := add $superuser $reservedConns $own }}
+{{- $cnpgReserved := add $superuser $reservedConns $own }}
+{{- /* What the database leaves the pods when the pool must fit it; 0: nothing to fit. */ -}}
+{{- $budget := 0 }}
+{{- if $v.cnpg.enabled }}
+{{- if and (not $v.cnpg.pooler.enabled) (get $params "max_connections") }}
+{{- $budget = sub (int (get $params "max_connections")) $cnpgReserved }}
+{{- end }}
+{{- else if gt (int $db.maxConnections) 0 }}
+{{- $budget = sub (int $db.maxConnections) (int $db.reservedConnections) }}
+{{- end }}
+{{- $derived := kindIs "invalid" $db.poolMax }}
+{{- $pool := 10 }}
+{{- if not $derived }}
+{{- $pool = max 2 (int $db.poolMax) }}
+{{- else if gt $budget 0 }}
+{{- $pool = max 2 (min 10 (sub (div $budget (max 1 $pods)) 2)) }}
+{{- end }}
+{{- $perPodText := printf "(database.poolMax %d + 2: the LISTEN connection and the migration at start-up)" $pool }}
+{{- $lower := "lower database.poolMax or the replicas" }}
+{{- if $derived }}
+{{- $perPodText = printf "(database.poolMax empty: a pool of %d, the broker's least, + 2: the LISTEN connection and the migration at start-up)" $pool }}
+{{- $lower = "lower the replicas" }}
+{{- end }}
+{{- $out := dict "pods" $pods "podsText" $podsText "poolMax" $pool "poolDerived" $derived "perPod" (add $pool 2) "limit" 0 "computed" false }}
+{{- if $v.cnpg.enabled }}
+{{- $reserved := $cnpgReserved }}
 {{- $reservedText := printf "superuser_reserved_connections %d, reserved_connections %d and %d for CloudNativePG's instance manager" $superuser $reservedConns $own }}
 {{- $needed := 0 }}
 {{- $neededText := "" }}
@@ -175,7 +201,7 @@ set it), poolerParameters (CNPG pooler: the PgBouncer parameters with the derive
 {{- else }}
 {{- $needed = mul $pods (add $pool 2) }}
 {{- $neededText = printf "%s × %s = %d connections" $podsText $perPodText $needed }}
-{{- $fix = "lower database.poolMax or the replicas, or turn on cnpg.pooler (PgBouncer: PostgreSQL then sees its pool, not every replica's)" }}
+{{- $fix = printf "%s, or turn on cnpg.pooler (PgBouncer: PostgreSQL then sees its pool, not every replica's)" $lower }}
 {{- end }}
 {{- $_ := set $out "needed" $needed }}
 {{- with get $params "max_connections" }}
@@ -197,7 +223,7 @@ set it), poolerParameters (CNPG pooler: the PgBouncer parameters with the derive
 {{- $max := int $db.maxConnections }}
 {{- $limit := sub $max (int $db.reservedConnections) }}
 {{- if gt $needed $limit }}
-{{- fail (printf "database connections: %s × %s = %d connections, more than PostgreSQL's max_connections leaves them: database.maxConnections %d - database.reservedConnections %d = %d. Lower database.poolMax or the replicas, or raise the server's max_connections and set database.maxConnections to it (behind a pooler such as PgBouncer, database.maxConnections: 0 turns this check off)." $podsText $perPodText $needed $max (int $db.reservedConnections) $limit) }}
+{{- fail (printf "database connections: %s × %s = %d connections, more than PostgreSQL's max_connections leaves them: database.maxConnections %d - database.reservedConnections %d = %d. %s, or raise the server's max_connections and set database.maxConnections to it (behind a pooler such as PgBouncer, database.maxConnections: 0 turns this check off)." $podsText $perPodText $needed $max (int $db.reservedConnections) $limit (printf "%s%s" (substr 0 1 $lower | upper) (substr 1 -1 $lower))) }}
 {{- end }}
 {{- $_ := set $out "needed" $needed }}
 {{- $_ := set $out "limit" $limit }}

@@ -193,7 +193,8 @@ def validate_all(objects):
 # -- lint -----------------------------------------------------------------------------------------------------
 
 for label, values in [("defaults", None), ("a plain database.url", PLAIN_DB), ("all options on", ALL_ON),
-                      ("CNPG on", CNPG_ON), ("CNPG with its pooler", POOLER_ON)]:
+                      ("CNPG on", CNPG_ON), ("CNPG with its pooler", POOLER_ON),
+                      ("autoscaling on", merged(SECRET_DB, {"autoscaling": {"enabled": True}}))]:
 
     @check(f"helm lint --strict (Kubernetes {KUBE_VERSION}) passes with {label}")
     def _():
@@ -1099,36 +1100,143 @@ def env_of(objects_):
     return parts(objects_)[2]
 
 
+def pool_of(objects_):
+    """The rendered DATABASE_POOL_MAX, as a number."""
+    return int(env_of(objects_)["DATABASE_POOL_MAX"]["value"])
+
+
+def pods_of(values_):
+    """The broker pods the connection check counts: replicaCount (autoscaling.maxReplicas with autoscaling) +
+    an integer updateStrategy.maxSurge."""
+    values_ = merged_values(values_)
+    replicas = values_["autoscaling"]["maxReplicas"] if values_["autoscaling"]["enabled"] else values_["replicaCount"]
+    return replicas + values_["updateStrategy"]["maxSurge"]
+
+
 @check("connections: the defaults fit an external PostgreSQL's max_connections of 100 (4 pods × 12 = 48 <= 97), "
        "and no DATABASE_LISTEN_URL is set")
 def _():
     assert values["database"]["maxConnections"] == 100 and values["database"]["reservedConnections"] == 3
     assert values["autoscaling"]["enabled"] is False and values["cnpg"]["pooler"]["enabled"] is False
-    assert (values["replicaCount"] + values["updateStrategy"]["maxSurge"]) * (values["database"]["poolMax"] + 2) <= 97
+    # database.poolMax empty: min(10, floor(97 / 4) - 2) = 10, the broker's own default.
+    assert values["database"]["poolMax"] is None and pool_of(objects) == 10
+    assert (values["replicaCount"] + values["updateStrategy"]["maxSurge"]) * (pool_of(objects) + 2) <= 97
     assert find(objects, "Deployment")["spec"]["replicas"] == 3
     assert "DATABASE_LISTEN_URL" not in env and not any(name.startswith("CNPG_APP_") for name in env), list(env)
 
 
 @check("connections: 30 replicas at poolMax 10 on an external database of 100 connections refuse to render, "
-       "naming max_connections and the numbers")
+       "naming max_connections and the numbers; with poolMax empty too (31 × (2 + 2) = 124 > 97)")
 def _():
-    refuses(merged(SECRET_DB, {"replicaCount": 30}), "max_connections", "31 broker pods (replicaCount 30 + "
-            "updateStrategy.maxSurge 1", "= 372 connections", "database.maxConnections 100 - "
-            "database.reservedConnections 3 = 97", "database.poolMax")
+    refuses(merged(SECRET_DB, {"replicaCount": 30, "database": {"poolMax": 10}}), "max_connections",
+            "31 broker pods (replicaCount 30 + updateStrategy.maxSurge 1", "= 372 connections",
+            "database.maxConnections 100 - database.reservedConnections 3 = 97", "Lower database.poolMax or the replicas")
+    # The derived pool stops at the broker's least, 2, and says that lowering the replicas is what is left.
+    refuses(merged(SECRET_DB, {"replicaCount": 30}), "31 broker pods (replicaCount 30",
+            "database.poolMax empty: a pool of 2, the broker's least", "= 124 connections", "= 97. Lower the replicas")
     # A server that allows them: database.maxConnections says so.
     render(merged(SECRET_DB, {"replicaCount": 30, "database": {"maxConnections": 400}}))
 
 
-@check("connections: autoscaling counts maxReplicas (10 + 1 surge × 12 = 132 > 97 refused; 7 + 1 fits), a "
-       "percentage maxSurge rounds up")
+@check("connections: autoscaling counts maxReplicas (10 + 1 surge × (poolMax 10 + 2) = 132 > 97 refused; 7 + 1 "
+       "fits), a percentage maxSurge rounds up")
 def _():
-    refuses(merged(SECRET_DB, {"autoscaling": {"enabled": True}}), "max_connections",
+    pool10 = {"database": {"poolMax": 10}}
+    refuses(merged(SECRET_DB, pool10, {"autoscaling": {"enabled": True}}), "max_connections",
             "11 broker pods (autoscaling.maxReplicas 10 + updateStrategy.maxSurge 1", "= 132 connections")
-    render(merged(SECRET_DB, {"autoscaling": {"enabled": True, "maxReplicas": 7}}))
+    render(merged(SECRET_DB, pool10, {"autoscaling": {"enabled": True, "maxReplicas": 7}}))
     # 25% of 6 replicas is 1.5, rounded up: 8 pods × 12 = 96 fit; of 7, 1.75: 9 × 12 = 108 do not.
-    render(merged(SECRET_DB, {"replicaCount": 6, "updateStrategy": {"maxSurge": "25%"}}))
-    refuses(merged(SECRET_DB, {"replicaCount": 7, "updateStrategy": {"maxSurge": "25%"}}),
+    render(merged(SECRET_DB, pool10, {"replicaCount": 6, "updateStrategy": {"maxSurge": "25%"}}))
+    refuses(merged(SECRET_DB, pool10, {"replicaCount": 7, "updateStrategy": {"maxSurge": "25%"}}),
             "9 broker pods (replicaCount 7 + updateStrategy.maxSurge 2", "= 108 connections")
+    # With poolMax empty those 9 pods get min(10, floor(97 / 9) - 2) = 8: 9 × 10 = 90.
+    assert pool_of(render(merged(SECRET_DB, {"replicaCount": 7, "updateStrategy": {"maxSurge": "25%"}}))) == 8
+
+
+@check("connections: autoscaling.enabled alone on the defaults renders; each pod's pool is derived, "
+       "min(10, floor(97 / 11) - 2) = 6, and 11 pods × (6 + 2) = 88 fit 97; the pool alert counts 6")
+def _():
+    on = merged(SECRET_DB, {"autoscaling": {"enabled": True}, "prometheus": {"rules": {"enabled": True}}})
+    objects_ = render(on)
+    validate_all(objects_)
+    hpa = find(objects_, "HorizontalPodAutoscaler", FULLNAME)["spec"]
+    assert (hpa["minReplicas"], hpa["maxReplicas"]) == (3, 10), hpa
+    assert "replicas" not in find(objects_, "Deployment")["spec"]
+    pool = pool_of(objects_)
+    assert pool == 6 and pods_of(on) == 11 and pods_of(on) * (pool + 2) <= 100 - 3, (pool, pods_of(on))
+    (rule,) = [r for group in find(objects_, "PrometheusRule")["spec"]["groups"] for r in group["rules"]
+               if r.get("alert") == "ArkBrokerDbPoolExhausted"]
+    assert ">= 6)" in rule["expr"] and "all 6 connections" in rule["annotations"]["description"], rule
+
+
+@check("connections: an explicit database.poolMax is kept as is and refused, with the message, when it does not "
+       "fit; poolMax empty follows database.maxConnections and replicaCount (10 at most, 2 at least)")
+def _():
+    auto = merged(SECRET_DB, {"autoscaling": {"enabled": True}})
+    # 11 pods: 7 + 2 = 9 each, 99 > 97; 6 fits; a smaller one is not raised.
+    refuses(merged(auto, {"database": {"poolMax": 7}}), "(database.poolMax 7 + 2", "= 99 connections",
+            "database.maxConnections 100 - database.reservedConnections 3 = 97", "Lower database.poolMax or the replicas")
+    assert pool_of(render(merged(auto, {"database": {"poolMax": 6}}))) == 6
+    assert pool_of(render(merged(auto, {"database": {"poolMax": 3}}))) == 3
+    # Explicitly null is empty too (`--set database.poolMax=null` brings the derived pool back).
+    assert pool_of(render(merged(auto, {"database": {"poolMax": None}}))) == 6
+    for extra, pool in [({"database": {"maxConnections": 200}}, 10),  # floor(197 / 11) - 2 = 15, at most 10
+                        ({"database": {"maxConnections": 120, "reservedConnections": 10}}, 8),  # 110 / 11 - 2
+                        ({"database": {"maxConnections": 0}}, 10),  # the check off: the broker's default
+                        ({"autoscaling": {"maxReplicas": 20}}, 2)]:  # floor(97 / 21) - 2 = 2
+        values_ = merged(auto, extra)
+        objects_ = render(values_)
+        assert pool_of(objects_) == pool, (extra, pool_of(objects_))
+        budget = merged_values(values_)["database"]
+        if budget["maxConnections"]:
+            assert pods_of(values_) * (pool + 2) <= budget["maxConnections"] - budget["reservedConnections"], extra
+    assert pool_of(render(merged(SECRET_DB, {"replicaCount": 20}))) == 2  # 21 × 4 = 84
+
+
+# Each switch chart/README.md documents, alone on the defaults (with the one value it cannot do without: Ingress
+# hosts, the HTTPRoute's Gateway, token auth's Secret), and the CloudNativePG combinations it documents together.
+SWITCHES = {
+    "autoscaling.enabled": merged(SECRET_DB, {"autoscaling": {"enabled": True}}),
+    "autoscaling.enabled with a plain database.url": merged(PLAIN_DB, {"autoscaling": {"enabled": True}}),
+    "ingress.enabled (with ingress.hosts)": merged(SECRET_DB, {"ingress": {"enabled": True,
+                                                                           "hosts": [{"host": "ark.example"}]}}),
+    "httpRoute.enabled (with httpRoute.parentRefs)": merged(SECRET_DB, {"httpRoute": {
+        "enabled": True, "parentRefs": [{"name": "public"}]}}),
+    "networkPolicy.enabled": merged(SECRET_DB, {"networkPolicy": {"enabled": True}}),
+    "metrics.serviceMonitor.enabled": merged(SECRET_DB, {"metrics": {"serviceMonitor": {"enabled": True}}}),
+    "prometheus.enable (upstream's key)": merged(SECRET_DB, {"prometheus": {"enable": True}}),
+    "prometheus.rules.enabled": merged(SECRET_DB, {"prometheus": {"rules": {"enabled": True}}}),
+    "grafana.dashboard.enabled": merged(SECRET_DB, {"grafana": {"dashboard": {"enabled": True}}}),
+    "auth.mode kubernetes": merged(SECRET_DB, {"auth": {"mode": "kubernetes"}}),
+    "auth.mode token (with auth.tokensSecret.name)": merged(SECRET_DB, {"auth": {
+        "mode": "token", "tokensSecret": {"name": "ark-broker-tokens"}}}),
+    "rbac.clusterWide": merged(SECRET_DB, {"rbac": {"clusterWide": True}}),
+    "podAntiAffinity.type required": merged(SECRET_DB, {"podAntiAffinity": {"type": "required"}}),
+    "shutdown.useSleepAction": merged(SECRET_DB, {"shutdown": {"useSleepAction": True}}),
+    "kube.statusPatching off": merged(SECRET_DB, {"kube": {"statusPatching": "off"}}),
+    "cnpg.enabled": {"cnpg": {"enabled": True}},
+    "cnpg.enabled and cnpg.pooler.enabled": {"cnpg": {"enabled": True, "pooler": {"enabled": True}}},
+    "cnpg.enabled and autoscaling.enabled": {"cnpg": {"enabled": True}, "autoscaling": {"enabled": True}},
+    "cnpg.enabled, cnpg.pooler.enabled and autoscaling.enabled": {
+        "cnpg": {"enabled": True, "pooler": {"enabled": True}}, "autoscaling": {"enabled": True}},
+}
+for label, values_ in SWITCHES.items():
+
+    @check(f"a documented switch on the defaults renders, validates and fits PostgreSQL's connections: {label}")
+    def _():
+        objects_ = render(values_)
+        validate_all(objects_)
+        pods, pool = pods_of(values_), pool_of(objects_)
+        if not values_.get("cnpg"):
+            assert pods * (pool + 2) <= 100 - 3, (pods, pool)
+            return
+        assert pool == 10, pool  # the chart sizes the Cluster's max_connections (or PgBouncer stands between)
+        cluster_max = int(find(objects_, "Cluster")["spec"]["postgresql"]["parameters"]["max_connections"])
+        if values_["cnpg"].get("pooler"):
+            # 2 PgBouncers × (default_pool_size 20 + 1) + 2 direct connections a pod, + 3 + 10 reserved.
+            assert 2 * 21 + pods * 2 + 13 <= cluster_max, (pods, cluster_max)
+        else:
+            assert pods * (pool + 2) + 13 <= cluster_max, (pods, pool, cluster_max)
 
 
 @check("connections: database.maxConnections 0 turns the check off (an external pooler); listenUrl and "
@@ -1167,11 +1275,20 @@ def _():
 @check("connections, CNPG: an explicit max_connections too small for the replicas refuses to render; one that fits "
        "is kept; one in extraSpec is refused")
 def _():
-    refuses({"cnpg": {"enabled": True, "parameters": {"max_connections": "60"}}}, "cnpg.parameters.max_connections 60",
-            "= 48 connections", "leaves them: 47", "superuser_reserved_connections 3, reserved_connections 0 and 10",
-            "at least 61")
-    refuses({"autoscaling": {"enabled": True}, "cnpg": {"enabled": True, "parameters": {"max_connections": "120"}}},
-            "max_connections 120", "= 132 connections")
+    refuses({"database": {"poolMax": 10}, "cnpg": {"enabled": True, "parameters": {"max_connections": "60"}}},
+            "cnpg.parameters.max_connections 60", "= 48 connections", "leaves them: 47",
+            "superuser_reserved_connections 3, reserved_connections 0 and 10", "at least 61",
+            "lower database.poolMax or the replicas")
+    refuses({"database": {"poolMax": 10}, "autoscaling": {"enabled": True},
+             "cnpg": {"enabled": True, "parameters": {"max_connections": "120"}}}, "max_connections 120",
+            "= 132 connections")
+    # poolMax empty fits the pool to them: min(10, floor(47 / 4) - 2) = 9; floor(107 / 11) - 2 = 7 (11 × 9 = 99).
+    assert pool_of(render({"cnpg": {"enabled": True, "parameters": {"max_connections": "60"}}})) == 9
+    assert pool_of(render({"autoscaling": {"enabled": True},
+                           "cnpg": {"enabled": True, "parameters": {"max_connections": "120"}}})) == 7
+    refuses({"replicaCount": 20, "cnpg": {"enabled": True, "parameters": {"max_connections": "60"}}},
+            "database.poolMax empty: a pool of 2", "= 84 connections", "leaves them: 47", "or lower the replicas, or "
+            "turn on cnpg.pooler")
     spec = find(render({"cnpg": {"enabled": True, "parameters": {"max_connections": "61"}}}), "Cluster")["spec"]
     assert spec["postgresql"]["parameters"] == {"max_connections": "61"}
     refuses({"cnpg": {"enabled": True, "extraSpec": {"postgresql": {"parameters": {"max_connections": "500"}}}}},
