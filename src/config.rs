@@ -125,6 +125,12 @@ pub struct Config {
     #[arg(long, env = "ARK_BROKER_MCP_TASK_POLL_INTERVAL_MS", default_value_t = 5_000)]
     pub mcp_task_poll_interval_ms: u64,
 
+    /// Serve the MCP conformance suite's fixture tools beside ours (a test build only: `--features
+    /// conformance-fixtures`).
+    #[cfg(feature = "conformance-fixtures")]
+    #[arg(long, env = "ARK_BROKER_MCP_CONFORMANCE_FIXTURES")]
+    pub mcp_conformance_fixtures: bool,
+
     /// The broker's HTTP address as people reach it (e.g. `https://ark.example`), for links to a question's
     /// page (`mcp:caller` in URL mode). Without it, the MCP request's host with `--port`, over http.
     #[arg(long, env = "ARK_BROKER_PUBLIC_URL")]

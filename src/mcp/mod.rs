@@ -6,6 +6,8 @@
 
 mod blocking;
 mod caller;
+#[cfg(feature = "conformance-fixtures")]
+mod fixtures;
 mod handoff;
 mod legacy;
 mod server;

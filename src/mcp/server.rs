@@ -46,12 +46,20 @@ const VERSIONS: &[ProtocolVersion] = &[
 pub struct BrokerMcp {
     state: AppState,
     tasks: Tasks,
+    /// The conformance suite's fixture tools, in a build and on a replica that serves them.
+    #[cfg(feature = "conformance-fixtures")]
+    fixtures: Option<super::fixtures::Fixtures>,
 }
 
 impl BrokerMcp {
     /// A server over the broker's state.
     pub fn new(state: AppState) -> Self {
-        BrokerMcp { tasks: Tasks::new(state.clone()), state }
+        BrokerMcp {
+            tasks: Tasks::new(state.clone()),
+            #[cfg(feature = "conformance-fixtures")]
+            fixtures: super::fixtures::Fixtures::of(&state),
+            state,
+        }
     }
 
     fn caller(&self, context: &RequestContext<RoleServer>) -> Caller {
@@ -234,6 +242,11 @@ impl ServerHandler for BrokerMcp {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
+        #[cfg(feature = "conformance-fixtures")]
+        if self.fixtures.is_some() {
+            let all = tools::definitions().into_iter().chain(super::fixtures::Fixtures::definitions()).collect();
+            return Ok(ListToolsResult::with_all_items(all));
+        }
         Ok(ListToolsResult::with_all_items(tools::definitions()))
     }
 
@@ -243,6 +256,12 @@ impl ServerHandler for BrokerMcp {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        #[cfg(feature = "conformance-fixtures")]
+        if let Some(fixtures) = &self.fixtures
+            && let Some(reply) = fixtures.call_tool(&request, &context).await
+        {
+            return reply;
+        }
         match BrokerTool::named(&request.name) {
             Some(BrokerTool::AskQuestion) => self.ask(request, context).await,
             Some(BrokerTool::ListPendingQuestions) => self.list_pending(context).await,
@@ -256,6 +275,12 @@ impl ServerHandler for BrokerMcp {
         request: GetTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, McpError> {
+        #[cfg(feature = "conformance-fixtures")]
+        if let Some(fixtures) = &self.fixtures
+            && super::fixtures::Fixtures::owns(&request.task_id)
+        {
+            return fixtures.get_task(&request).await;
+        }
         let caller = self.caller(&context);
         let question = self.tasks.find(&request.task_id, &caller).await?;
         let poll_interval = self.tasks.task_poll_interval_ms();
@@ -268,6 +293,12 @@ impl ServerHandler for BrokerMcp {
         request: UpdateTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
+        #[cfg(feature = "conformance-fixtures")]
+        if let Some(fixtures) = &self.fixtures
+            && super::fixtures::Fixtures::owns(&request.task_id)
+        {
+            return fixtures.update_task(&request).await;
+        }
         // The only input a task asks for is its caller's answer (`mcp:caller`); other keys are ignored.
         let caller = self.caller(&context);
         let question = self.tasks.find(&request.task_id, &caller).await?;
@@ -285,6 +316,12 @@ impl ServerHandler for BrokerMcp {
         request: CancelTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
+        #[cfg(feature = "conformance-fixtures")]
+        if let Some(fixtures) = &self.fixtures
+            && super::fixtures::Fixtures::owns(&request.task_id)
+        {
+            return fixtures.cancel_task(&request).await;
+        }
         let question = self.tasks.find(&request.task_id, &self.caller(&context)).await?;
         // SEP-2663 cancel is an acknowledgement, idempotent even on a terminal task.
         match self.state.questions.cancel(&question.id).await.map_err(internal)? {

@@ -6,8 +6,8 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use crate::support::{
-    Replica, fake_channels::FakeApi, fresh_database, mcp::Mcp, pgbouncer::three_replicas_through_pgbouncer, slack,
-    within,
+    Replica, fake_channels::FakeApi, fresh_database, mcp::Mcp, pgbouncer::three_replicas_through_pgbouncer,
+    rotating_proxy::RotatingProxy, slack, within,
 };
 
 /// A poll so slow that a prompt wake-up can only have come through NOTIFY.
@@ -249,22 +249,42 @@ async fn the_official_typescript_sdk_client_asks_across_three_replicas() {
 
 #[tokio::test]
 #[ignore = "needs Node with the MCP conformance suite (tests/conformance): ./scripts/test installs it and runs it"]
-async fn the_mcp_conformance_suite_passes_except_checks_needing_fixture_tools() {
+async fn the_whole_mcp_conformance_suite_passes_across_three_replicas_each_request_on_the_next() {
+    if !cfg!(feature = "conformance-fixtures") {
+        panic!("the suite needs the fixture tools: cargo test --features conformance-fixtures (./scripts/test does)");
+    }
     let runner = tool_path("tests/conformance/run.sh");
     assert!(
         tool_path("tests/conformance/node_modules/@modelcontextprotocol/conformance").exists(),
         "this test needs the pinned conformance suite; ./scripts/test installs it"
     );
     let url = fresh_database().await;
-    let replica = Replica::start(&url).await;
+    // A poll slower than the suite: every task a replica did not create it learns of from the database.
+    let (a, b, c) = Replica::three(&url, &["--mcp-conformance-fixtures", "--mcp-task-poll-interval-ms", "200"]).await;
+    let mcp_base = |replica: &Replica| replica.mcp_url.trim_end_matches("/mcp").to_owned();
+    let bases = [mcp_base(&a), mcp_base(&b), mcp_base(&c)];
+    let proxy = RotatingProxy::start(&bases.iter().map(String::as_str).collect::<Vec<_>>()).await;
     let output = tokio::time::timeout(
-        std::time::Duration::from_secs(240),
-        tokio::process::Command::new("bash").arg(&runner).arg(&replica.mcp_url).output(),
+        std::time::Duration::from_secs(300),
+        tokio::process::Command::new("bash").arg(&runner).arg(proxy.url("/mcp")).output(),
     )
     .await
     .expect("the conformance suite finishes")
     .expect("run the conformance suite");
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "unexpected conformance failures:\n{stdout}\n{stderr}");
+    assert!(output.status.success(), "conformance failures:\n{stdout}\n{stderr}");
+    assert!(stdout.contains(" 0 failed") && !stdout.contains("FAIL "), "{stdout}");
+    // Every replica served part of it (the proxy turns per request, not per connection).
+    for replica in [&a, &b, &c] {
+        let metrics = reqwest::get(replica.url("/metrics")).await.unwrap().text().await.unwrap();
+        let served = metrics
+            .lines()
+            .find_map(|line| {
+                line.strip_prefix(r#"ark_broker_http_requests_total{method="POST",route="/mcp",status="200"} "#)
+            })
+            .and_then(|count| count.parse::<f64>().ok())
+            .unwrap_or_default();
+        assert!(served >= 20.0, "{} served {served} MCP requests:\n{metrics}", replica.base);
+    }
 }

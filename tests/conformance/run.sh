@@ -2,8 +2,9 @@
 # Runs the official MCP conformance suite (@modelcontextprotocol/conformance, pinned in package.json) against
 # one Ark Broker MCP endpoint:   tests/conformance/run.sh http://127.0.0.1:8080/mcp
 #
-# Scenarios: server-initialize, http-header-validation, server-stateless, and every tasks-* scenario the
-# installed suite lists. Each run is judged against expected-failures.yml: exit 0 only when every failing
+# Scenarios: every one that applies to a server of tools without resources, prompts or completions (the
+# list in README.md), each tasks-* scenario the installed suite lists among them. The broker must serve the
+# suite's fixture tools (`--features conformance-fixtures`, `--mcp-conformance-fixtures`). Each run is judged against expected-failures.yml: exit 0 only when every failing
 # (or WARNING) check is listed there and no listed check now passes (the suite calls that a stale baseline).
 # Prints one summary line per scenario; full logs and checks.json go to results/<run>/ (git-ignored).
 #
@@ -49,28 +50,47 @@ if [ "$node_major" -lt 22 ] && ! grep -q 'ark-broker: node20 globSync stub' "$di
 fi
 conformance=(node "$dist")
 
-# 3. Scenario list: the fixed ones plus every tasks-* the suite lists.
+# 3. Scenario list: the fixed ones plus every tasks-* the suite lists. `name@version` runs a scenario at that
+#    protocol version (those that apply to both the versions we serve run at each).
 listing="$("${conformance[@]}" list --server)"
 mapfile -t tasks_scenarios < <(printf '%s\n' "$listing" | sed -n 's/^ *- \(tasks-[a-z0-9-]*\).*/\1/p')
 if [ "${#tasks_scenarios[@]}" -eq 0 ]; then
   echo "run.sh: the suite lists no tasks-* scenarios" >&2
   exit 1
 fi
-scenarios=(server-initialize http-header-validation server-stateless "${tasks_scenarios[@]}")
-for s in "${scenarios[@]}"; do
+scenarios=(
+  server-initialize http-header-validation server-stateless "${tasks_scenarios[@]}"
+  ping tools-list tools-list@2026-07-28 dns-rebinding-protection dns-rebinding-protection@2026-07-28
+  server-sse-multiple-streams server-sse-multiple-streams@2026-07-28 input-required-result-unsupported-methods
+)
+for entry in "${scenarios[@]}"; do
+  s="${entry%@*}"
   # A here-string, not `printf | grep -q`: grep -q exits at its first match, printf can then die of SIGPIPE,
   # and pipefail would take that for a missing scenario.
   grep -q "^ *- $s " <<<"$listing" || { echo "run.sh: the suite has no scenario '$s'" >&2; exit 1; }
 done
 
 # Flags per scenario, as in shared/reference/mcp-tasks.md §6: the legacy handshake and the header checks at
-# their own version; server-stateless and the (extension) tasks scenarios forced onto 2026-07-28.
+# their own version; server-stateless and the (extension) tasks scenarios forced onto 2026-07-28; an entry
+# with `@version` at that version; the rest at the suite's default (2025-11-25).
 flags_for() {
   case "$1" in
-    server-initialize | http-header-validation) ;;
-    *) echo "--spec-version 2026-07-28 --force" ;;
+    *@*) echo "--spec-version ${1#*@}" ;;
+    server-stateless | tasks-*) echo "--spec-version 2026-07-28 --force" ;;
+    *) ;;
   esac
 }
+
+# The fixture tools (greet, slow_compute, …) must be served, or most tasks checks cannot run.
+if ! curl -fsS -X POST "$url" -H 'content-type: application/json' -H 'accept: application/json, text/event-stream' \
+  -d '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"run.sh","version":"0"}}}' \
+  >/dev/null 2>&1 || ! curl -fsS -X POST "$url" -H 'content-type: application/json' \
+  -H 'accept: application/json, text/event-stream' -H 'mcp-protocol-version: 2025-11-25' \
+  -d '{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{}}' 2>/dev/null | grep -q '"slow_compute"'; then
+  echo "run.sh: $url serves no fixture tools: run the broker built with --features conformance-fixtures and" \
+    "started with --mcp-conformance-fixtures (README.md)" >&2
+  exit 1
+fi
 
 run_dir="${CONFORMANCE_RESULTS:-$here/results}/$(date -u +%Y%m%dT%H%M%SZ)"
 mkdir -p "$run_dir"
@@ -78,12 +98,13 @@ echo "conformance $want_version against $url (logs: $run_dir)"
 
 passed=0
 failed=0
-for s in "${scenarios[@]}"; do
-  log="$run_dir/$s.log"
+for entry in "${scenarios[@]}"; do
+  s="${entry%@*}"
+  log="$run_dir/${entry/@/_}.log"
   # shellcheck disable=SC2046
   set +e
   timeout --kill-after=10 $((timeout_ms / 1000 + 60)) "${conformance[@]}" server --url "$url" --scenario "$s" \
-    $(flags_for "$s") --timeout "$timeout_ms" --expected-failures "$baseline" -o "$run_dir" >"$log" 2>&1
+    $(flags_for "$entry") --timeout "$timeout_ms" --expected-failures "$baseline" -o "$run_dir" >"$log" 2>&1
   rc=$?
   set -e
   checks="$(ls -d "$run_dir"/server-"$s"-*/checks.json 2>/dev/null | tail -1 || true)"
@@ -112,7 +133,7 @@ for s in "${scenarios[@]}"; do
   fi
   if [ "$rc" -eq 0 ]; then
     passed=$((passed + 1))
-    echo "PASS $s: $counts$note"
+    echo "PASS $entry: $counts$note"
   else
     failed=$((failed + 1))
     if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then note="$note; timed out"; fi
@@ -121,7 +142,7 @@ for s in "${scenarios[@]}"; do
     [ -n "$badbl" ] && note="$note; $badbl"
     [ -n "$failing" ] && note="$note; failing checks: $failing"
     [ -n "$stale" ] && note="$note; stale baseline entries (now pass, remove them): $stale"
-    echo "FAIL $s: $counts$note; log: $log"
+    echo "FAIL $entry: $counts$note; log: $log"
   fi
 done
 echo "conformance: $passed passed, $failed failed"

@@ -21,6 +21,7 @@ pub mod pg_proxy;
 pub mod pgbouncer;
 pub mod query_crd;
 pub mod replica;
+pub mod rotating_proxy;
 pub mod slack;
 pub mod sse;
 pub mod test_app;
