@@ -65,12 +65,14 @@ pub struct Batch<R, C> {
     pub to: C,
     /// The rows, in order.
     pub rows: Arc<[Arc<R>]>,
+    /// A global feed's: the first transaction of the primary epoch it was read in.
+    pub epoch: Option<i64>,
     bytes: usize,
 }
 
 impl<R, C: Copy> Clone for Batch<R, C> {
     fn clone(&self) -> Self {
-        Batch { from: self.from, to: self.to, rows: self.rows.clone(), bytes: self.bytes }
+        Batch { from: self.from, to: self.to, rows: self.rows.clone(), epoch: self.epoch, bytes: self.bytes }
     }
 }
 
@@ -78,7 +80,12 @@ impl<R: FeedRow, C> Batch<R, C> {
     /// A batch of `rows`, which must be exactly what lies in `(from, to]`.
     pub fn new(from: C, to: C, rows: Vec<Arc<R>>) -> Self {
         let bytes = rows.iter().map(|row| row.size()).sum();
-        Batch { from, to, rows: rows.into(), bytes }
+        Batch { from, to, rows: rows.into(), epoch: None, bytes }
+    }
+
+    /// The batch as read in the epoch beginning with transaction `epoch`.
+    pub fn in_epoch(self, epoch: Option<i64>) -> Self {
+        Batch { epoch, ..self }
     }
 }
 

@@ -291,6 +291,8 @@ pub struct StartSnapshot {
     xmin: i64,
     xmax: i64,
     in_flight: Vec<i64>,
+    /// The first transaction of the primary epoch it was taken in ([`epoch`]).
+    pub epoch: Option<i64>,
 }
 
 impl StartSnapshot {
@@ -309,10 +311,11 @@ impl StartSnapshot {
 pub async fn start_snapshot(pool: &Pool) -> StoreResult<StartSnapshot> {
     let row = sqlx::query!(
         r#"select pg_snapshot_xmin(s)::text::bigint as "xmin!", pg_snapshot_xmax(s)::text::bigint as "xmax!",
-                  array(select x::text::bigint from pg_snapshot_xip(s) as x) as "in_flight!"
+                  array(select x::text::bigint from pg_snapshot_xip(s) as x) as "in_flight!",
+                  (select first_tx::text::bigint from primary_epochs order by timeline desc limit 1) as epoch
            from pg_current_snapshot() as s"#
     )
     .fetch_one(pool)
     .await?;
-    Ok(StartSnapshot { xmin: row.xmin, xmax: row.xmax, in_flight: row.in_flight })
+    Ok(StartSnapshot { xmin: row.xmin, xmax: row.xmax, in_flight: row.in_flight, epoch: row.epoch })
 }

@@ -89,7 +89,7 @@ async fn run<S: FeedSource>(
     fanout: Fanout<S::Row>,
     mut events: mpsc::UnboundedReceiver<TailEvent>,
 ) {
-    let mut tail = Tail { source, fanout, global: None, heads: HashMap::new() };
+    let mut tail = Tail { source, fanout, global: None, epoch: None, heads: HashMap::new() };
     while let Some(first) = events.recv().await {
         let notified = Instant::now();
         let (mut txs, mut resync, mut poll) = (Vec::new(), false, false);
@@ -134,6 +134,8 @@ struct Tail<S: FeedSource> {
     fanout: Fanout<S::Row>,
     /// How far the global readers were served; `None` while there are none.
     global: Option<GlobalCursor>,
+    /// The first transaction of the primary epoch `global` is of ([`super::epoch`]).
+    epoch: Option<i64>,
     /// Each followed key's committed last position, as read at the last poll.
     heads: HashMap<String, i64>,
 }
@@ -168,6 +170,7 @@ impl<S: FeedSource> Tail<S> {
             }
         } else {
             self.global = None;
+            self.epoch = None;
         }
         if poll
             && self.fanout.has_keyed()
@@ -191,10 +194,21 @@ impl<S: FeedSource> Tail<S> {
         };
         loop {
             let page = self.source.global_page(cursor).await?;
+            // A new primary may hand out transaction ids below the cursor again: a page of a new epoch is
+            // dropped and the tail reads the epoch from its first transaction (its readers, handed batches
+            // of another epoch than theirs, catch up from Postgres and rebase likewise).
+            match (self.epoch, page.epoch) {
+                (Some(known), Some(now)) if known != now => {
+                    self.epoch = Some(now);
+                    cursor = cursor.min(GlobalCursor::horizon(now));
+                    continue;
+                }
+                (_, now) => self.epoch = now.or(self.epoch),
+            }
             let next = cursor.max(page.next);
             if next > cursor {
                 let rows = page.rows.into_iter().map(std::sync::Arc::new).collect();
-                self.fanout.dispatch_global(Batch::new(cursor, next, rows));
+                self.fanout.dispatch_global(Batch::new(cursor, next, rows).in_epoch(self.epoch));
             }
             cursor = next;
             self.global = Some(cursor);
@@ -266,7 +280,7 @@ mod tests {
         }
 
         async fn global_page(&self, after: GlobalCursor) -> StoreResult<Page<Row, GlobalCursor>> {
-            Ok(Page { rows: Vec::new(), next: after, caught_up: true })
+            Ok(Page { rows: Vec::new(), next: after, caught_up: true, epoch: None })
         }
 
         fn pool(&self) -> &Pool {
@@ -293,7 +307,7 @@ mod tests {
         let mut reader = fanout.subscribe_global();
         // The reader started at horizon 3; a transaction committed, and the horizon is 5 when the tail begins.
         let heads = Heads::default();
-        let mut tail = Tail { source: heads, fanout, global: None, heads: HashMap::new() };
+        let mut tail = Tail { source: heads, fanout, global: None, epoch: None, heads: HashMap::new() };
         tail.step(Committed::Transactions(&[4]), false, false).await;
         match reader.next().now_or_never() {
             Some(Delivery::Batch(batch)) => {
@@ -309,7 +323,7 @@ mod tests {
         let fanout = Fanout::default();
         let mut reader = fanout.subscribe_key("k");
         let heads = Heads(Mutex::new(VecDeque::from([10, 20, 30, 40])), Mutex::default());
-        let mut tail = Tail { source: heads, fanout, global: None, heads: HashMap::new() };
+        let mut tail = Tail { source: heads, fanout, global: None, epoch: None, heads: HashMap::new() };
 
         reader.delivered(5);
         tail.check_keys().await.unwrap();
@@ -333,7 +347,7 @@ mod tests {
     async fn a_replica_reads_only_the_keys_its_readers_follow() {
         let fanout = Fanout::default();
         let _reader = fanout.subscribe_key("k");
-        let mut tail = Tail { source: Heads::default(), fanout, global: None, heads: HashMap::new() };
+        let mut tail = Tail { source: Heads::default(), fanout, global: None, epoch: None, heads: HashMap::new() };
         let range = |key: &str, after, last| KeyRange { key: key.to_owned(), after, last };
 
         tail.step(Committed::Keys(vec![range("k", 0, 2), range("other", 0, 5)]), false, false).await;

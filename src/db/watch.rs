@@ -3,7 +3,13 @@
 //! `from-beginning`, `cursor` (a row's sequence number) or "only what comes next" are turned into positions
 //! and global cursors once, before the response goes out.
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicI64, Ordering},
+    },
+    time::Duration,
+};
 
 use futures::{Stream, StreamExt, stream::BoxStream};
 
@@ -11,7 +17,7 @@ use super::{
     StoreResult,
     fanout::FeedRow,
     feed::GlobalCursor,
-    follow::{Page, follow, follow_woken},
+    follow::{EpochTrack, Page, follow, follow_woken},
     live::LiveFeed,
     tail::FeedSource,
     wakeup::Subscription,
@@ -111,7 +117,7 @@ pub fn key_after<S: KeyPages>(
         let (source, key) = (source.clone(), key.clone());
         async move { source.key_page(&key, after).await }
     };
-    follow(subscription, after, retry_pause, read, <S::Row as FeedRow>::position).boxed()
+    follow(subscription, after, retry_pause, read, <S::Row as FeedRow>::position, EpochTrack::none()).boxed()
 }
 
 /// Every row of the feed from `start`, forever. A live-only watch starts at the horizon and skips rows of
@@ -135,8 +141,16 @@ pub async fn follow_all<S: FeedSource + Clone>(
         let source = source.clone();
         async move { source.global_page(after).await }
     };
-    Ok(follow(subscription, from, retry_pause, read, <S::Row as FeedRow>::global)
-        .filter(move |row| std::future::ready(snapshot.as_ref().is_none_or(|s| s.is_new(row.global().tx))))
+    // Every row of an epoch begun after the reader started is new to it, whatever its start snapshot says.
+    let new_epoch_from = Arc::new(AtomicI64::new(i64::MAX));
+    let rebase = |cursor: GlobalCursor, first_tx| cursor.min(GlobalCursor::horizon(first_tx));
+    let epoch = EpochTrack::new(snapshot.as_ref().and_then(|s| s.epoch), rebase, Some(new_epoch_from.clone()));
+    Ok(follow(subscription, from, retry_pause, read, <S::Row as FeedRow>::global, epoch)
+        .filter(move |row| {
+            let tx = row.global().tx;
+            let new = tx >= new_epoch_from.load(Ordering::SeqCst) || snapshot.as_ref().is_none_or(|s| s.is_new(tx));
+            std::future::ready(new)
+        })
         .boxed())
 }
 

@@ -130,8 +130,9 @@ impl EventStore {
     #[tracing::instrument(level = "debug", skip_all)]
     pub async fn global_page(&self, after: GlobalCursor) -> StoreResult<Page<EventRecord, GlobalCursor>> {
         let rows = sqlx::query!(
-            r#"with h as (select pg_snapshot_xmin(pg_current_snapshot()) as horizon)
-               select h.horizon::text::bigint as "horizon!", e.sequence_number as "sequence_number?",
+            r#"with h as (select pg_snapshot_xmin(pg_current_snapshot()) as horizon,
+                          (select first_tx::text::bigint from primary_epochs order by timeline desc limit 1) as epoch)
+               select h.horizon::text::bigint as "horizon!", h.epoch as "epoch?", e.sequence_number as "sequence_number?",
                       e.query_id as "query_id?", e.session_id, e.event::text as "event?",
                       e.position as "position?", e.tx::text::bigint as "tx?", e.bytes as "bytes?"
                from h left join lateral (
@@ -148,6 +149,7 @@ impl EventStore {
         .fetch_all(&self.pool)
         .await?;
         let horizon = rows.first().map_or(after.tx, |row| row.horizon);
+        let epoch = rows.first().and_then(|row| row.epoch);
         let mut records = Vec::with_capacity(rows.len());
         for row in rows {
             let (Some(sequence), Some(query_id), Some(event), Some(position), Some(tx), Some(bytes)) =
@@ -165,7 +167,7 @@ impl EventStore {
                 bytes,
             });
         }
-        Ok(Page::of_global(records, after, horizon))
+        Ok(Page::of_global(records, after, horizon, epoch))
     }
 
     /// Deletes every event.

@@ -302,8 +302,9 @@ impl FeedSource for ChunkStore {
 
     async fn global_page(&self, after: GlobalCursor) -> StoreResult<Page<ChunkRow, GlobalCursor>> {
         let rows = sqlx::query!(
-            r#"with h as (select pg_snapshot_xmin(pg_current_snapshot()) as horizon)
-               select h.horizon::text::bigint as "horizon!", c.sequence_number as "sequence?", c.stream_id as "stream_id?",
+            r#"with h as (select pg_snapshot_xmin(pg_current_snapshot()) as horizon,
+                          (select first_tx::text::bigint from primary_epochs order by timeline desc limit 1) as epoch)
+               select h.horizon::text::bigint as "horizon!", h.epoch as "epoch?", c.sequence_number as "sequence?", c.stream_id as "stream_id?",
                       c.position as "position?", c.tx::text::bigint as "tx?", c.chunk::text as "chunk?",
                       c.is_done as "is_done?", c.created_at as "created_at?", c.bytes as "bytes?", c.event_type
                from h left join lateral chunk_global_page($1::text::xid8, $2, h.horizon, $3, $4) with ordinality c
@@ -317,6 +318,7 @@ impl FeedSource for ChunkStore {
         .fetch_all(&self.pool)
         .await?;
         let horizon = rows.first().map_or(after.tx, |row| row.horizon);
+        let epoch = rows.first().and_then(|row| row.epoch);
         let chunks: Vec<ChunkRow> = rows
             .into_iter()
             .filter_map(|row| {
@@ -333,7 +335,7 @@ impl FeedSource for ChunkStore {
                 })
             })
             .collect();
-        Ok(Page::of_global(chunks, after, horizon))
+        Ok(Page::of_global(chunks, after, horizon, epoch))
     }
 
     fn pool(&self) -> &Pool {

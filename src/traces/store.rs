@@ -287,8 +287,9 @@ impl FeedSource for SpanStore {
 
     async fn global_page(&self, after: GlobalCursor) -> StoreResult<Page<SpanRecord, GlobalCursor>> {
         let rows = sqlx::query!(
-            r#"with h as (select pg_snapshot_xmin(pg_current_snapshot()) as horizon)
-               select h.horizon::text::bigint as "horizon!", s.sequence_number as "sequence_number?",
+            r#"with h as (select pg_snapshot_xmin(pg_current_snapshot()) as horizon,
+                          (select first_tx::text::bigint from primary_epochs order by timeline desc limit 1) as epoch)
+               select h.horizon::text::bigint as "horizon!", h.epoch as "epoch?", s.sequence_number as "sequence_number?",
                       s.trace_id as "trace_id?", s.session_id, s.span::text as "span?",
                       s.position as "position?", s.tx::text::bigint as "tx?", s.bytes as "bytes?"
                from h left join lateral (
@@ -305,6 +306,7 @@ impl FeedSource for SpanStore {
         .fetch_all(&self.pool)
         .await?;
         let horizon = rows.first().map_or(after.tx, |row| row.horizon);
+        let epoch = rows.first().and_then(|row| row.epoch);
         let mut records = Vec::with_capacity(rows.len());
         for row in rows {
             let (Some(sequence), Some(trace_id), Some(span), Some(position), Some(tx), Some(bytes)) =
@@ -322,7 +324,7 @@ impl FeedSource for SpanStore {
                 bytes,
             });
         }
-        Ok(Page::of_global(records, after, horizon))
+        Ok(Page::of_global(records, after, horizon, epoch))
     }
 
     fn pool(&self) -> &Pool {

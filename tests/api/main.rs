@@ -23,6 +23,7 @@ mod events_replicas;
 mod exact_ingest;
 mod failover;
 mod failover_async;
+mod failover_watchers;
 mod frozen;
 mod github_typed;
 mod heartbeat;

@@ -211,8 +211,9 @@ impl MessageStore {
     #[tracing::instrument(level = "debug", skip_all)]
     pub async fn global_page(&self, after: GlobalCursor) -> StoreResult<Page<MessageItem, GlobalCursor>> {
         let rows = sqlx::query!(
-            r#"with h as (select pg_snapshot_xmin(pg_current_snapshot()) as horizon)
-               select h.horizon::text::bigint as "horizon!", m.sequence_number as "sequence_number?",
+            r#"with h as (select pg_snapshot_xmin(pg_current_snapshot()) as horizon,
+                          (select first_tx::text::bigint from primary_epochs order by timeline desc limit 1) as epoch)
+               select h.horizon::text::bigint as "horizon!", h.epoch as "epoch?", m.sequence_number as "sequence_number?",
                       m.conversation_id as "conversation_id?", m.query_id as "query_id?", m.message as "message?",
                       m.created_at as "created_at?", m.position as "position?", m.tx::text::bigint as "tx?",
                       m.bytes as "bytes?"
@@ -230,6 +231,7 @@ impl MessageStore {
         .fetch_all(&self.pool)
         .await?;
         let horizon = rows.first().map_or(after.tx, |row| row.horizon);
+        let epoch = rows.first().and_then(|row| row.epoch);
         let items = rows
             .into_iter()
             .filter_map(|row| {
@@ -245,7 +247,7 @@ impl MessageStore {
                 })
             })
             .collect();
-        Ok(Page::of_global(items, after, horizon))
+        Ok(Page::of_global(items, after, horizon, epoch))
     }
 
     /// Conversation ids that still have visible messages, in order of first appearance.

@@ -241,8 +241,9 @@ impl SessionStore {
     #[tracing::instrument(level = "debug", skip_all)]
     pub async fn changes_after(&self, after: GlobalCursor) -> StoreResult<Page<SessionChange, GlobalCursor>> {
         let rows = sqlx::query!(
-            r#"with h as (select pg_snapshot_xmin(pg_current_snapshot()) as horizon)
-               select h.horizon::text::bigint as "horizon!",
+            r#"with h as (select pg_snapshot_xmin(pg_current_snapshot()) as horizon,
+                          (select first_tx::text::bigint from primary_epochs order by timeline desc limit 1) as epoch)
+               select h.horizon::text::bigint as "horizon!", h.epoch as "epoch?",
                       to_jsonb(s) || jsonb_build_object('tx', s.tx::text::bigint) as "entry?"
                from h left join lateral (
                  select * from session_entries
@@ -257,13 +258,14 @@ impl SessionStore {
         .fetch_all(&self.pool)
         .await?;
         let horizon = rows.first().map_or(after.tx, |row| row.horizon);
+        let epoch = rows.first().and_then(|row| row.epoch);
         let mut changes = Vec::new();
         for value in rows.into_iter().filter_map(|row| row.entry) {
             let row = EntryRow::parse(value)?;
             let (sequence, tx) = (row.sequence, row.tx);
             changes.push(SessionChange::new(&row.into_entry(), sequence, tx));
         }
-        Ok(Page::of_global(changes, after, horizon))
+        Ok(Page::of_global(changes, after, horizon, epoch))
     }
 }
 
