@@ -271,6 +271,12 @@ impl GlobalCursor {
     pub fn horizon(horizon: i64) -> Self {
         GlobalCursor { tx: horizon, sequence: 0 }
     }
+
+    /// The cursor in the primary epoch whose first transaction is `first_tx`: no later than that transaction,
+    /// whose id the new primary may have handed out below ids this cursor passed on the old one.
+    pub fn rebased(self, first_tx: i64) -> Self {
+        self.min(GlobalCursor::horizon(first_tx))
+    }
 }
 
 #[cfg(test)]

@@ -160,8 +160,13 @@ impl<C: Copy> EpochTrack<C> {
         EpochTrack { known, rebase, on_rebase }
     }
 
+    /// The first transaction of the cursor's epoch, once a read said.
+    pub fn known(&self) -> Option<i64> {
+        self.known
+    }
+
     /// The cursor rebased, when a page of epoch `read_in` is of another epoch than the cursor's.
-    fn crossed(&mut self, read_in: Option<i64>, cursor: C) -> Option<C> {
+    pub fn crossed(&mut self, read_in: Option<i64>, cursor: C) -> Option<C> {
         let now = read_in?;
         let known = self.known.replace(now);
         if known.is_none_or(|known| known == now) {

@@ -312,7 +312,7 @@ pub async fn start_snapshot(pool: &Pool) -> StoreResult<StartSnapshot> {
     let row = sqlx::query!(
         r#"select pg_snapshot_xmin(s)::text::bigint as "xmin!", pg_snapshot_xmax(s)::text::bigint as "xmax!",
                   array(select x::text::bigint from pg_snapshot_xip(s) as x) as "in_flight!",
-                  (select first_tx::text::bigint from primary_epochs order by timeline desc limit 1) as epoch
+                  ark_broker_current_epoch() as epoch
            from pg_current_snapshot() as s"#
     )
     .fetch_one(pool)

@@ -20,7 +20,7 @@ use super::{
     StoreResult,
     fanout::{Batch, Fanout, FeedRow},
     feed::{Feed, GlobalCursor},
-    follow::Page,
+    follow::{EpochTrack, Page},
     notice::{self, KeyRange},
 };
 use crate::telemetry::metrics;
@@ -89,7 +89,7 @@ async fn run<S: FeedSource>(
     fanout: Fanout<S::Row>,
     mut events: mpsc::UnboundedReceiver<TailEvent>,
 ) {
-    let mut tail = Tail { source, fanout, global: None, epoch: None, heads: HashMap::new() };
+    let mut tail = Tail { source, fanout, global: None, epoch: global_epoch(), heads: HashMap::new() };
     while let Some(first) = events.recv().await {
         let notified = Instant::now();
         let (mut txs, mut resync, mut poll) = (Vec::new(), false, false);
@@ -121,6 +121,11 @@ async fn run<S: FeedSource>(
     }
 }
 
+/// The epoch of a tail that has not read yet: the first page says which.
+fn global_epoch() -> EpochTrack<GlobalCursor> {
+    EpochTrack::new(None, GlobalCursor::rebased, None)
+}
+
 /// What one wake's notifications committed.
 enum Committed<'a> {
     /// Exactly these keys' positions (merged, sorted by key).
@@ -134,8 +139,8 @@ struct Tail<S: FeedSource> {
     fanout: Fanout<S::Row>,
     /// How far the global readers were served; `None` while there are none.
     global: Option<GlobalCursor>,
-    /// The first transaction of the primary epoch `global` is of ([`super::epoch`]).
-    epoch: Option<i64>,
+    /// The primary epoch `global` is of ([`super::epoch`]).
+    epoch: EpochTrack<GlobalCursor>,
     /// Each followed key's committed last position, as read at the last poll.
     heads: HashMap<String, i64>,
 }
@@ -170,7 +175,7 @@ impl<S: FeedSource> Tail<S> {
             }
         } else {
             self.global = None;
-            self.epoch = None;
+            self.epoch = global_epoch();
         }
         if poll
             && self.fanout.has_keyed()
@@ -197,18 +202,14 @@ impl<S: FeedSource> Tail<S> {
             // A new primary may hand out transaction ids below the cursor again: a page of a new epoch is
             // dropped and the tail reads the epoch from its first transaction (its readers, handed batches
             // of another epoch than theirs, catch up from Postgres and rebase likewise).
-            match (self.epoch, page.epoch) {
-                (Some(known), Some(now)) if known != now => {
-                    self.epoch = Some(now);
-                    cursor = cursor.min(GlobalCursor::horizon(now));
-                    continue;
-                }
-                (_, now) => self.epoch = now.or(self.epoch),
+            if let Some(rebased) = self.epoch.crossed(page.epoch, cursor) {
+                cursor = rebased;
+                continue;
             }
             let next = cursor.max(page.next);
             if next > cursor {
                 let rows = page.rows.into_iter().map(std::sync::Arc::new).collect();
-                self.fanout.dispatch_global(Batch::new(cursor, next, rows).in_epoch(self.epoch));
+                self.fanout.dispatch_global(Batch::new(cursor, next, rows).in_epoch(self.epoch.known()));
             }
             cursor = next;
             self.global = Some(cursor);
@@ -307,7 +308,7 @@ mod tests {
         let mut reader = fanout.subscribe_global();
         // The reader started at horizon 3; a transaction committed, and the horizon is 5 when the tail begins.
         let heads = Heads::default();
-        let mut tail = Tail { source: heads, fanout, global: None, epoch: None, heads: HashMap::new() };
+        let mut tail = Tail { source: heads, fanout, global: None, epoch: global_epoch(), heads: HashMap::new() };
         tail.step(Committed::Transactions(&[4]), false, false).await;
         match reader.next().now_or_never() {
             Some(Delivery::Batch(batch)) => {
@@ -323,7 +324,7 @@ mod tests {
         let fanout = Fanout::default();
         let mut reader = fanout.subscribe_key("k");
         let heads = Heads(Mutex::new(VecDeque::from([10, 20, 30, 40])), Mutex::default());
-        let mut tail = Tail { source: heads, fanout, global: None, epoch: None, heads: HashMap::new() };
+        let mut tail = Tail { source: heads, fanout, global: None, epoch: global_epoch(), heads: HashMap::new() };
 
         reader.delivered(5);
         tail.check_keys().await.unwrap();
@@ -347,7 +348,8 @@ mod tests {
     async fn a_replica_reads_only_the_keys_its_readers_follow() {
         let fanout = Fanout::default();
         let _reader = fanout.subscribe_key("k");
-        let mut tail = Tail { source: Heads::default(), fanout, global: None, epoch: None, heads: HashMap::new() };
+        let mut tail =
+            Tail { source: Heads::default(), fanout, global: None, epoch: global_epoch(), heads: HashMap::new() };
         let range = |key: &str, after, last| KeyRange { key: key.to_owned(), after, last };
 
         tail.step(Committed::Keys(vec![range("k", 0, 2), range("other", 0, 5)]), false, false).await;

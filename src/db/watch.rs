@@ -143,8 +143,8 @@ pub async fn follow_all<S: FeedSource + Clone>(
     };
     // Every row of an epoch begun after the reader started is new to it, whatever its start snapshot says.
     let new_epoch_from = Arc::new(AtomicI64::new(i64::MAX));
-    let rebase = |cursor: GlobalCursor, first_tx| cursor.min(GlobalCursor::horizon(first_tx));
-    let epoch = EpochTrack::new(snapshot.as_ref().and_then(|s| s.epoch), rebase, Some(new_epoch_from.clone()));
+    let known = snapshot.as_ref().and_then(|s| s.epoch);
+    let epoch = EpochTrack::new(known, GlobalCursor::rebased, Some(new_epoch_from.clone()));
     Ok(follow(subscription, from, retry_pause, read, <S::Row as FeedRow>::global, epoch)
         .filter(move |row| {
             let tx = row.global().tx;

@@ -131,7 +131,7 @@ impl EventStore {
     pub async fn global_page(&self, after: GlobalCursor) -> StoreResult<Page<EventRecord, GlobalCursor>> {
         let rows = sqlx::query!(
             r#"with h as (select pg_snapshot_xmin(pg_current_snapshot()) as horizon,
-                          (select first_tx::text::bigint from primary_epochs order by timeline desc limit 1) as epoch)
+                          ark_broker_current_epoch() as epoch)
                select h.horizon::text::bigint as "horizon!", h.epoch as "epoch?", e.sequence_number as "sequence_number?",
                       e.query_id as "query_id?", e.session_id, e.event::text as "event?",
                       e.position as "position?", e.tx::text::bigint as "tx?", e.bytes as "bytes?"

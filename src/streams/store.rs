@@ -303,7 +303,7 @@ impl FeedSource for ChunkStore {
     async fn global_page(&self, after: GlobalCursor) -> StoreResult<Page<ChunkRow, GlobalCursor>> {
         let rows = sqlx::query!(
             r#"with h as (select pg_snapshot_xmin(pg_current_snapshot()) as horizon,
-                          (select first_tx::text::bigint from primary_epochs order by timeline desc limit 1) as epoch)
+                          ark_broker_current_epoch() as epoch)
                select h.horizon::text::bigint as "horizon!", h.epoch as "epoch?", c.sequence_number as "sequence?", c.stream_id as "stream_id?",
                       c.position as "position?", c.tx::text::bigint as "tx?", c.chunk::text as "chunk?",
                       c.is_done as "is_done?", c.created_at as "created_at?", c.bytes as "bytes?", c.event_type

@@ -288,7 +288,7 @@ impl FeedSource for SpanStore {
     async fn global_page(&self, after: GlobalCursor) -> StoreResult<Page<SpanRecord, GlobalCursor>> {
         let rows = sqlx::query!(
             r#"with h as (select pg_snapshot_xmin(pg_current_snapshot()) as horizon,
-                          (select first_tx::text::bigint from primary_epochs order by timeline desc limit 1) as epoch)
+                          ark_broker_current_epoch() as epoch)
                select h.horizon::text::bigint as "horizon!", h.epoch as "epoch?", s.sequence_number as "sequence_number?",
                       s.trace_id as "trace_id?", s.session_id, s.span::text as "span?",
                       s.position as "position?", s.tx::text::bigint as "tx?", s.bytes as "bytes?"

@@ -212,7 +212,7 @@ impl MessageStore {
     pub async fn global_page(&self, after: GlobalCursor) -> StoreResult<Page<MessageItem, GlobalCursor>> {
         let rows = sqlx::query!(
             r#"with h as (select pg_snapshot_xmin(pg_current_snapshot()) as horizon,
-                          (select first_tx::text::bigint from primary_epochs order by timeline desc limit 1) as epoch)
+                          ark_broker_current_epoch() as epoch)
                select h.horizon::text::bigint as "horizon!", h.epoch as "epoch?", m.sequence_number as "sequence_number?",
                       m.conversation_id as "conversation_id?", m.query_id as "query_id?", m.message as "message?",
                       m.created_at as "created_at?", m.position as "position?", m.tx::text::bigint as "tx?",

@@ -242,7 +242,7 @@ impl SessionStore {
     pub async fn changes_after(&self, after: GlobalCursor) -> StoreResult<Page<SessionChange, GlobalCursor>> {
         let rows = sqlx::query!(
             r#"with h as (select pg_snapshot_xmin(pg_current_snapshot()) as horizon,
-                          (select first_tx::text::bigint from primary_epochs order by timeline desc limit 1) as epoch)
+                          ark_broker_current_epoch() as epoch)
                select h.horizon::text::bigint as "horizon!", h.epoch as "epoch?",
                       to_jsonb(s) || jsonb_build_object('tx', s.tx::text::bigint) as "entry?"
                from h left join lateral (
