@@ -1,5 +1,6 @@
 //! Command-line flags with environment fallbacks: the one place the broker's settings are defined.
 
+pub mod access;
 pub mod budgets;
 pub mod channels;
 mod durations;
@@ -13,7 +14,6 @@ use std::{net::IpAddr, path::PathBuf};
 use clap::Parser;
 
 pub use ttls::{ConfigError, Ttls};
-use values::header_name;
 pub use values::{AnswerPolicy, AuthMode, DatabaseUrl, LogFormat, Secret, StatusPatching};
 
 /// Ark Broker: Postgres-backed memory, chunk streams and questions for Ark, served by identical replicas.
@@ -63,48 +63,6 @@ pub struct Config {
     /// broker's own pages may post from a browser.
     #[arg(long, env = "ARK_BROKER_CORS_ALLOWED_ORIGINS", value_delimiter = ',')]
     pub cors_allowed_origins: Vec<String>,
-
-    /// Who may call: `none` (anyone who reaches the broker), `token` (a bearer token from
-    /// `--auth-tokens-file`), or `kubernetes` (a bearer token the Kubernetes API accepts in a TokenReview).
-    /// With `token` or `kubernetes`, every route but `/health` and `/readyz` needs a credential, and MCP tasks
-    /// and pending-question lists are each caller's own.
-    #[arg(long, env = "ARK_BROKER_AUTH", value_enum, default_value_t = AuthMode::None)]
-    pub auth: AuthMode,
-
-    /// The tokens of `--auth token`: one `<token> <principal>` per line, `#` comments; re-read when it changes.
-    #[arg(long, env = "ARK_BROKER_AUTH_TOKENS_FILE")]
-    pub auth_tokens_file: Option<PathBuf>,
-
-    /// Audiences a token must be valid for under `--auth kubernetes` (comma-separated; empty: the API
-    /// server's own).
-    #[arg(long, env = "ARK_BROKER_AUTH_AUDIENCES", value_delimiter = ',')]
-    pub auth_audiences: Vec<String>,
-
-    /// Seconds a TokenReview's verdict is reused for the same token.
-    #[arg(long, env = "ARK_BROKER_AUTH_CACHE_SECONDS", default_value_t = 10,
-          value_parser = clap::value_parser!(u64).range(0..=3600))]
-    pub auth_cache_seconds: u64,
-
-    /// A header set by an authenticating proxy in front of the page (e.g. oauth2-proxy's
-    /// `X-Auth-Request-User`) naming the person; it becomes `answeredBy`. With auth on, a request carrying it
-    /// and no token may do what the page does (read, answer, cancel). Set it only when the proxy overwrites the
-    /// header on every request that can reach the broker.
-    #[arg(long, env = "ARK_BROKER_TRUSTED_USER_HEADER", value_parser = header_name)]
-    pub trusted_user_header: Option<String>,
-
-    /// Who may answer (or decline) a question, with authentication on: `any` principal, its `recipient`, or
-    /// whoever `kubernetes` RBAC lets update Queries in its namespace (a SubjectAccessReview). In every policy
-    /// the principal that asked may not answer its own question.
-    #[arg(long, env = "ARK_BROKER_ANSWER_POLICY", value_enum, default_value = "any")]
-    pub answer_policy: AnswerPolicy,
-
-    /// `recipient` policy: a file of `<team> <principal> <principal>…` lines, re-read when it changes.
-    #[arg(long, env = "ARK_BROKER_TEAMS_FILE")]
-    pub teams_file: Option<PathBuf>,
-
-    /// Channel identities as principals: `<identity> <principal>` lines (`slack:U0123 alice`), re-read on change.
-    #[arg(long, env = "ARK_BROKER_IDENTITIES_FILE")]
-    pub identities_file: Option<PathBuf>,
 
     /// Milliseconds between `notifications/progress` while a blocking `ask_question` waits.
     #[arg(long, env = "ARK_BROKER_MCP_PROGRESS_INTERVAL_MS", default_value_t = 10_000,
@@ -395,6 +353,9 @@ pub struct Config {
     #[arg(long, env = "ARK_BROKER_NDJSON_BUFFER_BUDGET_BYTES", default_value_t = 128 * 1024 * 1024,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub ndjson_buffer_budget_bytes: u64,
+
+    #[command(flatten)]
+    pub access: access::Access,
 
     #[command(flatten)]
     pub budgets: budgets::ByteBudgets,

@@ -89,6 +89,8 @@ enum Verifier {
 pub struct Authenticator {
     verifier: Verifier,
     trusted_user_header: Option<HeaderName>,
+    /// `--auth-open-ark-routes`: the routes Ark's components call without a credential take none.
+    open_ark_routes: bool,
 }
 
 /// What a request's credentials establish.
@@ -110,7 +112,7 @@ pub enum Identified {
 impl Authenticator {
     /// No authentication: today's behaviour, every caller anonymous.
     pub fn off() -> Self {
-        Authenticator { verifier: Verifier::Off, trusted_user_header: None }
+        Authenticator { verifier: Verifier::Off, trusted_user_header: None, open_ark_routes: false }
     }
 
     /// The authentication `config` asks for, and the task that reloads a tokens file.
@@ -118,10 +120,10 @@ impl Authenticator {
         config: &Config,
         shutdown: &CancellationToken,
     ) -> Result<(Self, Option<JoinHandle<()>>), AuthSetupError> {
-        let (verifier, task) = match config.auth {
+        let (verifier, task) = match config.access.auth {
             AuthMode::None => (Verifier::Off, None),
             AuthMode::Token => {
-                let path: &PathBuf = config.auth_tokens_file.as_ref().ok_or(AuthSetupError::NoTokensFile)?;
+                let path: &PathBuf = config.access.auth_tokens_file.as_ref().ok_or(AuthSetupError::NoTokensFile)?;
                 let file = TokenFile::load(path)?;
                 let task = file.spawn_reload(shutdown.clone());
                 (Verifier::Tokens(file), Some(task))
@@ -130,13 +132,15 @@ impl Authenticator {
                 let client = crate::kubernetes::client(config.kube_api_url.as_deref())
                     .await
                     .map_err(|e| AuthSetupError::NoKubernetes(e.to_string()))?;
-                let audiences = config.auth_audiences.iter().map(|a| a.trim().to_owned()).filter(|a| !a.is_empty());
-                let ttl = Duration::from_secs(config.auth_cache_seconds);
+                let audiences =
+                    config.access.auth_audiences.iter().map(|a| a.trim().to_owned()).filter(|a| !a.is_empty());
+                let ttl = Duration::from_secs(config.access.auth_cache_seconds);
                 (Verifier::Kubernetes(Box::new(TokenReviewer::new(client, audiences.collect(), ttl))), None)
             }
         };
-        let trusted_user_header = config.trusted_user_header.as_deref().and_then(|name| name.parse().ok());
-        Ok((Authenticator { verifier, trusted_user_header }, task))
+        let trusted_user_header = config.access.trusted_user_header.as_deref().and_then(|name| name.parse().ok());
+        let open_ark_routes = config.access.auth_open_ark_routes;
+        Ok((Authenticator { verifier, trusted_user_header, open_ark_routes }, task))
     }
 
     /// Whether callers must authenticate (and tasks are bound to them).
@@ -156,9 +160,11 @@ impl Authenticator {
             return Identified::Refused { presented: true };
         }
         let Some(token) = bearer_token(headers) else {
-            // A person the proxy vouches for may do what the page does; everything else needs a token.
+            // A person the proxy vouches for may do what the page does; Ark's own callers, when let, what they
+            // call; everything else needs a token.
             return match person {
                 Some(person) if person_may(method, path) => Identified::Principal(person),
+                _ if self.open_ark_routes && ark_calls_without_credentials(method, path) => Identified::Anonymous,
                 _ => Identified::Refused { presented: false },
             };
         };
@@ -204,6 +210,25 @@ fn person_may(method: &Method, path: &str) -> bool {
     }
 }
 
+/// What Ark's components call with no header to carry a credential (they find the broker through the
+/// discovery ConfigMaps): the executor's chunk POST and `/complete`, ark-api's read of one Query's stream, the
+/// events of the executor and the controller, and the controller's OTLP spans.
+fn ark_calls_without_credentials(method: &Method, path: &str) -> bool {
+    let stream = path.strip_prefix("/stream/").filter(|rest| !rest.is_empty());
+    match *method {
+        Method::GET => stream.is_some_and(|id| !id.contains('/')),
+        Method::POST => {
+            path == "/events"
+                || path == "/v1/traces"
+                || stream.is_some_and(|rest| {
+                    let id = rest.strip_suffix("/complete").unwrap_or(rest);
+                    !id.is_empty() && !id.contains('/')
+                })
+        }
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -238,5 +263,31 @@ mod tests {
         assert!(!person_may(&Method::GET, "/messages"));
         assert!(!person_may(&Method::DELETE, "/stream"));
         assert!(!person_may(&Method::GET, "/uix"));
+    }
+
+    #[test]
+    fn ark_calls_without_credentials_are_its_stream_writes_and_read_events_and_spans() {
+        for (method, path) in [
+            (Method::POST, "/stream/q-1"),
+            (Method::POST, "/stream/q-1/complete"),
+            (Method::GET, "/stream/q-1"),
+            (Method::POST, "/events"),
+            (Method::POST, "/v1/traces"),
+        ] {
+            assert!(ark_calls_without_credentials(&method, path), "{method} {path}");
+        }
+        for (method, path) in [
+            (Method::GET, "/stream"),
+            (Method::GET, "/stream/"),
+            (Method::DELETE, "/stream/q-1"),
+            (Method::POST, "/stream/q-1/other"),
+            (Method::POST, "/stream//complete"),
+            (Method::GET, "/events"),
+            (Method::POST, "/messages"),
+            (Method::POST, "/questions"),
+            (Method::POST, "/mcp"),
+        ] {
+            assert!(!ark_calls_without_credentials(&method, path), "{method} {path}");
+        }
     }
 }

@@ -95,8 +95,8 @@ pub struct PostEvent {
     #[serde(flatten)]
     event: Shape,
     /// Seconds to keep it (default `--event-ttl-seconds`); a string holding the number is taken too. Not
-    /// stored with the event.
-    #[schema(minimum = 1, maximum = 3_153_600_000_i64)]
+    /// stored with the event. 0 stores it already expired (hidden from reads, still applied to its session).
+    #[schema(minimum = 0, maximum = 3_153_600_000_i64)]
     ttl_seconds: Option<i64>,
 }
 
@@ -127,7 +127,7 @@ pub struct NewEvent {
 
 impl NewEvent {
     /// Checks a body: an object with `data.queryId` a non-empty string, the `data` fields the broker reads
-    /// strings, `ttl_seconds` a positive integer (or a string holding one, as zod's `coerce`).
+    /// strings, `ttl_seconds` a non-negative integer (or a string holding one, as zod's `coerce`).
     pub fn parse(mut body: Value) -> Checked<Self> {
         let _: Shape = from_body(&body)?;
         // serde would also read `data` from an array of the right length.
@@ -196,7 +196,9 @@ pub(super) fn document_data_fields(document: &mut OpenApi) {
     }
 }
 
-/// `ttl_seconds`: a positive integer, or a string holding one; `null` means none.
+/// `ttl_seconds`: a non-negative integer, or a string holding one; `null` means none. 0 is what Ark's Go
+/// executor sends for a Query whose TTL is under a second: the event expires at once (hidden from every read,
+/// reaped by the next pass), as upstream stores it, and still counts for its session.
 fn ttl(value: Value) -> Checked<Option<i64>> {
     let seconds = match &value {
         Value::Null => return Ok(None),
@@ -205,8 +207,8 @@ fn ttl(value: Value) -> Checked<Option<i64>> {
         other => Err(format!("expected integer, received {}", json_type(other))),
     }
     .map_err(|message| Invalid(format!("ttl_seconds: {message}")))?;
-    if seconds <= 0 {
-        return Err(Invalid("ttl_seconds: Number must be greater than 0".into()));
+    if seconds < 0 {
+        return Err(Invalid("ttl_seconds: Number must be greater than or equal to 0".into()));
     }
     if seconds > MAX_TTL_SECONDS {
         return Err(Invalid(format!("ttl_seconds: Number must be at most {MAX_TTL_SECONDS}")));
@@ -261,7 +263,7 @@ mod tests {
         reads.extend(data_fields.iter().map(|field| (field.as_str(), "string")));
         assert_documented(&document, body, &reads);
         let ttl = property(&document, body, "ttl_seconds").unwrap();
-        assert_eq!((ttl["minimum"].as_i64(), ttl["maximum"].as_i64()), (Some(1), Some(MAX_TTL_SECONDS)));
+        assert_eq!((ttl["minimum"].as_i64(), ttl["maximum"].as_i64()), (Some(0), Some(MAX_TTL_SECONDS)));
         let query_id = property(&document, body, "data.queryId").unwrap();
         let bounds = (query_id["minLength"].as_u64(), query_id["maxLength"].as_u64());
         assert_eq!(bounds, (Some(1), Some(MAX_KEY_BYTES as u64)));
@@ -288,9 +290,10 @@ mod tests {
         );
         assert_eq!(error(json!({"data": {"queryId": "u"}, "reason": 1})), "reason: expected string, received number");
         assert_eq!(
-            error(json!({"data": {"queryId": "u"}, "ttl_seconds": 0})),
-            "ttl_seconds: Number must be greater than 0"
+            error(json!({"data": {"queryId": "u"}, "ttl_seconds": -1})),
+            "ttl_seconds: Number must be greater than or equal to 0"
         );
+        assert_eq!(NewEvent::parse(json!({"data": {"queryId": "u"}, "ttl_seconds": 0})).unwrap().ttl_seconds, Some(0));
         assert_eq!(
             error(json!({"data": {"queryId": "u"}, "ttl_seconds": "soon"})),
             "ttl_seconds: expected integer, received string"

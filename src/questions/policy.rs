@@ -108,10 +108,10 @@ impl AnswerPolicy {
         auth_on: bool,
         shutdown: &CancellationToken,
     ) -> Result<(Self, Vec<JoinHandle<()>>), PolicySetupError> {
-        if config.answer_policy != Mode::Any && !auth_on {
+        if config.access.answer_policy != Mode::Any && !auth_on {
             return Err(PolicySetupError::NeedsAuth);
         }
-        let access = match config.answer_policy {
+        let access = match config.access.answer_policy {
             Mode::Kubernetes => Some(AccessReviewer::new(
                 crate::kubernetes::client(config.kube_api_url.as_deref())
                     .await
@@ -120,10 +120,10 @@ impl AnswerPolicy {
             _ => None,
         };
         let load = |path: Option<&std::path::PathBuf>, shape| path.map(|p| DirectoryFile::load(p, shape)).transpose();
-        let teams = load(config.teams_file.as_ref(), Shape::Team)?;
-        let identities = load(config.identities_file.as_ref(), Shape::Identity)?;
+        let teams = load(config.access.teams_file.as_ref(), Shape::Team)?;
+        let identities = load(config.access.identities_file.as_ref(), Shape::Identity)?;
         let reloads = teams.iter().chain(identities.iter()).map(|file| file.spawn_reload(shutdown.clone())).collect();
-        Ok((AnswerPolicy { on: auth_on, mode: config.answer_policy, teams, identities, access }, reloads))
+        Ok((AnswerPolicy { on: auth_on, mode: config.access.answer_policy, teams, identities, access }, reloads))
     }
 
     /// Whether `answerer` may answer (or decline) `question`; why not, in words for the person.

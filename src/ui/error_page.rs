@@ -38,6 +38,16 @@ pub fn reachable(state: &AppState) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// For the page's form posts, as the API's fail-fast layer treats a write: while this replica knows Postgres
+/// cannot be reached, waits up to the ride-through window for it to come back (a primary changing over)
+/// before failing, so an answer given during a switchover is stored as a REST answer would be.
+pub async fn reachable_for_a_write(state: &AppState) -> Result<(), ApiError> {
+    if state.listener.database_unreachable() && !state.listener.reachable_within(crate::db::outage::window()).await {
+        return Err(ApiError::Unavailable("the database cannot be reached".into()));
+    }
+    Ok(())
+}
+
 /// Middleware in front of the page's requests: every error response becomes an HTML page.
 pub async fn as_html(request: Request, next: Next) -> Response {
     let request_id = request_id(request.headers()).to_owned();

@@ -1,8 +1,8 @@
 //! The page's form posts, which work without JavaScript: an answer (a text box's text, an option, or a typed
 //! form's fields made into the object REST takes) and a decline, each through `questions::answering` as REST
 //! does, then a redirect back to the page with the outcome. An answer that does not fit the question's form
-//! gets the error page naming the field; one that cannot be stored (the database is down) the error page with
-//! the form again.
+//! gets the error page naming the field; one that cannot be stored (the database stays down beyond the
+//! ride-through window, `--db-ride-through-ms`, as for a REST answer) the error page with the form again.
 
 use axum::{
     Extension,
@@ -11,7 +11,7 @@ use axum::{
 };
 
 use super::{
-    error_page::{Unsent, reachable},
+    error_page::{Unsent, reachable_for_a_write},
     typed_answer::{self, Pairs},
 };
 use crate::{
@@ -58,7 +58,7 @@ pub async fn answer(
     let principal = principal.map(|Extension(principal)| principal);
     let person = principal.as_ref().map(|principal| principal.name().to_owned());
     let typed = typed_answer::is_typed(&pairs);
-    let stored = match reachable(&state) {
+    let stored = match reachable_for_a_write(&state).await {
         Ok(()) => store_answer(&state, &id, &pairs, answerer(principal.as_ref(), &pairs)).await.map_err(ApiError::from),
         Err(error) => Err(error),
     };
@@ -106,7 +106,7 @@ pub async fn decline(
     principal: Option<Extension<Principal>>,
     ApiForm(pairs): ApiForm<Vec<(String, String)>>,
 ) -> Result<Response, ApiError> {
-    reachable(&state)?;
+    reachable_for_a_write(&state).await?;
     let principal = principal.map(|Extension(principal)| principal);
     let reason = value(&pairs, "reason").map(str::trim).filter(|reason| !reason.is_empty());
     let answerer = answerer(principal.as_ref(), &pairs);

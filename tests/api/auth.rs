@@ -282,3 +282,49 @@ async fn kubernetes_auth_accepts_service_account_tokens_for_its_audience_via_tok
     api.refuse(None);
     assert_eq!(get("executor-token").await.unwrap().status(), 200);
 }
+
+/// Ark's executor, controller and ark-api call some routes with no header at all (they find the broker through
+/// the discovery ConfigMaps): with `--auth-open-ark-routes` those, and only those, take no credential, across
+/// two replicas; a token that is sent must still be valid. Without it they get 401.
+#[tokio::test]
+async fn with_open_ark_routes_arks_header_less_calls_work_and_nothing_else_opens() {
+    let url = fresh_database().await;
+    let path = tokens_file("alice-token alice\n");
+    let file = path.path().to_str().unwrap();
+    let closed_args = ["--auth", "token", "--auth-tokens-file", file];
+    let open = ["--auth", "token", "--auth-tokens-file", file, "--auth-open-ark-routes"];
+    let (a, b, closed) = tokio::join!(
+        Replica::start_with(&url, &open),
+        Replica::start_with(&url, &open),
+        Replica::start_with(&url, &closed_args)
+    );
+    let http = reqwest::Client::new();
+    let ndjson = |url: String| http.post(url).header("content-type", "application/x-ndjson").body("{\"n\":1}\n");
+
+    assert_unauthorized(ndjson(closed.url("/stream/q-closed")).send().await.unwrap(), false).await;
+    let reply = ndjson(a.url("/stream/q-open")).send().await.unwrap();
+    assert_eq!(reply.status(), 200, "the executor's chunk POST");
+    let reply = http.post(b.url("/stream/q-open/complete")).send().await.unwrap();
+    assert_eq!(reply.status(), 200, "its /complete, on another replica");
+    let read = http.get(b.url("/stream/q-open?from-beginning=true&wait-for-query=5")).send().await.unwrap();
+    assert_eq!(read.status(), 200, "ark-api's read of the stream");
+    assert_eq!(read.text().await.unwrap().matches("data: ").count(), 2, "the chunk and [DONE]");
+    let event = json!({"reason": "QueryExecutionStart", "data": {"queryId": "uid-1", "sessionId": "s"}});
+    assert_eq!(http.post(a.url("/events")).json(&event).send().await.unwrap().status(), 201, "an executor's event");
+    let spans = json!({"resourceSpans": []});
+    assert_eq!(
+        http.post(a.url("/v1/traces")).json(&spans).send().await.unwrap().status(),
+        200,
+        "the controller's spans"
+    );
+
+    let message = json!({"conversation_id": "c", "query_id": "q", "messages": []});
+    assert_unauthorized(http.post(a.url("/messages")).json(&message).send().await.unwrap(), false).await;
+    assert_unauthorized(http.get(a.url("/stream")).send().await.unwrap(), false).await;
+    assert_unauthorized(http.get(a.url("/events")).send().await.unwrap(), false).await;
+    assert_unauthorized(http.delete(a.url("/stream/q-open")).send().await.unwrap(), false).await;
+    let wrong = ndjson(a.url("/stream/q-open")).bearer_auth("not-a-token").send().await.unwrap();
+    assert_unauthorized(wrong, true).await;
+    let own = ndjson(a.url("/stream/q-alice")).bearer_auth("alice-token").send().await.unwrap();
+    assert_eq!(own.status(), 200, "a valid token still works");
+}

@@ -69,6 +69,22 @@ async fn an_event_is_stored_as_posted_without_its_ttl_and_expires_after_it() {
     assert_eq!(left, 1, "and deleted by the reaper");
 }
 
+/// Ark's Go executor sends `ttl_seconds: 0` for a Query whose TTL is under a second; upstream stores such an
+/// event already expired. It is accepted (anything but 201 counts as dropped), hidden from every read, and its
+/// session still learns of the query.
+#[tokio::test]
+async fn an_event_with_ttl_seconds_0_is_accepted_expires_at_once_and_still_reaches_its_session() {
+    let app = TestApp::spawn().await;
+    let mut body = event("uid-0", "QueryExecutionStart", "s-zero");
+    body["ttl_seconds"] = json!(0);
+    post_event(&app, &body).await;
+    let (_, page) = json_of(app.get("/events/uid-0").await).await;
+    assert_eq!(page["items"], json!([]), "expired at once: {page}");
+    let (status, session) = json_of(app.get("/sessions/s-zero").await).await;
+    assert_eq!(status, 200, "{session}");
+    assert_eq!(session["queries"]["q-uid-0"]["phase"], "running", "{session}");
+}
+
 #[tokio::test]
 async fn events_page_by_session_and_by_query_with_a_numeric_next_cursor() {
     let app = TestApp::spawn().await;
@@ -124,7 +140,10 @@ async fn bad_requests_get_400_with_the_field_named_and_nothing_stored() {
         (json!({"data": {"queryId": 42}}), "data.queryId: expected string, received number"),
         (json!({"data": {"queryId": "u", "sessionId": true}}), "data.sessionId: expected string, received boolean"),
         (json!({"data": {"queryId": "u"}, "reason": ["x"]}), "reason: expected string, received array"),
-        (json!({"data": {"queryId": "u"}, "ttl_seconds": -5}), "ttl_seconds: Number must be greater than 0"),
+        (
+            json!({"data": {"queryId": "u"}, "ttl_seconds": -5}),
+            "ttl_seconds: Number must be greater than or equal to 0",
+        ),
         (json!({"data": {"queryId": "u"}, "ttl_seconds": 1.5}), "ttl_seconds: expected integer, received number"),
         (json!(["an", "array"]), "body: expected object, received array"),
     ];

@@ -16,6 +16,7 @@ mod connections;
 mod database_tls;
 mod deploy;
 mod drain;
+mod early_end;
 mod embedded;
 mod end_of_query;
 mod events;

@@ -113,3 +113,52 @@ async fn writes_made_while_postgres_is_briefly_away_wait_for_it_and_are_stored_o
     contents.sort();
     assert_eq!(contents, ["m0", "m1", "m2", "m3"], "each write stored once");
 }
+
+/// The page's answer and decline forms are writes like REST's answer: made while Postgres is briefly away,
+/// they wait for it (instead of failing at once with the error page) and are stored.
+#[tokio::test]
+async fn the_pages_answer_and_decline_made_while_postgres_is_briefly_away_wait_for_it_and_are_stored() {
+    let (server, url) = OwnServer::start().await;
+    let a = Replica::start(&url).await;
+    let client = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let mut ids = Vec::new();
+    for content in ["Deploy?", "Roll back?"] {
+        let question =
+            serde_json::json!({"sender": "ark://agents/a", "recipient": "ark://users/dave", "content": content});
+        let asked: Value = client.post(a.url("/questions")).json(&question).send().await.unwrap().json().await.unwrap();
+        ids.push(asked["id"].as_str().unwrap().to_owned());
+    }
+
+    server.stop().await;
+    within("the replica to notice", async {
+        while !a.log().contains("LISTEN connection failed") {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    let answer = client
+        .post(a.url(&format!("/ui/questions/{}/answer", ids[0])))
+        .form(&[("response", "yes"), ("answeredBy", "dave")])
+        .send();
+    let decline = client
+        .post(a.url(&format!("/ui/questions/{}/decline", ids[1])))
+        .form(&[("reason", "not now"), ("answeredBy", "dave")])
+        .send();
+    let (answer, decline) = (tokio::spawn(answer), tokio::spawn(decline));
+    let page = client.get(a.url("/ui")).send().await.unwrap();
+    assert_eq!(page.status(), 503, "the page itself still fails fast");
+    assert!(!answer.is_finished() && !decline.is_finished(), "the form posts wait for the database");
+    server.start_again().await;
+    for (what, post) in [("answer", answer), ("decline", decline)] {
+        let reply = within("a waiting form post to be answered", post).await.unwrap().unwrap();
+        assert_eq!(reply.status(), 303, "the {what} redirects back to the page: {}", a.log());
+        let location = reply.headers()["location"].to_str().unwrap();
+        assert!(location.contains(if what == "answer" { "answered=" } else { "declined=" }), "{location}");
+    }
+    let status = |id: String| {
+        let request = client.get(a.url(&format!("/questions/{id}"))).send();
+        async move { request.await.unwrap().json::<Value>().await.unwrap()["status"].clone() }
+    };
+    assert_eq!(status(ids[0].clone()).await, "answered");
+    assert_eq!(status(ids[1].clone()).await, "declined");
+}

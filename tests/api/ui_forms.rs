@@ -244,10 +244,10 @@ fn tokens_file() -> NamedTempFile {
 async fn under_the_recipient_policy_only_who_may_answer_is_offered_the_form_and_a_forged_post_changes_nothing() {
     let tokens = tokens_file();
     let app = TestApp::spawn_with(|config| {
-        config.auth = AuthMode::Token;
-        config.auth_tokens_file = Some(tokens.path().to_path_buf());
-        config.answer_policy = AnswerPolicy::Recipient;
-        config.trusted_user_header = Some("x-auth-request-user".into());
+        config.access.auth = AuthMode::Token;
+        config.access.auth_tokens_file = Some(tokens.path().to_path_buf());
+        config.access.answer_policy = AnswerPolicy::Recipient;
+        config.access.trusted_user_header = Some("x-auth-request-user".into());
     })
     .await;
     let as_who = |token: &str, path: &str| no_redirects().get(app.url(path)).bearer_auth(token).send();

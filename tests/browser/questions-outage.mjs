@@ -33,7 +33,7 @@ try {
 
   await cluster("stop-database");
 
-  await check("with the database down, an answer from the page gets a real 503: it says so and keeps the text", async () => {
+  await check("with the database down past the ride-through window, an answer from the page gets a real 503: it says so and keeps the text", async () => {
     const reply = live.waitForResponse((response) => response.url().endsWith(`/questions/${rollback.id}/answer`));
     await card.locator("button.send").click();
     assert.equal((await reply).status(), 503);
@@ -44,7 +44,7 @@ try {
     assert.ok(await card.locator("button.send").isEnabled(), "it can be sent again");
   });
 
-  await check("with the database down, the page and the form post are HTML error pages (never JSON), the post's text offered again", async () => {
+  await check("with the database down past the ride-through window, the page and the form post are HTML error pages (never JSON), the post's text offered again", async () => {
     const other = await browser.newPage();
     const reply = await other.goto(`${B}/ui`);
     assert.equal(reply.status(), 503);

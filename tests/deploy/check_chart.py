@@ -285,7 +285,9 @@ variants = {
         SECRET_DB, {"allowedHosts": ["ark.example"],
                     "auth": {"mode": "kubernetes", "trustedUserHeader": "X-Auth-Request-User",
                              "clientAuthorizationSecret": {"name": "ark-broker-client"}}}),
-    "token auth": merged(SECRET_DB, {"auth": {"mode": "token", "tokensSecret": {"name": "ark-broker-tokens"}}}),
+    "the Service on port 8080": merged(SECRET_DB, {"service": {"port": 8080}}),
+    "token auth": merged(SECRET_DB, {"auth": {"mode": "token", "tokensSecret": {"name": "ark-broker-tokens"},
+                                              "openArkRoutes": False}}),
     "token auth, the recipient answer policy with an answerers ConfigMap": merged(SECRET_DB, {"auth": {
         "mode": "token", "tokensSecret": {"name": "ark-broker-tokens"}, "answerPolicy": "recipient",
         "answerers": {"configMap": "ark-answerers", "identitiesKey": ""}}}),
@@ -536,10 +538,21 @@ def _():
 
 @check("ConfigMaps ark-config-streaming and ark-config-broker have upstream's exact data")
 def _():
-    for name in ("ark-config-streaming", "ark-config-broker"):
-        data = find(objects, "ConfigMap", name)["data"]
-        assert data == {"enabled": "true", "serviceRef": f'name: {FULLNAME}\nport: "http"'}, data
-        assert yaml.safe_load(data["serviceRef"]) == {"name": FULLNAME, "port": "http"}
+    data = find(objects, "ConfigMap", "ark-config-streaming")["data"]
+    assert data == {"enabled": "true", "serviceRef": f'name: {FULLNAME}\nport: "http"'}, data
+    assert yaml.safe_load(data["serviceRef"]) == {"name": FULLNAME, "port": "http"}
+    # Ark's telemetry routing takes this port as a number ("http" as 80), not as the Service's port name.
+    data = find(objects, "ConfigMap", "ark-config-broker")["data"]
+    assert data == {"enabled": "true", "serviceRef": f'name: {FULLNAME}\nport: "80"'}, data
+
+
+@check("variant: ark-config-broker carries service.port as a number, so Ark's routing reaches any port")
+def _():
+    objects = rendered["the Service on port 8080"]
+    data = find(objects, "ConfigMap", "ark-config-broker")["data"]
+    assert yaml.safe_load(data["serviceRef"]) == {"name": FULLNAME, "port": "8080"}, data
+    (port,) = [p for p in find(objects, "Service", FULLNAME)["spec"]["ports"] if p["name"] == "http"]
+    assert port["port"] == 8080, port
 
 
 # -- variants -------------------------------------------------------------------------------------------------
@@ -578,6 +591,7 @@ def _():
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["ARK_BROKER_AUTH"] == "kubernetes" and env["ARK_BROKER_AUTH_AUDIENCES"] == "ark-broker", env
     assert env["ARK_BROKER_TRUSTED_USER_HEADER"] == "X-Auth-Request-User"
+    assert env["ARK_BROKER_AUTH_OPEN_ARK_ROUTES"] == "true", "Ark's header-less calls still work by default"
     hosts = env["ARK_BROKER_ALLOWED_HOSTS"].split(",")
     assert hosts[0] == FULLNAME and "localhost" in hosts and hosts[-1] == "ark.example", hosts
     header = {"name": "Authorization",
@@ -594,6 +608,7 @@ def _():
     (container,) = spec["containers"]
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["ARK_BROKER_AUTH"] == "token" and env["ARK_BROKER_AUTH_TOKENS_FILE"] == "/etc/ark-broker/auth/tokens"
+    assert env["ARK_BROKER_AUTH_OPEN_ARK_ROUTES"] == "false", "auth.openArkRoutes: false is passed on"
     mount = next(m for m in container["volumeMounts"] if m["name"] == "auth-tokens")
     assert mount == {"name": "auth-tokens", "mountPath": "/etc/ark-broker/auth", "readOnly": True}, mount
     volume = next(v for v in spec["volumes"] if v["name"] == "auth-tokens")
@@ -667,6 +682,7 @@ def _():
     (container,) = find(objects, "Deployment")["spec"]["template"]["spec"]["containers"]
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["ARK_BROKER_AUTH"] == "none" and "ARK_BROKER_AUTH_TOKENS_FILE" not in env
+    assert "ARK_BROKER_AUTH_OPEN_ARK_ROUTES" not in env
     assert "headers" not in find(objects, "Memory", "default")["spec"]
 
 
