@@ -129,7 +129,7 @@ pub struct Config {
 
     /// A direct PostgreSQL URL for the LISTEN connection and the migrations, when `DATABASE_URL` goes through
     /// a pooler in transaction mode (PgBouncer, CloudNativePG's `Pooler`), which LISTEN and session advisory
-    /// locks cannot go through. Set, request connections are made for the pooler (README: "Through a
+    /// locks cannot go through. Set, request connections are made for the pooler (docs/deploying.md: "Through a
     /// pooler"); unset, everything uses `DATABASE_URL`.
     #[arg(long, env = "DATABASE_LISTEN_URL", hide_env_values = true)]
     pub database_listen_url: Option<DatabaseUrl>,
@@ -199,7 +199,7 @@ pub struct Config {
 
     /// Replicas hear of commits through one LISTEN relay once at least this many are live: one replica
     /// LISTENs and passes each notification on over HTTP, since PostgreSQL 15 wakes every listening backend
-    /// for every notifying commit. 0: every replica always listens itself (README: "Many replicas").
+    /// for every notifying commit. 0: every replica always listens itself (docs/deploying.md: "Many replicas").
     #[arg(long, env = "ARK_BROKER_LISTEN_RELAY_FROM", default_value_t = 8)]
     pub listen_relay_from: u32,
 
@@ -363,7 +363,3 @@ pub struct Config {
     #[command(flatten)]
     pub channels: channels::ChannelCredentials,
 }
-
-#[cfg(test)]
-#[path = "config/readme_tests.rs"]
-mod readme_tests;

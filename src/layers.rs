@@ -8,7 +8,7 @@ use std::{
     path::Path,
 };
 
-/// Top-level modules by layer, the top first (as the crate's docs and the README list them).
+/// Top-level modules by layer, the top first (as the crate's docs and docs/architecture.md list them).
 const LAYERS: &[&[&str]] = &[
     &["main", "server"],
     &["app", "connections"],

@@ -1,7 +1,7 @@
 //! Ark Broker: identical, stateless replicas that keep all of Ark's transitional state in PostgreSQL.
 //!
 //! # Layout, top to bottom
-//! Every import points down a layer or within one ([`layers`] checks it, and the README draws it).
+//! Every import points down a layer or within one ([`layers`] checks it, and docs/architecture.md draws it).
 //! - Entry: [`server`], the process: flags, embedded PostgreSQL, signals.
 //! - App: [`app`], the router and `serve` with its shutdown sequence; [`connections`], the accept loop: the
 //!   cap on open connections, header and idle timeouts, draining.

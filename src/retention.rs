@@ -120,7 +120,7 @@ impl Duty {
 }
 
 /// The duties of every table, in the order a pass takes them: the order `state::registry` registers them
-/// in, which is also their `kind` labels' (the README lists them; a test holds the two together).
+/// in, which is also their `kind` labels' (docs/operating.md lists them; a test holds the two together).
 pub type Duties = Arc<[Duty]>;
 
 /// What the reaper works on.

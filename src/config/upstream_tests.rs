@@ -37,7 +37,7 @@ fn upstreams_variables_set_our_flags_in_our_units() {
     assert_eq!(config.shutdown_timeout_seconds, 11, "milliseconds, rounded up to whole seconds");
     assert_eq!(config.db_statement_timeout_ms, 30_000);
     // Those with no name of ours are read by clap itself from the process's environment, which this test does
-    // not set: their flags carry upstream's names (checked against the README's table).
+    // not set: their flags carry upstream's names (docs/configuration.md's generated table shows them).
     let envs: Vec<String> =
         Config::command().get_arguments().filter_map(|a| Some(a.get_env()?.to_string_lossy().into_owned())).collect();
     for name in ["ROW_REAP_BATCH_SIZE", "DATABASE_CONNECT_TIMEOUT_MS", "DATABASE_SSL_ROOT_CERT_PATH"] {

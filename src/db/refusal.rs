@@ -70,7 +70,7 @@ fn refused(error: &sqlx::Error) {
             %error,
             "PostgreSQL refuses new connections: too many clients, its max_connections is reached. Every replica \
              holds up to DATABASE_POOL_MAX + 2 connections: lower DATABASE_POOL_MAX or the replica count, raise \
-             max_connections, or put a pooler in front (README: PostgreSQL connections)"
+             max_connections, or put a pooler in front (docs/deploying.md: PostgreSQL connections)"
         );
     }
 }

@@ -124,7 +124,7 @@ pub struct Tables {
 /// Registers every table on `pool`: the feeds (store, fan-out, tail) and each table's reaper duties, in the
 /// order a reaper pass takes them (a session expires after its messages and events; questions expire before
 /// the watch log of their changes is pruned). This is the one list of the duties: their `kind` labels are
-/// exported from it, and a test checks the README lists them in this order.
+/// exported from it, and a test checks docs/operating.md lists them in this order.
 pub fn register(
     shared: &Shared,
     replica_key: i64,

@@ -15,6 +15,7 @@ mod commit_order;
 mod connections;
 mod database_tls;
 mod deploy;
+mod docs;
 mod drain;
 mod early_end;
 mod embedded;

@@ -81,11 +81,11 @@ async fn metrics_count_requests_readers_ingest_questions_and_the_pool() {
     .await;
 }
 
-/// The metric families the README's "Operating: metrics and logs" lists (every `ark_broker_*` and upstream's
-/// `broker_*_count` name in backticks there), so the README and the scrape cannot drift apart.
-fn families_in_the_readme() -> Vec<String> {
-    let readme = include_str!("../../README.md");
-    let start = readme.find("## Operating: metrics and logs").expect("the README's metrics section");
+/// The metric families docs/operating.md explains (every `ark_broker_*` and upstream's `broker_*_count` name in
+/// backticks before its logs bullet), so the page and the scrape cannot drift apart.
+fn families_on_the_operating_page() -> Vec<String> {
+    let readme = include_str!("../../docs/operating.md");
+    let start = readme.find("# Operating: metrics and logs").expect("docs/operating.md's metrics section");
     let section = &readme[start..];
     let section = &section[..section.find("\n- Logs:").expect("the logs bullet after the metrics")];
     let mut families: Vec<String> = section
@@ -105,10 +105,11 @@ fn families_in_the_readme() -> Vec<String> {
     families
 }
 
-/// The reaper's `kind` labels as the README lists them: in the order a pass takes them.
-pub fn reaper_kinds_in_the_readme() -> Vec<&'static str> {
-    let readme = include_str!("../../README.md");
-    let start = readme.find("per `kind` (").expect("the README's list of the reaper's kinds") + "per `kind` (".len();
+/// The reaper's `kind` labels as docs/operating.md lists them: in the order a pass takes them.
+pub fn reaper_kinds_on_the_operating_page() -> Vec<&'static str> {
+    let readme = include_str!("../../docs/operating.md");
+    let start =
+        readme.find("per `kind` (").expect("docs/operating.md's list of the reaper's kinds") + "per `kind` (".len();
     let list = &readme[start..start + readme[start..].find(')').expect("the end of the list")];
     list.split('`').skip(1).step_by(2).collect()
 }
@@ -134,9 +135,9 @@ async fn a_fresh_replica_exports_every_family_with_its_help_and_type_at_zero_bef
     let replica = Replica::start(&fresh_database().await).await;
     // A newline first, so every line, the first too, follows one.
     let metrics = format!("\n{}", reqwest::get(replica.url("/metrics")).await.unwrap().text().await.unwrap());
-    let families = families_in_the_readme();
-    assert!(families.len() >= 31, "the README lists the families: {families:?}");
-    // Their `route` and `status` labels are not known before the first request (the README says so).
+    let families = families_on_the_operating_page();
+    assert!(families.len() >= 31, "docs/operating.md lists the families: {families:?}");
+    // Their `route` and `status` labels are not known before the first request (docs/operating.md says so).
     let after_the_first_request = ["ark_broker_http_requests_total", "ark_broker_http_request_duration_seconds"];
     // Read at scrape, so not zero: the pool this replica has, its wait, and the build; and how it hears of
     // commits.
@@ -175,7 +176,7 @@ async fn a_fresh_replica_exports_every_family_with_its_help_and_type_at_zero_bef
     let outboxes = ["status_patches", "channel_deliveries"];
     series("ark_broker_outbox_failures_total", "outbox", &outboxes);
     series("ark_broker_outbox_backlog", "outbox", &outboxes);
-    let kinds = reaper_kinds_in_the_readme();
+    let kinds = reaper_kinds_on_the_operating_page();
     series("ark_broker_reaper_deleted_total", "kind", &kinds);
     let mut exported: Vec<&str> = samples_of(&metrics, "ark_broker_reaper_deleted_total")
         .into_iter()
@@ -184,7 +185,7 @@ async fn a_fresh_replica_exports_every_family_with_its_help_and_type_at_zero_bef
     exported.sort();
     let mut listed = kinds.clone();
     listed.sort();
-    assert_eq!(exported, listed, "the reaper exports the kinds the README lists, and no other");
+    assert_eq!(exported, listed, "the reaper exports the kinds docs/operating.md lists, and no other");
     series("ark_broker_questions", "status", &["answered", "cancelled", "expired", "pending"]);
     for histogram in ["ark_broker_flush_rows", "ark_broker_flush_duration_seconds"] {
         assert!(metrics.contains(&format!("\n{histogram}_bucket{{le=\"+Inf\"}} 0\n")), "{histogram}:\n{metrics}");

@@ -1,6 +1,6 @@
 //! Network partitions, with real processes in network namespaces ([`crate::support::netns`]): a replica cut off
 //! from PostgreSQL (packets dropped, no reset), PostgreSQL unreachable from every replica for 30 s, and a
-//! writer that vanishes in the middle of a chunk POST. Each checks the timing the README's reliability section
+//! writer that vanishes in the middle of a chunk POST. Each checks the timing docs/reliability.md
 //! promises, and that no acknowledged line or message is lost or duplicated. (A LISTEN connection silently
 //! dropped, through a proxy, is `heartbeat.rs`'s.)
 

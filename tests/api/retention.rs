@@ -125,7 +125,11 @@ async fn a_reaper_pass_takes_the_kinds_in_the_order_the_readme_lists_them() {
     let app = TestApp::spawn().await;
     let report = reaper(&app).pass().await;
     let kinds: Vec<&str> = report.iter().map(|(kind, _)| *kind).collect();
-    assert_eq!(kinds, crate::observability::reaper_kinds_in_the_readme(), "the registry's duties, in its order");
+    assert_eq!(
+        kinds,
+        crate::observability::reaper_kinds_on_the_operating_page(),
+        "the registry's duties, in its order"
+    );
 }
 
 #[tokio::test]

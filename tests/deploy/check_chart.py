@@ -806,14 +806,14 @@ def _():
 # -- Grafana dashboard and PrometheusRule ---------------------------------------------------------------------
 
 METRICS_RS = (ROOT / "src" / "telemetry" / "metrics.rs").read_text()
-README = (ROOT / "README.md").read_text()
+OPERATING = (ROOT / "docs/operating.md").read_text()
 CHART_README = (CHART / "README.md").read_text()
 DASHBOARD_FILE = json.loads((CHART / "dashboards" / "ark-broker.json").read_text())
 TUNED = "dashboard and rules tuned: own label, namespace, selector and thresholds"
 ALERTS = ["ArkBrokerReplicaDown", "ArkBrokerDeliveryLagHigh", "ArkBrokerOutboxBacklogGrowing",
           "ArkBrokerOutboxFailing", "ArkBrokerQuestionsPending", "ArkBrokerDbPoolExhausted", "ArkBrokerRetentionBehind",
           "ArkBrokerMemoryNearLimit"]
-# The process's families (metrics-process, collected at each scrape in src/telemetry/metrics.rs): the README lists
+# The process's families (metrics-process, collected at each scrape in src/telemetry/metrics.rs): docs/operating.md lists
 # them, and tests/api/observability.rs checks a fresh replica exports them.
 PROCESS_FAMILIES = {"process_resident_memory_bytes": "Gauge", "process_virtual_memory_bytes": "Gauge",
                     "process_virtual_memory_max_bytes": "Gauge", "process_cpu_seconds_total": "Counter",
@@ -864,10 +864,10 @@ def rules_of(objects_):
     return [rule for group in find(objects_, "PrometheusRule")["spec"]["groups"] for rule in group["rules"]]
 
 
-@check("the broker's metric families (src/telemetry/metrics.rs) are the ones the README's metrics section lists")
+@check("the broker's metric families (src/telemetry/metrics.rs) are the ones docs/operating.md lists")
 def _():
     for family in broker_families():
-        assert f"`{family}" in README, f"{family} is not in README.md"
+        assert f"`{family}" in OPERATING, f"{family} is not in docs/operating.md"
 
 
 @check("dashboard and rules are off by default: no dashboard ConfigMap, no PrometheusRule")

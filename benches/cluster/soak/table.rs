@@ -28,7 +28,7 @@ const ORDER: &[&str] = &[
     "question_events",
 ];
 
-/// Tables that keep a row per key for good (README, Retention), so they grow with the keys a run makes.
+/// Tables that keep a row per key for good (docs/retention.md), so they grow with the keys a run makes.
 const KEPT_BY_DESIGN: &[(&str, &str)] = &[
     ("conversations", "one position counter per conversation, kept by design"),
     ("event_queries", "one position counter per Query, kept by design"),
