@@ -203,8 +203,12 @@ async fn the_api_page_lists_every_route_of_the_openapi_document() {
     for (path, item) in document["paths"].as_object().expect("the document's paths") {
         for method in ["get", "put", "post", "patch", "delete", "head", "options"] {
             let Some(operation) = item.get(method) else { continue };
-            let what = operation["summary"].as_str().or(operation["description"].as_str()).unwrap_or_default();
-            let what = what.lines().next().unwrap_or_default();
+            // utoipa takes a doc comment's first line as the summary and the rest as the description: a first
+            // paragraph longer than a line goes on there.
+            let summary = operation["summary"].as_str().unwrap_or_default();
+            let rest = operation["description"].as_str().unwrap_or_default().split("\n\n").next().unwrap_or_default();
+            let paragraph = if summary.ends_with('.') { summary.to_owned() } else { format!("{summary} {rest}") };
+            let what = paragraph.trim();
             // The handlers' summaries open with their own route (`GET /x`: …), which the table has already.
             let what =
                 what.split_once("`: ").filter(|(route, _)| route.starts_with('`')).map_or(what, |(_, rest)| rest);
