@@ -247,7 +247,7 @@ pub struct Config {
           value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub stream_abort_grace_seconds: u64,
 
-    /// Seconds between passes of the reaper (expired rows, finished streams, logs and outboxes; see retention.rs);
+    /// Seconds between passes of the reaper (expired rows, finished streams, logs and outboxes; see docs/retention.md);
     /// 0 turns it off on this replica (upstream's `ROW_REAP_INTERVAL_SECONDS=0` does the same).
     #[arg(long, env = "ARK_BROKER_REAP_INTERVAL_SECONDS", default_value_t = 60,
           value_parser = clap::value_parser!(u64).range(0..=2_147_483))]
