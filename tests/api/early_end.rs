@@ -4,38 +4,30 @@
 //! "the database does not take a write within the ride-through" has its own test with a crashed PostgreSQL
 //! (`exact_ingest::a_postgres_crash_under_a_long_post_past_the_ride_through_…`), which follows the same pattern.
 
-use bytes::Bytes;
-use futures::channel::mpsc;
 use serde_json::Value;
 
-use crate::support::{Replica, SseReader, fresh_database, within};
+use crate::support::{Replica, SseReader, fresh_database, open_post::OpenPost, within};
 
 /// Ark 0.1.70's streaming executor for one Query: it writes every chunk into one POST and, once that POST is
 /// answered or fails, writes nothing more for the Query; then it calls `/complete`.
-struct Executor {
-    body: mpsc::UnboundedSender<Result<Bytes, std::io::Error>>,
-    reply: tokio::task::JoinHandle<reqwest::Result<reqwest::Response>>,
-}
+struct Executor(OpenPost);
 
 impl Executor {
     fn open(client: &reqwest::Client, url: String) -> Self {
-        let (body, stream) = mpsc::unbounded();
-        let request = client.post(url).header("content-type", "application/x-ndjson");
-        let reply = tokio::spawn(request.body(reqwest::Body::wrap_stream(stream)).send());
-        Executor { body, reply }
+        Executor(OpenPost::start(client, url, None))
     }
 
-    fn write(&self, bytes: impl Into<Bytes>) {
-        self.body.unbounded_send(Ok(bytes.into())).expect("the request body is still open");
+    fn write(&self, bytes: impl Into<bytes::Bytes>) {
+        self.0.write(bytes);
     }
 
     fn chunk(&self, n: usize) {
-        self.write(chunk(n) + "\n");
+        self.0.send(chunk(n));
     }
 
     /// The POST's answer: its status and JSON body, or `None` when the request itself failed.
     async fn answer(self) -> Option<(u16, Value)> {
-        let reply = within("the chunk POST's answer", self.reply).await.unwrap().ok()?;
+        let reply = within("the chunk POST's answer", self.0.reply).await.unwrap().ok()?;
         let status = reply.status().as_u16();
         Some((status, reply.json().await.unwrap()))
     }
@@ -149,7 +141,7 @@ async fn a_connection_that_fails_mid_body_keeps_what_was_stored_and_complete_end
     let mut watch = SseReader::open(&client, &b.url("/stream/q-cut?from-beginning=true")).await;
     assert_eq!(watch.take_data(2).await, chunks(0..2), "the first chunks are stored");
     executor.write("{\"id\":\"chatcmpl-1\",\"cho");
-    executor.body.unbounded_send(Err(std::io::Error::other("the executor's connection breaks"))).unwrap();
+    executor.0.lines.unbounded_send(Err(std::io::Error::other("the executor's connection breaks"))).unwrap();
 
     assert!(executor.answer().await.is_none(), "the executor sees its request fail");
     complete(&client, &b, "q-cut").await;
@@ -167,7 +159,7 @@ async fn a_line_longer_than_max_chunk_bytes_is_skipped_and_the_post_goes_on_to_i
     executor.write(format!("{{\"content\":\"{}\"}}\n", "x".repeat(5_000)));
     (2..4).for_each(|n| executor.chunk(n));
     executor.write(format!("{COMPLETED}\n"));
-    executor.body.close_channel();
+    executor.0.lines.close_channel();
 
     let (status, body) = executor.answer().await.expect("an answer");
     assert_eq!(

@@ -2,14 +2,13 @@
 //! even when PostgreSQL crashes under it; and a request retried with an `Idempotency-Key` has exactly one
 //! effect whichever replica the retries reach, even when they run at the same time.
 
-use bytes::Bytes;
-use futures::channel::mpsc;
 use serde_json::{Value, json};
 use sqlx::{Connection, PgConnection};
 
 use crate::support::{
     OwnServer, Replica, SseReader, fresh_database,
     hold::{install_hold, wait_until_held},
+    open_post::OpenPost,
     within,
 };
 
@@ -29,28 +28,6 @@ fn line(i: usize) -> String {
 
 fn ndjson(lines: std::ops::Range<usize>) -> String {
     lines.map(|i| line(i) + "\n").collect()
-}
-
-/// A chunk POST whose body the test writes line by line.
-struct OpenPost {
-    lines: mpsc::UnboundedSender<Result<Bytes, std::io::Error>>,
-    reply: tokio::task::JoinHandle<reqwest::Result<reqwest::Response>>,
-}
-
-impl OpenPost {
-    fn start(client: &reqwest::Client, url: String, key: Option<&str>) -> Self {
-        let (lines, body) = mpsc::unbounded();
-        let mut request = client.post(url).header("content-type", "application/x-ndjson");
-        if let Some(key) = key {
-            request = request.header("idempotency-key", key);
-        }
-        let reply = tokio::spawn(request.body(reqwest::Body::wrap_stream(body)).send());
-        OpenPost { lines, reply }
-    }
-
-    fn send(&self, text: String) {
-        self.lines.unbounded_send(Ok(Bytes::from(text + "\n"))).expect("the request body is still open");
-    }
 }
 
 #[tokio::test]

@@ -17,6 +17,7 @@ pub mod kube_deployment;
 pub mod mcp;
 pub mod netns;
 pub mod observe;
+pub mod open_post;
 pub mod pg_proxy;
 pub mod pgbouncer;
 pub mod query_crd;
