@@ -5,6 +5,7 @@ mod support;
 
 mod aborted;
 mod answer_policy;
+mod ark_api_openai;
 mod ark_sdk;
 mod auth;
 mod bench_smoke;
