@@ -65,6 +65,7 @@ pub fn app(state: AppState) -> Router {
     let (rest, document) = rest_routes(&state).split_for_parts();
     Router::new()
         .merge(rest)
+        .merge(state.registered_routes.undocumented())
         .merge(ui::router())
         .merge(relay::router(state.relay.clone()))
         .layer(Extension(openapi::finish(document, auth::OPEN_PATHS)))

@@ -3,6 +3,7 @@
 pub mod access;
 pub mod budgets;
 pub mod channels;
+pub mod durable;
 mod durations;
 mod load;
 mod ttls;
@@ -362,4 +363,7 @@ pub struct Config {
 
     #[command(flatten)]
     pub channels: channels::ChannelCredentials,
+
+    #[command(flatten)]
+    pub durable: durable::DurableStreams,
 }

@@ -16,7 +16,8 @@
 //!   Kubernetes), [`queries`] (a Query's resume state and its tool_call_id ↔ task_id mapping), [`questions`]
 //!   (questions agents ask people, with the resourceVersion watch), [`messages`] (upstream's Memory API),
 //!   [`events`] (execution events), [`sessions`] (derived from events and messages by upstream's rules),
-//!   [`traces`] (OTLP spans), [`streams`] (LLM chunk streams and the unified execution stream).
+//!   [`traces`] (OTLP spans), [`streams`] (LLM chunk streams and the unified execution stream), [`durable`] (the Durable Streams
+//!   protocol under `/v1/stream`).
 //! - Shared by the domains: [`http`] (extractors, paging and flag rules, SSE framing, the request log, the
 //!   OpenAPI document), [`auth`] (who is calling, and the 401 layer), [`idempotency`] (`Idempotency-Key`:
 //!   keys kept 24 h with the first reply), [`error`] (the API error type and the one place it becomes the
@@ -35,6 +36,7 @@ pub mod channels;
 pub mod config;
 pub mod connections;
 pub mod db;
+pub mod durable;
 pub mod error;
 pub mod events;
 pub mod http;

@@ -125,6 +125,8 @@ feeds! {
     Sessions = 5 => "sessions",
     /// `spans`, per trace and globally.
     Spans = 6 => "spans",
+    /// `ds_streams` and `ds_messages` (Durable Streams), per stream.
+    Durable = 7 => "durable",
 }
 
 impl Feed {

@@ -1,4 +1,4 @@
-//! Wake-ups for question readers: a map from what a reader waits on to a wake-up channel, shared by every
+//! Wake-ups for readers that re-read Postgres when woken (question readers, durable streams' live readers): a map from what a reader waits on to a wake-up channel, shared by every
 //! reader on this replica (watchers, MCP calls waiting for an answer, the outbox workers). Entries are
 //! created by the first subscriber and removed when the last one leaves. (Feeds whose rows readers take from
 //! memory use [`super::fanout`] instead; questions change rarely, and each reader reads its own changes.)
@@ -15,13 +15,15 @@ use std::{
 
 use tokio::sync::watch;
 
-/// What a question reader waits on.
+/// What a reader waits on.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Wakeup {
     /// Any change to any question (watchers, the outbox workers).
     Questions,
     /// Changes to one question (MCP calls waiting for its answer).
     Question(String),
+    /// Writes to one durable stream, by its id (long-poll and SSE readers).
+    Durable(i64),
 }
 
 /// A cheap, cloneable handle to this replica's topic map.
@@ -52,6 +54,15 @@ impl Wakeups {
     pub fn wake_all(&self) {
         for sender in self.lock().values() {
             sender.send_modify(|generation| *generation = generation.wrapping_add(1));
+        }
+    }
+
+    /// Wakes the readers of every topic `which` picks.
+    pub fn wake_where(&self, which: impl Fn(&Wakeup) -> bool) {
+        for (topic, sender) in self.lock().iter() {
+            if which(topic) {
+                sender.send_modify(|generation| *generation = generation.wrapping_add(1));
+            }
         }
     }
 

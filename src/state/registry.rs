@@ -22,6 +22,7 @@ use crate::{
         tail::{self, FeedSource, TailEvent},
         wakeup::Wakeups,
     },
+    durable::{self, DurableStore},
     events::{self, store::EventStore},
     http::sse_end::StreamsEnd,
     idempotency::{self, store::KeyStore},
@@ -45,14 +46,20 @@ pub struct Shared {
     pub streams_end: StreamsEnd,
 }
 
-/// The routes registered here, with their domains' states already given; `app` merges them.
+/// The routes registered here, with their domains' states already given; `app` merges them. The second
+/// part holds routes outside the OpenAPI document (the Durable Streams protocol, specified by its own text).
 #[derive(Clone, Default)]
-pub struct Routes(OpenApiRouter<AppState>);
+pub struct Routes(OpenApiRouter<AppState>, axum::Router<AppState>);
 
 impl Routes {
     /// The routes, to merge into the application's.
     pub fn router(&self) -> OpenApiRouter<AppState> {
         self.0.clone()
+    }
+
+    /// The routes the OpenAPI document leaves out.
+    pub fn undocumented(&self) -> axum::Router<AppState> {
+        self.1.clone()
     }
 }
 
@@ -102,7 +109,12 @@ impl Registry {
 
     /// Registers a domain's routes, given their state (`router().with_state(RouteState { .. })`).
     pub fn routes(&mut self, routes: OpenApiRouter<AppState>) {
-        self.routes = Routes(std::mem::take(&mut self.routes.0).merge(routes));
+        self.routes.0 = std::mem::take(&mut self.routes.0).merge(routes);
+    }
+
+    /// Registers routes the OpenAPI document leaves out, their state given.
+    pub fn protocol_routes(&mut self, routes: axum::Router<AppState>) {
+        self.routes.1 = std::mem::take(&mut self.routes.1).merge(routes);
     }
 
     /// The tails (for the listener, which holds their senders: they end when it ends), their tasks, the
@@ -175,7 +187,12 @@ pub fn register(
         traces::RouteState { config: config.clone(), pool: pool.clone(), spans, streams_end: streams_end.clone() };
     registry.routes(traces::router().with_state(state));
     let questions = QuestionStore::new(pool.clone());
-    let state = sessions::RouteState { config, sessions, questions: questions.clone(), streams_end };
+    let state = sessions::RouteState {
+        config: config.clone(),
+        sessions,
+        questions: questions.clone(),
+        streams_end: streams_end.clone(),
+    };
     registry.routes(sessions::router().with_state(state));
     registry.tail(Feed::Questions, question_tail::spawn(questions.clone(), wakeups.clone()));
     registry.reaped([
@@ -198,6 +215,21 @@ pub fn register(
             s.prune_history(keep.question_history_seconds, keep.batch).await
         }),
     ]);
+    registry.tail(Feed::Durable, durable::tail::spawn(wakeups.clone()));
+    let durable_streams = DurableStore::new(pool.clone());
+    registry.reaped([Duty::new(
+        "durable_streams",
+        "expired durable streams",
+        durable_streams.clone(),
+        |s, keep| async move { s.reap(keep.batch).await },
+    )]);
+    registry.protocol_routes(durable::router(durable::RouteState {
+        config: config.clone(),
+        store: durable_streams,
+        wakeups: wakeups.clone(),
+        streams_end: streams_end.clone(),
+        private_reads: config.access.auth != crate::config::AuthMode::None,
+    }));
     let chunks = registry.feed(Feed::Chunks, ChunkStore::new(pool.clone(), replica_key), |store| {
         vec![Duty::new("streams", "finished streams", store.clone(), |s, keep| async move {
             s.reap_finished(keep.streams, keep.batch).await

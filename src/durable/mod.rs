@@ -1,0 +1,53 @@
+//! Durable Streams (ElectricSQL's protocol for resumable streams, PROTOCOL.md v1.0) at `/v1/stream/{path}`:
+//! streams created, appended to (idempotent producers included), closed, forked, deleted and read —
+//! catch-up, long-poll and SSE — by the protocol's own clients, on every replica over the same tables. See
+//! docs/durable-streams.md.
+
+mod live;
+pub mod model;
+pub mod offset;
+mod reply;
+mod routes;
+pub mod rules;
+pub mod store;
+pub mod tail;
+pub mod writes;
+
+use std::sync::Arc;
+
+use axum::{Router, extract::DefaultBodyLimit, middleware, routing::get};
+
+pub use store::DurableStore;
+
+use crate::{config::Config, db::wakeup::Wakeups, http::sse_end::StreamsEnd};
+
+/// Where the protocol's streams live: `/v1/stream/{path}`.
+pub const PREFIX: &str = "/v1/stream/";
+
+/// What the protocol's handlers reach.
+#[derive(Debug, Clone)]
+pub struct RouteState {
+    /// The settings this replica runs with.
+    pub config: Arc<Config>,
+    /// The streams' tables.
+    pub store: DurableStore,
+    /// Where live readers wait for writes.
+    pub wakeups: Wakeups,
+    /// When this replica's live reads end (shutdown, or PostgreSQL lost).
+    pub streams_end: StreamsEnd,
+    /// Whether reads carry credentials (auth on): catch-up answers are then `Cache-Control: private`.
+    pub private_reads: bool,
+}
+
+/// The protocol's routes.
+pub fn router<S: Clone + Send + Sync + 'static>(state: RouteState) -> Router<S> {
+    Router::new()
+        .route(
+            "/v1/stream/{*path}",
+            get(routes::read).head(routes::head).put(routes::create).post(routes::append).delete(routes::delete),
+        )
+        .layer(DefaultBodyLimit::max(state.config.durable.durable_max_append_bytes as usize))
+        .layer(middleware::map_response(reply::security_headers))
+        .layer(reply::cors())
+        .with_state(state)
+}
