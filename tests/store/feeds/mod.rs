@@ -146,8 +146,9 @@ feed_contract! {
     spans: stores::Spans,
 }
 
-/// Feeds no tail reads rows of: questions wake their readers, who read for themselves.
-const NOT_TAILED: [Feed; 1] = [Feed::Questions];
+/// Feeds no tail reads rows of: their notifications wake readers, who read for themselves. Questions;
+/// durable streams, whose readers read a stream by offset, each stream's appends serialised by its row lock.
+const NOT_TAILED: [Feed; 2] = [Feed::Questions, Feed::Durable];
 
 #[test]
 fn every_feed_a_tail_reads_is_under_the_contract() {
