@@ -28,26 +28,31 @@ const MOST_ROWS: i64 = 1000;
 /// About the most bytes one of them holds.
 const MOST_BYTES: usize = 1 << 20;
 /// How often an idle SSE read sends a comment, so proxies keep it open.
-const KEEP_ALIVE: Duration = Duration::from_secs(15);
+pub(super) const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// The body of an answer holding `pieces`: a JSON stream's messages as one array, a byte stream's bytes.
 pub fn body(stream: &Stream, pieces: &[Piece]) -> Bytes {
     if stream.json_mode {
-        let mut out = Vec::with_capacity(pieces.iter().map(|p| p.data.len() + 1).sum::<usize>() + 2);
-        out.push(b'[');
-        for (i, piece) in pieces.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            out.extend_from_slice(&piece.data);
-        }
-        out.push(b']');
-        Bytes::from(out)
+        json_array(pieces.iter().map(|piece| &piece.data[..]))
     } else if pieces.len() == 1 {
         pieces[0].data.clone()
     } else {
         Bytes::from(pieces.iter().flat_map(|p| p.data.iter().copied()).collect::<Vec<u8>>())
     }
+}
+
+/// JSON messages (each one's text) as one array.
+pub fn json_array<'a>(messages: impl Iterator<Item = &'a [u8]> + Clone) -> Bytes {
+    let mut out = Vec::with_capacity(messages.clone().map(|m| m.len() + 1).sum::<usize>() + 2);
+    out.push(b'[');
+    for (i, message) in messages.enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(message);
+    }
+    out.push(b']');
+    Bytes::from(out)
 }
 
 /// A long-poll read from `from`: data as soon as there is some, 204 when the wait ends without, at once on
@@ -151,16 +156,21 @@ pub fn sse(state: RouteState, stream: Stream, from: i64, cursor: Option<String>)
             }
         }
     };
+    sse_answer(Body::from_stream(events), base64)
+}
+
+/// The answer of an SSE read whose events are `events`.
+pub(super) fn sse_answer(events: Body, base64: bool) -> Response {
     let mut headers =
         Headers::default().with(header::CONTENT_TYPE, "text/event-stream").with(header::CACHE_CONTROL, "no-cache");
     if base64 {
         headers = headers.with(HeaderName::from_static("stream-sse-data-encoding"), "base64");
     }
-    headers.answer(StatusCode::OK, Body::from_stream(events))
+    headers.answer(StatusCode::OK, events)
 }
 
 /// A `data` event: the payload's lines (base64 text for a binary stream).
-fn data_event(payload: &[u8], base64: bool) -> Vec<u8> {
+pub(super) fn data_event(payload: &[u8], base64: bool) -> Vec<u8> {
     let text = if base64 {
         base64::engine::general_purpose::STANDARD.encode(payload)
     } else {
@@ -183,9 +193,13 @@ fn data_event(payload: &[u8], base64: bool) -> Vec<u8> {
 
 /// A `control` event after data (or in place of it) at position `next`.
 fn control(stream: &Stream, next: i64, at_tail: bool, cursor: Option<&str>) -> Vec<u8> {
+    control_event(Offset::at(next), stream.closed && at_tail, at_tail, cursor)
+}
+
+/// A `control` event naming offset `next`: the stream's closure when `closed`, else a cursor.
+pub(super) fn control_event(next: Offset, closed: bool, at_tail: bool, cursor: Option<&str>) -> Vec<u8> {
     let mut fields = serde_json::Map::new();
-    fields.insert("streamNextOffset".into(), json!(Offset::at(next).to_string()));
-    let closed = stream.closed && at_tail;
+    fields.insert("streamNextOffset".into(), json!(next.to_string()));
     if closed {
         fields.insert("streamClosed".into(), json!(true));
     } else {

@@ -1,8 +1,10 @@
 //! Durable Streams (ElectricSQL's protocol for resumable streams, PROTOCOL.md v1.0) at `/v1/stream/{path}`:
 //! streams created, appended to (idempotent producers included), closed, forked, deleted and read —
-//! catch-up, long-poll and SSE — by the protocol's own clients, on every replica over the same tables. See
-//! docs/durable-streams.md.
+//! catch-up, long-poll and SSE — by the protocol's own clients, on every replica over the same tables; and
+//! Ark's chunk streams read with it under `ark/` ([`ark`]). See docs/durable-streams.md.
 
+mod ark;
+pub mod ark_runs;
 mod live;
 pub mod model;
 pub mod offset;
@@ -19,7 +21,12 @@ use axum::{Router, extract::DefaultBodyLimit, middleware, routing::get};
 
 pub use store::DurableStore;
 
-use crate::{config::Config, db::wakeup::Wakeups, http::sse_end::StreamsEnd};
+use crate::{
+    config::Config,
+    db::{live::LiveFeed, wakeup::Wakeups},
+    http::sse_end::StreamsEnd,
+    streams::ChunkStore,
+};
 
 /// Where the protocol's streams live: `/v1/stream/{path}`.
 pub const PREFIX: &str = "/v1/stream/";
@@ -31,6 +38,8 @@ pub struct RouteState {
     pub config: Arc<Config>,
     /// The streams' tables.
     pub store: DurableStore,
+    /// Ark's chunk streams, which `ark/…` paths read.
+    pub chunks: LiveFeed<ChunkStore>,
     /// Where live readers wait for writes.
     pub wakeups: Wakeups,
     /// When this replica's live reads end (shutdown, or PostgreSQL lost).
@@ -42,6 +51,8 @@ pub struct RouteState {
 /// The protocol's routes.
 pub fn router<S: Clone + Send + Sync + 'static>(state: RouteState) -> Router<S> {
     Router::new()
+        // Ark's streams, read-only: other methods get 405 (with `Allow`).
+        .route("/v1/stream/ark/{*rest}", get(ark::read).head(ark::head))
         .route(
             "/v1/stream/{*path}",
             get(routes::read).head(routes::head).put(routes::create).post(routes::append).delete(routes::delete),

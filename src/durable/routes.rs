@@ -151,14 +151,9 @@ pub async fn read(
     Query(query): Query<ReadQuery>,
     headers: HeaderMap,
 ) -> Response {
-    let Some(start) = Start::parse(query.offset.as_deref()) else {
-        return reply::invalid(model::Refusal("offset: must be -1, now, or an offset the stream gave".into()));
-    };
-    let mode = match query.live.as_deref() {
-        None => None,
-        Some(mode @ ("long-poll" | "sse")) if query.offset.is_some() => Some(mode),
-        Some("long-poll" | "sse") => return reply::invalid(model::Refusal("offset: required for a live read".into())),
-        Some(_) => return reply::invalid(model::Refusal("live: must be long-poll or sse".into())),
+    let (start, mode) = match read_mode(&query) {
+        Ok(read) => read,
+        Err(refusal) => return reply::invalid(refusal),
     };
     let stream = match serving(&state, &path).await {
         Ok(stream) => stream,
@@ -173,10 +168,37 @@ pub async fn read(
         return ApiError::from(error).into_response();
     }
     match mode {
-        Some("long-poll") => live::long_poll(state, stream, from, query.cursor).await,
-        Some(_) => live::sse(state, stream, from, query.cursor),
+        Some(Live::LongPoll) => live::long_poll(state, stream, from, query.cursor).await,
+        Some(Live::Sse) => live::sse(state, stream, from, query.cursor),
         None => catch_up(&state, &stream, from, start == Start::Now, &headers).await,
     }
+}
+
+/// A live read's mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Live {
+    /// `live=long-poll`.
+    LongPoll,
+    /// `live=sse`.
+    Sse,
+}
+
+/// Where a read starts and how it goes on (`None`: a catch-up read); refused (a 400) for what is not the
+/// protocol's.
+pub(super) fn read_mode(query: &ReadQuery) -> Result<(Start, Option<Live>), model::Refusal> {
+    let Some(start) = Start::parse(query.offset.as_deref()) else {
+        return Err(model::Refusal("offset: must be -1, now, or an offset the stream gave".into()));
+    };
+    let mode = match query.live.as_deref() {
+        None => None,
+        Some(_) if query.offset.is_none() => {
+            return Err(model::Refusal("offset: required for a live read".into()));
+        }
+        Some("long-poll") => Some(Live::LongPoll),
+        Some("sse") => Some(Live::Sse),
+        Some(_) => return Err(model::Refusal("live: must be long-poll or sse".into())),
+    };
+    Ok((start, mode))
 }
 
 /// Where a read starts in `stream`; `None` for an offset that is not the stream's.

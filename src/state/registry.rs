@@ -215,6 +215,11 @@ pub fn register(
             s.prune_history(keep.question_history_seconds, keep.batch).await
         }),
     ]);
+    let chunks = registry.feed(Feed::Chunks, ChunkStore::new(pool.clone(), replica_key), |store| {
+        vec![Duty::new("streams", "finished streams", store.clone(), |s, keep| async move {
+            s.reap_finished(keep.streams, keep.batch).await
+        })]
+    });
     registry.tail(Feed::Durable, durable::tail::spawn(wakeups.clone()));
     let durable_streams = DurableStore::new(pool.clone());
     registry.reaped([Duty::new(
@@ -226,15 +231,11 @@ pub fn register(
     registry.protocol_routes(durable::router(durable::RouteState {
         config: config.clone(),
         store: durable_streams,
+        chunks: chunks.clone(),
         wakeups: wakeups.clone(),
         streams_end: streams_end.clone(),
         private_reads: config.access.auth != crate::config::AuthMode::None,
     }));
-    let chunks = registry.feed(Feed::Chunks, ChunkStore::new(pool.clone(), replica_key), |store| {
-        vec![Duty::new("streams", "finished streams", store.clone(), |s, keep| async move {
-            s.reap_finished(keep.streams, keep.batch).await
-        })]
-    });
     registry.reaped([
         Duty::new(
             "status_patches",

@@ -17,6 +17,7 @@ mod ndjson;
 mod reader;
 pub mod retention;
 mod routes;
+pub mod runs_store;
 pub mod store;
 pub mod typed;
 pub mod unified;

@@ -18,6 +18,7 @@ mod database_tls;
 mod deploy;
 mod docs;
 mod drain;
+mod durable_ark;
 mod durable_streams;
 mod early_end;
 mod embedded;
