@@ -229,10 +229,7 @@ impl Reader {
         let extent = self.extent();
         match self.path.view {
             View::Runs => {
-                for number in gathered.next + 1..=extent.tail {
-                    gathered.messages.push(Bytes::from(ark_runs::run_entry(&self.path.stream_id, number)));
-                }
-                gathered.next = gathered.next.max(extent.tail);
+                self.gather_runs(gathered);
                 true
             }
             View::Run(_) if row.position > extent.tail => false,
@@ -244,6 +241,25 @@ impl Reader {
                 true
             }
         }
+    }
+
+    /// The runs list's entries after `gathered.next`, up to the runs begun as the marks stand.
+    fn gather_runs(&self, gathered: &mut Gathered) {
+        let begun = self.extent().tail;
+        for number in gathered.next + 1..=begun {
+            gathered.messages.push(Bytes::from(ark_runs::run_entry(&self.path.stream_id, number)));
+        }
+        gathered.next = gathered.next.max(begun);
+    }
+
+    /// What a live read has at once, before it waits: the runs list's entries it has not read (a run's rows
+    /// come through [`Reader::rows`], which starts at `from`).
+    fn at_once(&self) -> Gathered {
+        let mut gathered = Gathered { messages: Vec::new(), next: self.from };
+        if self.path.view == View::Runs {
+            self.gather_runs(&mut gathered);
+        }
+        gathered
     }
 
     /// Whether the view is closed and read to its end at `next`.
@@ -266,7 +282,7 @@ impl Reader {
         let deadline = Instant::now() + self.state.config.durable.long_poll();
         let end = self.state.streams_end.token();
         let mut rows = self.rows();
-        let mut gathered = Gathered { messages: Vec::new(), next: self.from };
+        let mut gathered = self.at_once();
         while gathered.messages.is_empty() && !self.finished(gathered.next) {
             let row = tokio::select! {
                 row = rows.next() => row,
@@ -293,10 +309,15 @@ impl Reader {
             tokio::pin!(lifetime);
             let end = self.state.streams_end.token();
             let mut rows = self.rows();
-            let mut next = self.from;
-            let extent = self.extent();
-            yield Ok::<Bytes, Infallible>(Bytes::from(control(&self, next)));
-            if extent.closed && next >= extent.tail {
+            let ready = self.at_once();
+            let mut next = ready.next;
+            let mut first = Vec::new();
+            if !ready.messages.is_empty() {
+                first = live::data_event(&live::json_array(ready.messages.iter().map(|m| &m[..])), false);
+            }
+            first.extend_from_slice(&control(&self, next));
+            yield Ok::<Bytes, Infallible>(Bytes::from(first));
+            if self.finished(next) {
                 return;
             }
             loop {

@@ -75,6 +75,11 @@ async fn each_run_of_an_ark_stream_is_a_durable_stream_closed_at_its_done_and_th
     let (status, list_next, closed, list) = catch_up(&c, "ark/ds-resumed", "-1").await;
     assert_eq!((status, list_next.as_str(), closed), (200, offset(0, 1).as_str(), false));
     assert_eq!(list, json!([{"run": 1, "path": "ark/ds-resumed/runs/1"}]));
+    // A live read of the list from its start has the runs begun at once, as a client that skips the catch-up
+    // reads it.
+    let at_once = reqwest::get(a.url("/v1/stream/ark/ds-resumed?offset=-1&live=long-poll")).await.unwrap();
+    assert_eq!((at_once.status().as_u16(), header(&at_once, "stream-next-offset")), (200, Some(list_next.as_str())));
+    assert_eq!(at_once.json::<Value>().await.unwrap(), list);
     let head = reqwest::Client::new().head(c.url("/v1/stream/ark/ds-resumed/runs/2")).send().await.unwrap();
     assert_eq!(head.status(), 404, "no second run yet");
 

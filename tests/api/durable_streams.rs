@@ -16,7 +16,7 @@ fn tool_path(relative: &str) -> PathBuf {
 }
 
 /// Requests a replica served under `/v1/stream`, from its `/metrics`.
-async fn stream_requests(replica: &Replica) -> f64 {
+pub async fn stream_requests(replica: &Replica) -> f64 {
     let metrics = reqwest::get(replica.url("/metrics")).await.unwrap().text().await.unwrap();
     metrics
         .lines()

@@ -247,8 +247,8 @@ async fn a_waiting_phase_the_crd_refuses_is_given_up_as_such_not_taken_for_a_que
     let patches = cluster.settled(question["id"].as_str().unwrap(), 1).await;
     let outcome = patches[0].1.as_deref().unwrap();
     assert!(outcome.starts_with("gave up: 422") && outcome.contains("Unsupported value"), "{outcome}");
-    let log = cluster.broker.log();
-    assert!(log.lines().any(|l| l.contains("Query status patch given up") && l.contains("status.phase")), "{log}");
+    let given_up = |line: &str| line.contains("Query status patch given up") && line.contains("status.phase");
+    cluster.broker.logged("the give-up logged", given_up).await;
     let query = cluster.queries.get("review-48").await.unwrap();
     assert_eq!((phase(Some(&query)).as_deref(), waiting_for(Some(&query))), (Some("running"), None));
 }

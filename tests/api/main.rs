@@ -19,6 +19,7 @@ mod deploy;
 mod docs;
 mod drain;
 mod durable_ark;
+mod durable_clients;
 mod durable_streams;
 mod early_end;
 mod embedded;

@@ -4,6 +4,7 @@ pub mod ark_api;
 pub mod balancer;
 pub mod browser;
 pub mod cluster;
+pub mod cutting_proxy;
 pub mod failover;
 pub mod fake_blocks;
 pub mod fake_channels;

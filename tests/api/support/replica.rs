@@ -21,6 +21,8 @@ pub struct Replica {
     pub mcp_url: String,
     child: Child,
     log: Arc<Mutex<Vec<String>>>,
+    /// How many lines `log` holds, for [`Replica::logged`] to wait on.
+    logged_lines: tokio::sync::watch::Receiver<usize>,
 }
 
 impl Replica {
@@ -81,6 +83,7 @@ impl Replica {
         let log = Arc::new(Mutex::new(Vec::new()));
         let (address_tx, address_rx) = oneshot::channel();
         let lines = log.clone();
+        let (line_count, logged_lines) = tokio::sync::watch::channel(0usize);
         // Drains stdout for the whole life of the process (a full pipe would block the broker).
         tokio::spawn(async move {
             let mut address_tx = Some(address_tx);
@@ -91,14 +94,19 @@ impl Replica {
                 {
                     let _ = tx.send(address);
                 }
-                lines.lock().unwrap().push(line);
+                let count = {
+                    let mut lines = lines.lock().unwrap();
+                    lines.push(line);
+                    lines.len()
+                };
+                line_count.send_replace(count);
             }
         });
         let (http, mcp) = match within("the replica to listen", address_rx).await {
             Ok(addresses) => addresses,
             Err(_) => panic!("the replica exited before listening; its log:\n{}", log.lock().unwrap().join("\n")),
         };
-        Replica { base: format!("http://{http}"), mcp_url: format!("http://{mcp}/mcp"), child, log }
+        Replica { base: format!("http://{http}"), mcp_url: format!("http://{mcp}/mcp"), child, log, logged_lines }
     }
 
     /// The absolute URL of `path`.
@@ -148,6 +156,15 @@ impl Replica {
     /// What the replica has logged so far.
     pub fn log(&self) -> String {
         self.log.lock().unwrap().join("\n")
+    }
+
+    /// Waits until the replica has logged a line `wanted` accepts (the broker writes a line before the change
+    /// it reports is seen elsewhere, but this process reads its output a little later) and returns the log.
+    pub async fn logged(&self, what: &'static str, wanted: impl Fn(&str) -> bool) -> String {
+        let mut lines = self.logged_lines.clone();
+        let found = within(what, lines.wait_for(|_| self.log.lock().unwrap().iter().any(|line| wanted(line)))).await;
+        found.unwrap_or_else(|_| panic!("the replica's output ended before {what}; its log:\n{}", self.log()));
+        self.log()
     }
 }
 
