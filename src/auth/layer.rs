@@ -25,6 +25,17 @@ pub const OPEN_PATHS: &[&str] = &[
     "/channels/slack/events",
 ];
 
+/// Whether `path` is one of the Durable Streams subscription requests that authenticate themselves: the
+/// JWKS (public keys, for receivers to check webhooks), and a subscription's callbacks, acks and releases,
+/// whose `Authorization` carries the token the broker signed for that wake (the route checks it).
+fn carries_its_own_token(path: &str) -> bool {
+    if path == "/v1/stream/__ds/jwks.json" {
+        return true;
+    }
+    let Some(rest) = path.strip_prefix("/v1/stream/__ds/subscriptions/") else { return false };
+    rest.split_once('/').is_some_and(|(id, action)| !id.is_empty() && matches!(action, "callback" | "ack" | "release"))
+}
+
 /// The middleware: puts the caller's [`super::Principal`] into the request's extensions.
 pub async fn require_credentials(State(auth): State<Authenticator>, request: Request, next: Next) -> Response {
     match admit(&auth, request).await {
@@ -36,7 +47,7 @@ pub async fn require_credentials(State(auth): State<Authenticator>, request: Req
 /// The check itself, for a layer that makes it among others: the request with its caller's principal, or the
 /// refusal to answer instead.
 pub async fn admit(auth: &Authenticator, mut request: Request) -> Result<Request, Response> {
-    if OPEN_PATHS.contains(&request.uri().path()) {
+    if OPEN_PATHS.contains(&request.uri().path()) || carries_its_own_token(request.uri().path()) {
         return Ok(request);
     }
     // Boxed: checking a token can call the API server, and that future inline would stay in this layer's
@@ -62,4 +73,32 @@ pub async fn admit(auth: &Authenticator, mut request: Request) -> Result<Request
         }
     };
     Err(crate::error::refuse(&request, error))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::carries_its_own_token;
+
+    #[test]
+    fn only_the_subscription_requests_with_their_own_tokens_pass_without_a_credential() {
+        for open in [
+            "/v1/stream/__ds/jwks.json",
+            "/v1/stream/__ds/subscriptions/s1/callback",
+            "/v1/stream/__ds/subscriptions/s1/ack",
+            "/v1/stream/__ds/subscriptions/s1/release",
+        ] {
+            assert!(carries_its_own_token(open), "{open}");
+        }
+        for closed in [
+            "/v1/stream/__ds/subscriptions/s1",
+            "/v1/stream/__ds/subscriptions/s1/claim",
+            "/v1/stream/__ds/subscriptions/s1/streams",
+            "/v1/stream/__ds/subscriptions/s1/streams/callback",
+            "/v1/stream/__ds/subscriptions//ack",
+            "/v1/stream/events/x",
+            "/v1/stream/__ds/jwks.json/x",
+        ] {
+            assert!(!carries_its_own_token(closed), "{closed}");
+        }
+    }
 }

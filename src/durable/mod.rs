@@ -1,7 +1,7 @@
 //! Durable Streams (ElectricSQL's protocol for resumable streams, PROTOCOL.md v1.0) at `/v1/stream/{path}`:
 //! streams created, appended to (idempotent producers included), closed, forked, deleted and read —
 //! catch-up, long-poll and SSE — by the protocol's own clients, on every replica over the same tables; and
-//! Ark's chunk streams read with it under `ark/` ([`ark`]). See docs/durable-streams.md.
+//! Ark's chunk streams read with it under `ark/` ([`ark`]), and its subscriptions under `__ds/` ([`subs`]). See docs/durable-streams.md.
 
 mod ark;
 pub mod ark_runs;
@@ -12,6 +12,7 @@ mod reply;
 mod routes;
 pub mod rules;
 pub mod store;
+pub mod subs;
 pub mod tail;
 pub mod writes;
 
@@ -44,6 +45,8 @@ pub struct RouteState {
     pub wakeups: Wakeups,
     /// When this replica's live reads end (shutdown, or PostgreSQL lost).
     pub streams_end: StreamsEnd,
+    /// The subscription APIs' keys and the delivery worker's bell.
+    pub subscriptions: subs::Subscriptions,
     /// Whether reads carry credentials (auth on): catch-up answers are then `Cache-Control: private`.
     pub private_reads: bool,
 }
@@ -53,6 +56,7 @@ pub fn router<S: Clone + Send + Sync + 'static>(state: RouteState) -> Router<S> 
     Router::new()
         // Ark's streams, read-only: other methods get 405 (with `Allow`).
         .route("/v1/stream/ark/{*rest}", get(ark::read).head(ark::head))
+        .merge(subs::router())
         .route(
             "/v1/stream/{*path}",
             get(routes::read).head(routes::head).put(routes::create).post(routes::append).delete(routes::delete),

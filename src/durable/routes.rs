@@ -68,14 +68,14 @@ pub async fn create(
     };
     let mut headers = Headers::default().content_type(&stream).next(0, stream.tail).closed(stream.closed);
     if status == StatusCode::CREATED {
-        headers = headers.with(header::LOCATION, location(&request_headers, &path));
+        headers = headers.with(header::LOCATION, stream_url(&request_headers, &path));
     }
     headers.answer(status, ())
 }
 
 /// The absolute URL of the stream at `path`, as the client addressed the broker (`Host`, or a proxy's
 /// `X-Forwarded-Host` and `X-Forwarded-Proto`).
-fn location(request: &HeaderMap, path: &str) -> String {
+pub(super) fn stream_url(request: &HeaderMap, path: &str) -> String {
     let named =
         |name: &str| request.get(name).and_then(|v| v.to_str().ok()).map(|v| v.split(',').next().unwrap_or(v).trim());
     let host = named("x-forwarded-host").or_else(|| named("host")).unwrap_or("localhost");

@@ -1,6 +1,7 @@
 //! SQL for Durable Streams' writes: create (a fork included), append or close, delete. Each runs in one
 //! transaction holding the stream's row, decided by [`super::rules`], and ends with the feed's NOTIFY that
-//! wakes live readers on every replica. A producer's state commits with the append it admits.
+//! wakes live readers on every replica. A producer's state commits with the append it admits, and the wakes of
+//! the subscriptions that follow the stream ([`super::subs::wakes::on_append`]) with the append itself.
 
 use std::time::Duration;
 
@@ -11,6 +12,7 @@ use super::{
     model::{Append, Create, ForkFrom, Producer, Refusal},
     rules::{self, AppendDecision, AppendRefusal, ProducerState, Stream, Wanted},
     store::{DurableStore, find},
+    subs::wakes,
 };
 use crate::db::{
     StoreResult,
@@ -139,6 +141,9 @@ impl DurableStore {
             };
             let base = fork_position.unwrap_or(0);
             let stream = store(tx, (id, json_mode), base, &messages, wanted.closed, None, None).await?;
+            if !messages.is_empty() {
+                wakes::on_append(tx, path).await?;
+            }
             Ok(Attempt::Commit(Created::New(stream)))
         })
     }
@@ -170,6 +175,9 @@ impl DurableStore {
                         seq,
                     )
                     .await?;
+                    if !messages.is_empty() {
+                        wakes::on_append(tx, path).await?;
+                    }
                     Ok(Attempt::Commit(Appended::Taken(stream)))
                 }
                 AppendDecision::Duplicate { last_seq } => Ok(Attempt::Rollback(Appended::Duplicate(stream, last_seq))),
@@ -217,6 +225,17 @@ impl DurableStore {
             Ok(Attempt::Commit(Deleted::Done))
         })
     }
+}
+
+/// Appends `message` to the stream at `path` in `tx`, as the broker itself (a subscription's wake event):
+/// when the stream is there and open, with no producer, and waking no subscription. False when it was not.
+pub(crate) async fn append_as_broker(tx: &mut FeedTx, path: &str, message: Bytes) -> StoreResult<bool> {
+    let Some(stream) = find(&mut *tx.conn(), path, true).await? else { return Ok(false) };
+    if stream.deleted || stream.expired || stream.closed {
+        return Ok(false);
+    }
+    store(tx, (stream.id, stream.json_mode), stream.tail, &[message], false, None, None).await?;
+    Ok(true)
 }
 
 /// The stream a fork names, held against deletion until the fork is made.

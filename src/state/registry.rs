@@ -220,8 +220,9 @@ pub fn register(
             s.reap_finished(keep.streams, keep.batch).await
         })]
     });
-    registry.tail(Feed::Durable, durable::tail::spawn(wakeups.clone()));
     let durable_streams = DurableStore::new(pool.clone());
+    let subscriptions = durable::subs::Subscriptions::new(durable_streams.clone());
+    registry.tail(Feed::Durable, durable::tail::spawn(wakeups.clone(), subscriptions.clone()));
     registry.reaped([Duty::new(
         "durable_streams",
         "expired durable streams",
@@ -234,6 +235,7 @@ pub fn register(
         chunks: chunks.clone(),
         wakeups: wakeups.clone(),
         streams_end: streams_end.clone(),
+        subscriptions,
         private_reads: config.access.auth != crate::config::AuthMode::None,
     }));
     registry.reaped([

@@ -21,6 +21,7 @@ mod drain;
 mod durable_ark;
 mod durable_clients;
 mod durable_streams;
+mod durable_subscriptions;
 mod early_end;
 mod embedded;
 mod end_of_query;

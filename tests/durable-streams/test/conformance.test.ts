@@ -11,6 +11,7 @@ describe("Ark Broker", () => {
   runConformanceTests({
     baseUrl,
     longPollTimeoutMs: Number(process.env.DS_LONG_POLL_MS ?? "1000"),
-    subscriptions: process.env.DS_SUBSCRIPTIONS === "true",
+    // The reserved subscription APIs run unless DS_SUBSCRIPTIONS=false.
+    subscriptions: process.env.DS_SUBSCRIPTIONS !== "false",
   })
 })

@@ -1,0 +1,388 @@
+//! SQL for wakes and leases: an append wakes the idle subscriptions that follow its stream (in the append's
+//! own transaction, so a committed append is never missed and a wake never reports what did not commit);
+//! a pull-wake's worker claims, acknowledges and releases; a webhook's callback acknowledges. Each turn holds
+//! the subscription's row, so one wake is delivered or claimed once, whichever replica is asked.
+
+use bytes::Bytes;
+use sqlx::PgConnection;
+
+use super::{
+    model::{Ack, Kind},
+    store::{Link, Subscription, links, subscription_of},
+};
+use crate::{
+    db::{
+        StoreResult,
+        feed::{Feed, FeedTx},
+        retry::{Attempt, Retries, in_feed_tx},
+    },
+    durable::DurableStore,
+};
+
+/// The key a transaction names in the durable feed's notification when a webhook became due: every
+/// replica's delivery worker looks for work then.
+pub const WEBHOOK_DUE_KEY: &str = "subscriptions";
+
+/// Why a claim, an ack, a callback or a release was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WakeRefusal {
+    /// No such subscription (404).
+    NotFound,
+    /// The request is for a wake that is not the current one, or not held (409 `FENCED`).
+    Fenced,
+    /// An acknowledgement names a stream it does not follow, or an offset outside what it may ack (409).
+    InvalidOffset(String),
+    /// Nothing to claim (409 `NO_PENDING_WORK`).
+    NoPendingWork,
+    /// Another worker holds the lease (409 `ALREADY_CLAIMED`).
+    AlreadyClaimed { holder: Option<String>, generation: i64 },
+    /// A claim of a webhook subscription, or a callback of a pull-wake one (400).
+    WrongKind,
+}
+
+/// A wake as a worker is given it.
+#[derive(Debug, Clone)]
+pub struct Wake {
+    /// The subscription.
+    pub subscription: Subscription,
+    /// The streams it follows, with their tails.
+    pub links: Vec<Link>,
+}
+
+/// Held for the transaction.
+async fn lock(conn: &mut PgConnection, id: &str) -> StoreResult<Option<Subscription>> {
+    let row = sqlx::query!(
+        r#"select id, kind, pattern, webhook_url, wake_stream, lease_ttl_ms, description, config_hash, base_url,
+                  created_at, generation, wake_id, wake_state, holder,
+                  coalesce(lease_until > now(), false) as "leased!", failing
+           from ds_subscriptions where id = $1 for update"#,
+        id
+    )
+    .fetch_optional(&mut *conn)
+    .await?;
+    Ok(row.map(|row| subscription_of!(row)))
+}
+
+/// In the transaction of an append to `path`: links it to the subscriptions whose pattern matches it and
+/// that do not follow it yet (a new stream: all it holds is news), and wakes those following it that are idle.
+pub async fn on_append(tx: &mut FeedTx, path: &str) -> StoreResult<()> {
+    sqlx::query!(
+        "insert into ds_subscription_links (subscription_id, path, link_type, acked_position)
+         select id, $1, 'glob', -1 from ds_subscriptions where pattern_regex is not null and $1 ~ pattern_regex
+         on conflict do nothing",
+        path
+    )
+    .execute(tx.conn())
+    .await?;
+    let woken = sqlx::query!(
+        "update ds_subscriptions s
+         set generation = generation + 1, wake_id = 'w_' || replace(gen_random_uuid()::text, '-', ''),
+             wake_state = 'due', deliver_after = now(), attempts = 0, holder = null, lease_until = null
+         where wake_state = 'idle'
+           and exists (select 1 from ds_subscription_links l where l.subscription_id = s.id and l.path = $1)
+         returning id, kind, wake_stream, generation",
+        path
+    )
+    .fetch_all(tx.conn())
+    .await?;
+    for row in woken {
+        announce(tx, &row.id, Kind::parse(&row.kind), row.wake_stream.as_deref(), path, row.generation).await?;
+    }
+    Ok(())
+}
+
+/// Tells of a new wake: a webhook's delivery workers are notified; a pull-wake's wake event is appended to
+/// its wake stream (when it is there and open), as the broker, with no further wakes of its own.
+async fn announce(
+    tx: &mut FeedTx,
+    id: &str,
+    kind: Option<Kind>,
+    wake_stream: Option<&str>,
+    path: &str,
+    generation: i64,
+) -> StoreResult<()> {
+    match (kind, wake_stream) {
+        (Some(Kind::PullWake), Some(wake_stream)) => {
+            let event = serde_json::json!({
+                "type": "wake", "subscription_id": id, "stream": path, "generation": generation,
+                "ts": chrono::Utc::now().timestamp_millis(),
+            });
+            crate::durable::writes::append_as_broker(tx, wake_stream, Bytes::from(event.to_string())).await?;
+        }
+        _ => tx.wrote_key(WEBHOOK_DUE_KEY, 0, 0),
+    }
+    Ok(())
+}
+
+/// A new wake of `subscription`, which has pending work: announced like an append's.
+async fn rewake(tx: &mut FeedTx, subscription: &Subscription, links: &[Link]) -> StoreResult<()> {
+    let generation = sqlx::query_scalar!(
+        "update ds_subscriptions
+         set generation = generation + 1, wake_id = 'w_' || replace(gen_random_uuid()::text, '-', ''),
+             wake_state = 'due', deliver_after = now(), attempts = 0, holder = null, lease_until = null,
+             snapshot = null
+         where id = $1 returning generation",
+        subscription.id
+    )
+    .fetch_one(tx.conn())
+    .await?;
+    let path = links.iter().find(|link| link.has_pending()).map_or("", |link| link.path.as_str());
+    let wake_stream = subscription.wake_stream.as_deref();
+    announce(tx, &subscription.id, Some(subscription.kind), wake_stream, path, generation).await
+}
+
+/// Back to idle: nothing is asked of anyone.
+async fn rest(conn: &mut PgConnection, id: &str) -> StoreResult<()> {
+    sqlx::query!(
+        "update ds_subscriptions set wake_state = 'idle', holder = null, lease_until = null, snapshot = null,
+                failing = false, attempts = 0
+         where id = $1",
+        id
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Holds the current wake for `lease_ttl_ms` from now, as `state`, by `holder`, with the tails it reported.
+pub(super) async fn hold(
+    conn: &mut PgConnection,
+    subscription: &Subscription,
+    state: &str,
+    holder: Option<&str>,
+    links: &[Link],
+) -> StoreResult<()> {
+    let snapshot: serde_json::Map<String, serde_json::Value> =
+        links.iter().map(|link| (link.path.clone(), link.tail.into())).collect();
+    sqlx::query!(
+        "update ds_subscriptions
+         set wake_state = $2, holder = $3, lease_until = now() + make_interval(secs => $4::float8 / 1000),
+             snapshot = $5, failing = false, attempts = 0
+         where id = $1",
+        subscription.id,
+        state,
+        holder,
+        subscription.lease_ttl_ms as f64,
+        serde_json::Value::Object(snapshot),
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Whether `acks` may be taken: each names a stream followed, at an offset from what was acknowledged to
+/// the tail.
+fn check_acks(links: &[Link], acks: &[Ack]) -> Result<Vec<(String, i64)>, WakeRefusal> {
+    acks.iter()
+        .map(|ack| {
+            let link = links.iter().find(|link| link.path == ack.stream);
+            let position = super::model::position_of(&ack.offset);
+            match (link, position) {
+                (Some(link), Some(position)) if position >= link.acked && position <= link.tail => {
+                    Ok((ack.stream.clone(), position))
+                }
+                (None, _) => Err(WakeRefusal::InvalidOffset(format!("{}: not a stream it follows", ack.stream))),
+                _ => Err(WakeRefusal::InvalidOffset(format!("{}: offset {} out of range", ack.stream, ack.offset))),
+            }
+        })
+        .collect()
+}
+
+async fn take_acks(conn: &mut PgConnection, id: &str, acks: &[(String, i64)]) -> StoreResult<()> {
+    let (paths, positions): (Vec<String>, Vec<i64>) = acks.iter().cloned().unzip();
+    sqlx::query!(
+        "update ds_subscription_links l set acked_position = greatest(l.acked_position, a.position)
+         from unnest($2::text[], $3::bigint[]) as a (path, position)
+         where l.subscription_id = $1 and l.path = a.path",
+        id,
+        &paths,
+        &positions
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// A pull-wake worker's claim of subscription `id`'s pending work.
+async fn claim(tx: &mut FeedTx, id: &str, worker: &str) -> StoreResult<Result<Wake, WakeRefusal>> {
+    let Some(subscription) = lock(tx.conn(), id).await? else { return Ok(Err(WakeRefusal::NotFound)) };
+    if subscription.kind != Kind::PullWake {
+        return Ok(Err(WakeRefusal::WrongKind));
+    }
+    if subscription.wake_state == "claimed" && subscription.leased {
+        let refusal = WakeRefusal::AlreadyClaimed { holder: subscription.holder, generation: subscription.generation };
+        return Ok(Err(refusal));
+    }
+    let found = links(&mut *tx.conn(), id).await?;
+    if subscription.wake_state != "due" {
+        // Idle, or a claim that ran out: there is work only if a stream holds more than was acknowledged.
+        if !found.iter().any(Link::has_pending) {
+            return Ok(Err(WakeRefusal::NoPendingWork));
+        }
+        sqlx::query!(
+            "update ds_subscriptions
+             set generation = generation + 1, wake_id = 'w_' || replace(gen_random_uuid()::text, '-', '')
+             where id = $1",
+            id
+        )
+        .execute(tx.conn())
+        .await?;
+    }
+    hold(tx.conn(), &subscription, "claimed", Some(worker), &found).await?;
+    let subscription = lock(tx.conn(), id).await?.expect("held");
+    Ok(Ok(Wake { subscription, links: found }))
+}
+
+/// Whether `wake_id` and `generation` (a request's, and the token's `epoch`) name the wake `subscription`
+/// holds as `state`.
+fn current(subscription: &Subscription, state: &str, wake_id: &str, generation: i64, epoch: i64) -> bool {
+    subscription.wake_state == state
+        && subscription.wake_id.as_deref() == Some(wake_id)
+        && subscription.generation == generation
+        && epoch == generation
+}
+
+/// What an acknowledgement came to: whether another wake follows at once.
+pub type NextWake = bool;
+
+/// A worker's acknowledgement (`held_as`: `claimed` for a pull-wake's ack, `delivered` for a webhook's
+/// callback) of the wake `wake_id`/`generation`, with its token's `epoch`; `done` lets the wake go.
+async fn acknowledge(
+    tx: &mut FeedTx,
+    id: &str,
+    held_as: &str,
+    (wake_id, generation, epoch): WakeNamed<'_>,
+    acks: &[Ack],
+    done: bool,
+) -> StoreResult<Result<NextWake, WakeRefusal>> {
+    let Some(subscription) = lock(tx.conn(), id).await? else { return Ok(Err(WakeRefusal::NotFound)) };
+    if !current(&subscription, held_as, wake_id, generation, epoch) {
+        return Ok(Err(WakeRefusal::Fenced));
+    }
+    let found = links(&mut *tx.conn(), id).await?;
+    let taken = match check_acks(&found, acks) {
+        Ok(taken) => taken,
+        Err(refusal) => return Ok(Err(refusal)),
+    };
+    take_acks(tx.conn(), id, &taken).await?;
+    if !done {
+        hold(tx.conn(), &subscription, held_as, subscription.holder.as_deref(), &found).await?;
+        return Ok(Ok(false));
+    }
+    settle(tx, &subscription).await.map(Ok)
+}
+
+/// The wake is let go: a new one at once if work is pending, else idle. Whether a new one began.
+async fn settle(tx: &mut FeedTx, subscription: &Subscription) -> StoreResult<NextWake> {
+    let after = links(&mut *tx.conn(), &subscription.id).await?;
+    if after.iter().any(Link::has_pending) {
+        rewake(tx, subscription, &after).await?;
+        return Ok(true);
+    }
+    rest(tx.conn(), &subscription.id).await?;
+    Ok(false)
+}
+
+/// A pull-wake worker lets its claim go without finishing it.
+async fn release(
+    tx: &mut FeedTx,
+    id: &str,
+    (wake_id, generation, epoch): WakeNamed<'_>,
+) -> StoreResult<Result<(), WakeRefusal>> {
+    let Some(subscription) = lock(tx.conn(), id).await? else { return Ok(Err(WakeRefusal::NotFound)) };
+    if !current(&subscription, "claimed", wake_id, generation, epoch) {
+        return Ok(Err(WakeRefusal::Fenced));
+    }
+    settle(tx, &subscription).await?;
+    Ok(Ok(()))
+}
+
+/// The next webhook wake to deliver (or whose lease ran out), held for the transaction; another replica's
+/// worker skips it. `Some(None)`: a lease ran out and the subscription went back to idle.
+pub async fn next_webhook(tx: &mut FeedTx) -> StoreResult<Option<Option<Wake>>> {
+    let id = sqlx::query_scalar!(
+        "select id from ds_subscriptions
+         where kind = 'webhook'
+           and ((wake_state = 'due' and deliver_after <= now()) or (wake_state = 'delivered' and lease_until <= now()))
+         order by deliver_after limit 1 for update skip locked"
+    )
+    .fetch_optional(tx.conn())
+    .await?;
+    let Some(id) = id else { return Ok(None) };
+    let mut subscription = lock(tx.conn(), &id).await?.expect("held");
+    if subscription.wake_state == "delivered" {
+        // Its receiver took the wake and never called back: a new wake if work is still pending.
+        if !settle(tx, &subscription).await? {
+            return Ok(Some(None));
+        }
+        subscription = lock(tx.conn(), &id).await?.expect("held");
+    }
+    let found = links(&mut *tx.conn(), &id).await?;
+    Ok(Some(Some(Wake { subscription, links: found })))
+}
+
+/// A delivered webhook answered `{"done": true}`: the tails it reported are acknowledged, and the wake let go.
+pub async fn delivered_done(tx: &mut FeedTx, wake: &Wake) -> StoreResult<NextWake> {
+    let taken: Vec<(String, i64)> = wake.links.iter().map(|link| (link.path.clone(), link.tail)).collect();
+    take_acks(tx.conn(), &wake.subscription.id, &taken).await?;
+    settle(tx, &wake.subscription).await
+}
+
+/// A delivery failed: tried again after 1 s, doubling up to 60 s, each ±20 %.
+pub async fn delivery_failed(conn: &mut PgConnection, id: &str) -> StoreResult<()> {
+    sqlx::query!(
+        "update ds_subscriptions
+         set attempts = attempts + 1, failing = true,
+             deliver_after = now() + make_interval(secs => least(60, power(2, attempts)) * (0.8 + random() * 0.4))
+         where id = $1",
+        id
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// The next time a webhook wake falls due (a retry, or a lease running out), for the delivery worker's timer.
+pub async fn next_due_in_ms(pool: &crate::db::pool::Pool) -> StoreResult<Option<i64>> {
+    let due = sqlx::query_scalar!(
+        r#"select greatest(0, extract(epoch from (min(case wake_state when 'due' then deliver_after else lease_until end)
+                                              - now())) * 1000)::bigint as "ms"
+           from ds_subscriptions where kind = 'webhook' and wake_state in ('due', 'delivered')"#
+    )
+    .fetch_one(pool)
+    .await?;
+    Ok(due)
+}
+
+/// A worker's turn on a subscription: one transaction, retried when it lost a race.
+const TURN: Retries = Retries::claim("subscription");
+
+/// The wake a request names: its id, its generation, and the `epoch` of the token it came with.
+pub type WakeNamed<'a> = (&'a str, i64, i64);
+
+impl DurableStore {
+    /// A pull-wake worker's claim of subscription `id`'s pending work.
+    pub async fn claim_wake(&self, id: &str, worker: &str) -> StoreResult<Result<Wake, WakeRefusal>> {
+        in_feed_tx!(&self.pool, Feed::Durable, TURN, |tx| async { Ok(Attempt::Commit(claim(tx, id, worker).await?)) })
+    }
+
+    /// An acknowledgement of the wake `named`: a pull-wake's ack (`held_as` `claimed`) or a webhook's callback
+    /// (`delivered`).
+    pub async fn acknowledge_wake(
+        &self,
+        id: &str,
+        held_as: &str,
+        named: WakeNamed<'_>,
+        acks: &[Ack],
+        done: bool,
+    ) -> StoreResult<Result<NextWake, WakeRefusal>> {
+        in_feed_tx!(&self.pool, Feed::Durable, TURN, |tx| async {
+            Ok(Attempt::Commit(acknowledge(tx, id, held_as, named, acks, done).await?))
+        })
+    }
+
+    /// A pull-wake worker lets the wake `named` go.
+    pub async fn release_wake(&self, id: &str, named: WakeNamed<'_>) -> StoreResult<Result<(), WakeRefusal>> {
+        in_feed_tx!(&self.pool, Feed::Durable, TURN, |tx| async { Ok(Attempt::Commit(release(tx, id, named).await?)) })
+    }
+}
