@@ -8,6 +8,7 @@
 //! It exits non-zero only when the checker finds a gap, duplicate, reordering or acknowledged loss.
 
 mod baselines;
+mod durable;
 mod hitl;
 // By path, as the smoke test includes it, so that its child module resolves the same way in both.
 #[path = "load.rs"]
@@ -53,6 +54,8 @@ struct Plan {
     scale: scale::Plan,
     /// The volume phase's sizes and load.
     volume: volume::Plan,
+    /// The Durable Streams side-by-side phase's sizes.
+    durable: durable::Plan,
 }
 
 impl Plan {
@@ -98,6 +101,14 @@ impl Plan {
                     full_duration: Duration::from_secs(12),
                     reap_interval: Some("5"),
                 },
+                durable: durable::Plan {
+                    writers: 4,
+                    append_seconds: 2,
+                    streams: 5,
+                    rate: 10,
+                    latency_seconds: 2,
+                    subscribers: 50,
+                },
             };
         }
         Plan {
@@ -132,6 +143,14 @@ impl Plan {
                 duration: Duration::from_secs(20),
                 full_duration: Duration::from_secs(90),
                 reap_interval: None,
+            },
+            durable: durable::Plan {
+                writers: 50,
+                append_seconds: 10,
+                streams: 100,
+                rate: 10,
+                latency_seconds: 10,
+                subscribers: 1000,
             },
         }
     }
@@ -236,6 +255,15 @@ async fn main() -> ExitCode {
     }
     if runs("records") {
         add_all(&mut report, bench.records(&plan.records).await);
+    }
+    if runs("durable-streams") {
+        let bases: Vec<String> = replicas.iter().map(|replica| replica.base.clone()).collect();
+        let pids: Vec<u32> = replicas.iter().map(Replica::pid).collect();
+        let measured = durable::run(&plan.durable, &bases, &pids, &scratch).await;
+        for target in &measured {
+            report.line(&serde_json::json!({"phase": "durable-streams", "run": target}));
+        }
+        appendix += &durable::markdown(&plan.durable, &measured);
     }
     // `--only memory` measures every kind; `--only memory-mcp-waiter-2026` (a kind's phase id) just that one.
     for kind in waiters::Kind::ALL.into_iter().filter(|kind| runs("memory") || runs(kind.phase())) {

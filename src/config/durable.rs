@@ -20,6 +20,12 @@ pub struct DurableStreams {
     #[arg(long, env = "ARK_BROKER_DURABLE_MAX_APPEND_BYTES", default_value_t = 16 << 20,
           value_parser = clap::value_parser!(u64).range(1024..=1 << 30))]
     pub durable_max_append_bytes: u64,
+
+    /// Whether a Durable Streams webhook subscription may name an `http://` URL on this machine's loopback
+    /// (`localhost`, `127.0.0.0/8`): a local receiver, or a test's. Off, only `https` to a public host is
+    /// taken, since a pod's loopback reaches its sidecars' admin ports.
+    #[arg(long, env = "ARK_BROKER_DURABLE_WEBHOOK_LOOPBACK", default_value_t = false)]
+    pub durable_webhook_loopback: bool,
 }
 
 impl DurableStreams {

@@ -140,6 +140,7 @@ impl DurableStore {
                 return Ok(Attempt::Retry);
             };
             let base = fork_position.unwrap_or(0);
+            wakes::new_stream(tx, path).await?;
             let stream = store(tx, (id, json_mode), base, &messages, wanted.closed, None, None).await?;
             if !messages.is_empty() {
                 wakes::on_append(tx, path).await?;

@@ -35,7 +35,9 @@ async fn the_durable_streams_conformance_suite_passes_across_three_replicas_each
         "this test needs the pinned suite; ./scripts/test installs it (npm ci in tests/durable-streams)"
     );
     let url = fresh_database().await;
-    let (a, b, c) = Replica::three(&url, &["--durable-long-poll-ms", LONG_POLL_MS]).await;
+    // The suite's webhook receiver listens on 127.0.0.1.
+    let flags = ["--durable-long-poll-ms", LONG_POLL_MS, "--durable-webhook-loopback"];
+    let (a, b, c) = Replica::three(&url, &flags).await;
     let proxy = RotatingProxy::start(&[a.base.as_str(), b.base.as_str(), c.base.as_str()]).await;
     let results = tempfile::tempdir().expect("a directory for the suite's report");
     let report = results.path().join("report.json");

@@ -81,7 +81,8 @@ fn tokens_file() -> tempfile::NamedTempFile {
 async fn three_with_auth(file: &tempfile::NamedTempFile) -> [Replica; 3] {
     let url = fresh_database().await;
     let path = file.path().to_str().unwrap();
-    let (a, b, c) = Replica::three(&url, &["--auth", "token", "--auth-tokens-file", path]).await;
+    let flags = ["--auth", "token", "--auth-tokens-file", path, "--durable-webhook-loopback"];
+    let (a, b, c) = Replica::three(&url, &flags).await;
     [a, b, c]
 }
 
@@ -158,4 +159,20 @@ async fn a_webhook_is_delivered_once_per_wake_signed_retried_and_acknowledged_by
     assert_eq!(forged.status(), 401, "the broker's own credential is not a wake's token");
     let error: Value = forged.json().await.unwrap();
     assert_eq!(error["error"]["code"], "TOKEN_INVALID");
+}
+
+#[tokio::test]
+async fn a_replica_at_its_defaults_refuses_webhooks_to_its_own_loopback() {
+    let url = fresh_database().await;
+    let replica = Replica::start(&url).await;
+    let client = reqwest::Client::new();
+    for webhook in ["http://127.0.0.1:15000/quitquitquit", "http://localhost/hook", "https://10.0.0.1/hook"] {
+        let body = json!({"type": "webhook", "pattern": "events/*", "webhook": {"url": webhook}});
+        let refused = client.put(replica.url("/v1/stream/__ds/subscriptions/s")).json(&body).send().await.unwrap();
+        assert_eq!(refused.status(), 400, "{webhook}");
+        let error: Value = refused.json().await.unwrap();
+        assert_eq!(error["error"]["code"], "WEBHOOK_URL_REJECTED", "{webhook}");
+    }
+    let absent = client.get(replica.url("/v1/stream/__ds/subscriptions/s")).send().await.unwrap();
+    assert_eq!(absent.status(), 404, "nothing stored");
 }

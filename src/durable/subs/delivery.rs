@@ -1,8 +1,9 @@
-//! This replica's webhook worker: takes the next due webhook wake (held in its transaction, so another
-//! replica's worker skips it), POSTs it signed to the subscription's URL, and records what came of it — the
-//! receiver's `{"done": true}` acknowledges what it was told of, any other 2xx holds the wake for its
-//! callback, a failure is tried again with backoff (1 s doubling to 60 s). The durable feed's tail rings it
-//! when a wake falls due; a timer takes retries and leases that ran out.
+//! This replica's webhook worker: takes the next due webhook wake (marked as being delivered in a short
+//! transaction, so another replica's worker passes it by), POSTs it signed to the subscription's URL outside
+//! any transaction, and records what came of it — the receiver's `{"done": true}` acknowledges what it was
+//! told of, any other 2xx holds the wake for its callback, a failure is tried again with backoff (1 s
+//! doubling to 60 s). The durable feed's tail rings it when a wake falls due; a timer takes retries and
+//! leases that ran out (a pull-wake claim's too).
 
 use std::{sync::Arc, time::Duration};
 
@@ -101,26 +102,25 @@ async fn post(http: &reqwest::Client, keys: &Keys, wake: &Wake) -> Delivered {
 }
 
 impl DurableStore {
-    /// Delivers the next due webhook wake, holding it until what came of it is stored; false
-    /// when none was due.
+    /// Delivers the next due webhook wake: taken in one transaction, POSTed outside any, its answer
+    /// recorded in another (a callback that came first wins). False when none was due.
     pub async fn deliver_next_webhook(&self, http: &reqwest::Client, keys: &Keys) -> StoreResult<bool> {
+        let answer_ms = ANSWER_TIMEOUT.as_millis() as i64;
+        let taken = in_feed_tx!(&self.pool, Feed::Durable, Retries::claim("subscription"), |tx| async {
+            Ok(Attempt::Commit(wakes::take_webhook(tx, answer_ms).await?))
+        })?;
+        let wake = match taken {
+            None => return Ok(false),
+            Some(None) => return Ok(true),
+            Some(Some(wake)) => wake,
+        };
+        let delivered = post(http, keys, &wake).await;
+        let (done, held) = (delivered == Delivered::Done, delivered == Delivered::Taken);
         in_feed_tx!(&self.pool, Feed::Durable, Retries::claim("subscription"), |tx| async {
-            let wake = match wakes::next_webhook(tx).await? {
-                None => return Ok(Attempt::Commit(false)),
-                Some(None) => return Ok(Attempt::Commit(true)),
-                Some(Some(wake)) => wake,
-            };
-            match post(http, keys, &wake).await {
-                Delivered::Done => {
-                    wakes::delivered_done(tx, &wake).await?;
-                }
-                Delivered::Taken => {
-                    wakes::hold(tx.conn(), &wake.subscription, "delivered", None, &wake.links).await?;
-                }
-                Delivered::Failed => wakes::delivery_failed(tx.conn(), &wake.subscription.id).await?,
-            }
-            Ok(Attempt::Commit(true))
-        })
+            wakes::answered(tx, &wake, done, held).await?;
+            Ok(Attempt::Commit(()))
+        })?;
+        Ok(true)
     }
 }
 

@@ -114,8 +114,8 @@ impl Wanted {
     }
 }
 
-/// Reads a subscription's `PUT` body.
-pub fn wanted(body: &[u8]) -> Result<Wanted, Refused> {
+/// Reads a subscription's `PUT` body; `loopback`: webhooks may go to this machine's loopback over `http`.
+pub fn wanted(body: &[u8], loopback: bool) -> Result<Wanted, Refused> {
     let sent: PutBody = serde_json::from_slice(body).map_err(|error| Refused::invalid(format!("body: {error}")))?;
     let kind = Kind::parse(&sent.kind).ok_or_else(|| Refused::invalid("type: must be webhook or pull-wake"))?;
     let lease_ttl_ms = sent.lease_ttl_ms.unwrap_or(DEFAULT_LEASE_TTL_MS);
@@ -139,11 +139,11 @@ pub fn wanted(body: &[u8]) -> Result<Wanted, Refused> {
     let (webhook_url, wake_stream) = match kind {
         Kind::Webhook => {
             let url = sent.webhook.ok_or_else(|| Refused::invalid("webhook.url: required"))?.url;
-            if !webhook_url_allowed(&url) {
+            if !webhook_url_allowed(&url, loopback) {
                 return Err(Refused {
                     status: 400,
                     code: "WEBHOOK_URL_REJECTED",
-                    message: "webhook.url: must be https to a public host, or http to this machine's loopback".into(),
+                    message: "webhook.url: must be https to a public host".into(),
                 });
             }
             (Some(url), None)
@@ -157,6 +157,9 @@ pub fn wanted(body: &[u8]) -> Result<Wanted, Refused> {
         }
     };
     let description = sent.description;
+    if description.as_deref().is_some_and(|d| d.contains('\0') || d.len() > 4096) {
+        return Err(Refused::invalid("description: at most 4096 bytes, no NUL"));
+    }
     Ok(Wanted {
         kind,
         pattern: sent.pattern,
@@ -169,7 +172,8 @@ pub fn wanted(body: &[u8]) -> Result<Wanted, Refused> {
     })
 }
 
-fn stream_path_ok(path: &str) -> bool {
+/// Whether `path` may name a stream a subscription follows.
+pub fn stream_path_ok(path: &str) -> bool {
     !path.is_empty()
         && path.len() <= 1024
         && !path.starts_with('/')
@@ -190,21 +194,23 @@ pub fn glob_regex(glob: &str) -> String {
             }
             '*' => regex.push_str("[^/]*"),
             '?' => regex.push_str("[^/]"),
-            c if c.is_ascii_alphanumeric() || c == '/' || c == '_' || c == '-' => regex.push(c),
-            c => {
+            // PostgreSQL's regexes take a backslash before punctuation only (before a letter it is a class).
+            c if c.is_ascii_punctuation() && c != '/' && c != '_' && c != '-' => {
                 regex.push('\\');
                 regex.push(c);
             }
+            c => regex.push(c),
         }
     }
     regex.push('$');
     regex
 }
 
-/// Whether webhooks may go to `url`: `https` to a name or a public address, or `http` to this machine's
-/// loopback (`localhost`, `127.0.0.0/8`: a sidecar, or a test's receiver). Private, link-local and IPv6
-/// literal addresses are refused, so a subscription cannot aim the broker at the cluster's insides.
-pub fn webhook_url_allowed(url: &str) -> bool {
+/// Whether webhooks may go to `url`: `https` to a name or a public address; with `loopback`, also `http` to
+/// this machine's loopback (`localhost`, `127.0.0.0/8`). Private, shared, link-local, multicast and IPv6
+/// literal addresses are refused, so a subscription cannot aim the broker at the cluster's insides by
+/// address (a name is not resolved here: an operator keeps webhooks in with a NetworkPolicy).
+pub fn webhook_url_allowed(url: &str, loopback_allowed: bool) -> bool {
     let Ok(parsed) = reqwest::Url::parse(url) else { return false };
     let host = match parsed.host_str() {
         None => return false,
@@ -212,13 +218,13 @@ pub fn webhook_url_allowed(url: &str) -> bool {
         Some(name) => name.parse::<Ipv4Addr>().map_or_else(|_| Host::Name(name.to_ascii_lowercase()), Host::V4),
     };
     let loopback = match &host {
-        Host::Name(name) => name == "localhost",
+        Host::Name(name) => name.trim_end_matches('.') == "localhost",
         Host::V4(ip) => ip.is_loopback(),
     };
     match parsed.scheme() {
-        "http" => loopback,
+        "http" => loopback && loopback_allowed,
         "https" => match host {
-            Host::Name(name) => name != "localhost",
+            Host::Name(name) => !loopback && !name.ends_with(".localhost"),
             Host::V4(ip) => public(IpAddr::V4(ip)),
         },
         _ => false,
@@ -233,7 +239,16 @@ enum Host {
 fn public(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(ip) => {
-            !(ip.is_private() || ip.is_loopback() || ip.is_link_local() || ip.is_unspecified() || ip.octets()[0] == 0)
+            let shared = ip.octets()[0] == 100 && (64..128).contains(&ip.octets()[1]);
+            !(ip.is_private()
+                || ip.is_loopback()
+                || ip.is_link_local()
+                || ip.is_unspecified()
+                || ip.is_multicast()
+                || ip.is_broadcast()
+                || shared
+                || ip.octets()[0] == 0
+                || ip.octets()[0] >= 240)
         }
         IpAddr::V6(_) => false,
     }
@@ -311,6 +326,7 @@ mod tests {
         let matches = |glob: &str, path: &str| regex_lite_match(&glob_regex(glob), path);
         assert_eq!(glob_regex("events/*"), "^events/[^/]*$");
         assert_eq!(glob_regex("a.b/**"), "^a\\.b/.*$");
+        assert_eq!(glob_regex("é/*"), "^é/[^/]*$", "no backslash before a letter, which PostgreSQL reads as a class");
         assert!(matches("events/*", "events/x"));
         assert!(!matches("events/*", "events/x/y"));
         assert!(matches("events/**", "events/x/y"));
@@ -330,10 +346,12 @@ mod tests {
 
     #[test]
     fn webhooks_go_to_public_https_or_loopback_http_only() {
-        for allowed in
-            ["http://127.0.0.1:4000/hook", "http://localhost/hook", "https://example.com/h", "https://8.8.8.8/"]
-        {
-            assert!(webhook_url_allowed(allowed), "{allowed}");
+        for allowed in ["https://example.com/h", "https://8.8.8.8/"] {
+            assert!(webhook_url_allowed(allowed, false), "{allowed}");
+        }
+        for local in ["http://127.0.0.1:4000/hook", "http://localhost/hook", "http://localhost./hook"] {
+            assert!(webhook_url_allowed(local, true), "{local}");
+            assert!(!webhook_url_allowed(local, false), "{local} without loopback");
         }
         for refused in [
             "http://10.0.0.1/hook",
@@ -343,17 +361,20 @@ mod tests {
             "https://169.254.169.254/latest",
             "https://127.0.0.1/",
             "https://localhost/",
+            "https://localhost./",
+            "https://100.64.0.1/",
+            "https://224.0.0.1/",
             "https://[::1]/",
             "ftp://example.com/",
             "not a url",
         ] {
-            assert!(!webhook_url_allowed(refused), "{refused}");
+            assert!(!webhook_url_allowed(refused, true), "{refused}");
         }
     }
 
     #[test]
     fn a_put_is_checked_and_its_hash_ignores_the_order_of_its_streams() {
-        let body = |json: serde_json::Value| wanted(json.to_string().as_bytes());
+        let body = |json: serde_json::Value| wanted(json.to_string().as_bytes(), true);
         let one =
             body(serde_json::json!({"type": "pull-wake", "streams": ["b", "a", "a"], "wake_stream": "w"})).unwrap();
         let two = body(serde_json::json!({"type": "pull-wake", "streams": ["a", "b"], "wake_stream": "w"})).unwrap();

@@ -121,7 +121,7 @@ async fn create(State(state): State<RouteState>, Path(id): Path<String>, headers
     if !id_ok(&id) {
         return refused(Refused::invalid("the subscription id: 1 to 256 printable characters"));
     }
-    let wanted = match model::wanted(&body) {
+    let wanted = match model::wanted(&body, state.config.durable.durable_webhook_loopback) {
         Ok(wanted) => wanted,
         Err(refusal) => return refused(refusal),
     };
@@ -165,14 +165,18 @@ async fn delete(State(state): State<RouteState>, Path(id): Path<String>) -> Resp
 }
 
 async fn add_streams(State(state): State<RouteState>, Path(id): Path<String>, body: Bytes) -> Response {
-    let added: model::AddStreams = match model::body(&body) {
-        Ok(added) => added,
+    let added = match model::body::<model::AddStreams>(&body) {
+        Ok(added) if added.streams.iter().all(|path| model::stream_path_ok(path)) => added,
+        Ok(_) => return refused(Refused::invalid("streams: each must be a stream's path")),
         Err(refusal) => return refused(refusal),
     };
     done(state.store.add_streams(&id, &added.streams).await)
 }
 
 async fn remove_stream(State(state): State<RouteState>, Path((id, path)): Path<(String, String)>) -> Response {
+    if !model::stream_path_ok(&path) {
+        return refused(Refused::invalid("not a stream's path"));
+    }
     done(state.store.remove_stream(&id, &path).await)
 }
 
@@ -220,8 +224,9 @@ async fn ack(State(state): State<RouteState>, Path(id): Path<String>, headers: H
 }
 
 async fn claim(State(state): State<RouteState>, Path(id): Path<String>, body: Bytes) -> Response {
-    let sent: model::Claim = match model::body(&body) {
-        Ok(sent) => sent,
+    let sent = match model::body::<model::Claim>(&body) {
+        Ok(sent) if !sent.worker.contains('\0') && sent.worker.len() <= 256 => sent,
+        Ok(_) => return refused(Refused::invalid("worker: at most 256 bytes, no NUL")),
         Err(refusal) => return refused(refusal),
     };
     let wake = match state.store.claim_wake(&id, &sent.worker).await {

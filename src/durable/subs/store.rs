@@ -196,13 +196,20 @@ impl DurableStore {
         Ok(true)
     }
 
-    /// Removes the explicit link of `path` from subscription `id` (a link its pattern made stays); false when
-    /// there is no such subscription.
+    /// Removes the explicit link of `path` from subscription `id`: the link stays, as its pattern's, where the
+    /// pattern matches the path (its acknowledged position with it). False when there is no such subscription.
     pub async fn remove_stream(&self, id: &str, path: &str) -> StoreResult<bool> {
         let row = sqlx::query!(
-            r#"with removed as (
+            r#"with globbed as (
+                   update ds_subscription_links l set link_type = 'glob'
+                   from ds_subscriptions s
+                   where l.subscription_id = $1 and l.path = $2 and l.link_type = 'explicit'
+                     and s.id = l.subscription_id and s.pattern_regex is not null and l.path ~ s.pattern_regex
+                   returning l.path
+               ), removed as (
                    delete from ds_subscription_links
                    where subscription_id = $1 and path = $2 and link_type = 'explicit'
+                     and not exists (select 1 from globbed)
                )
                select exists (select 1 from ds_subscriptions where id = $1) as "found!""#,
             id,

@@ -64,7 +64,8 @@ async fn lock(conn: &mut PgConnection, id: &str) -> StoreResult<Option<Subscript
 }
 
 /// In the transaction of an append to `path`: links it to the subscriptions whose pattern matches it and
-/// that do not follow it yet (a new stream: all it holds is news), and wakes those following it that are idle.
+/// that do not follow it yet (a new stream: all it holds is news), and wakes those following it that are idle
+/// (or whose lease ran out).
 pub async fn on_append(tx: &mut FeedTx, path: &str) -> StoreResult<()> {
     sqlx::query!(
         "insert into ds_subscription_links (subscription_id, path, link_type, acked_position)
@@ -74,13 +75,23 @@ pub async fn on_append(tx: &mut FeedTx, path: &str) -> StoreResult<()> {
     )
     .execute(tx.conn())
     .await?;
+    // Every subscription following the stream is locked, woken or not: one settling its wake (an ack, a
+    // release) then reads this append's tail, or this append finds it idle and wakes it.
     let woken = sqlx::query!(
-        "update ds_subscriptions s
+        "with locked as (
+             select id, (wake_state = 'idle'
+                         or (wake_state in ('delivered', 'claimed') and lease_until <= clock_timestamp())) as woke
+             from ds_subscriptions s
+             where exists (select 1 from ds_subscription_links l where l.subscription_id = s.id and l.path = $1)
+             order by id
+             for update
+         )
+         update ds_subscriptions s
          set generation = generation + 1, wake_id = 'w_' || replace(gen_random_uuid()::text, '-', ''),
-             wake_state = 'due', deliver_after = now(), attempts = 0, holder = null, lease_until = null
-         where wake_state = 'idle'
-           and exists (select 1 from ds_subscription_links l where l.subscription_id = s.id and l.path = $1)
-         returning id, kind, wake_stream, generation",
+             wake_state = 'due', deliver_after = clock_timestamp(), attempts = 0, holder = null,
+             lease_until = null, snapshot = null
+         from locked where s.id = locked.id and locked.woke
+         returning s.id, s.kind, s.wake_stream, s.generation",
         path
     )
     .fetch_all(tx.conn())
@@ -88,6 +99,15 @@ pub async fn on_append(tx: &mut FeedTx, path: &str) -> StoreResult<()> {
     for row in woken {
         announce(tx, &row.id, Kind::parse(&row.kind), row.wake_stream.as_deref(), path, row.generation).await?;
     }
+    Ok(())
+}
+
+/// In the transaction that creates a stream at `path`: a stream deleted or expired there before was another,
+/// so what its followers acknowledged of it does not count for this one.
+pub async fn new_stream(tx: &mut FeedTx, path: &str) -> StoreResult<()> {
+    sqlx::query!("update ds_subscription_links set acked_position = -1 where path = $1 and acked_position <> -1", path)
+        .execute(tx.conn())
+        .await?;
     Ok(())
 }
 
@@ -119,8 +139,8 @@ async fn rewake(tx: &mut FeedTx, subscription: &Subscription, links: &[Link]) ->
     let generation = sqlx::query_scalar!(
         "update ds_subscriptions
          set generation = generation + 1, wake_id = 'w_' || replace(gen_random_uuid()::text, '-', ''),
-             wake_state = 'due', deliver_after = now(), attempts = 0, holder = null, lease_until = null,
-             snapshot = null
+             wake_state = 'due', deliver_after = clock_timestamp(), attempts = 0, holder = null,
+             lease_until = null, snapshot = null
          where id = $1 returning generation",
         subscription.id
     )
@@ -144,25 +164,27 @@ async fn rest(conn: &mut PgConnection, id: &str) -> StoreResult<()> {
     Ok(())
 }
 
-/// Holds the current wake for `lease_ttl_ms` from now, as `state`, by `holder`, with the tails it reported.
+/// Holds the current wake for its lease (plus `extra_ms`) from now, as `state`, by `holder`, with the tails it
+/// reported.
 pub(super) async fn hold(
     conn: &mut PgConnection,
     subscription: &Subscription,
-    state: &str,
-    holder: Option<&str>,
+    (state, holder): (&str, Option<&str>),
     links: &[Link],
+    extra_ms: i64,
 ) -> StoreResult<()> {
     let snapshot: serde_json::Map<String, serde_json::Value> =
         links.iter().map(|link| (link.path.clone(), link.tail.into())).collect();
     sqlx::query!(
         "update ds_subscriptions
-         set wake_state = $2, holder = $3, lease_until = now() + make_interval(secs => $4::float8 / 1000),
-             snapshot = $5, failing = false, attempts = 0
+         set wake_state = $2, holder = $3,
+             lease_until = clock_timestamp() + make_interval(secs => $4::float8 / 1000),
+             snapshot = $5
          where id = $1",
         subscription.id,
         state,
         holder,
-        subscription.lease_ttl_ms as f64,
+        (subscription.lease_ttl_ms + extra_ms) as f64,
         serde_json::Value::Object(snapshot),
     )
     .execute(conn)
@@ -228,7 +250,7 @@ async fn claim(tx: &mut FeedTx, id: &str, worker: &str) -> StoreResult<Result<Wa
         .execute(tx.conn())
         .await?;
     }
-    hold(tx.conn(), &subscription, "claimed", Some(worker), &found).await?;
+    hold(tx.conn(), &subscription, ("claimed", Some(worker)), &found, 0).await?;
     let subscription = lock(tx.conn(), id).await?.expect("held");
     Ok(Ok(Wake { subscription, links: found }))
 }
@@ -266,7 +288,7 @@ async fn acknowledge(
     };
     take_acks(tx.conn(), id, &taken).await?;
     if !done {
-        hold(tx.conn(), &subscription, held_as, subscription.holder.as_deref(), &found).await?;
+        hold(tx.conn(), &subscription, (held_as, subscription.holder.as_deref()), &found, 0).await?;
         return Ok(Ok(false));
     }
     settle(tx, &subscription).await.map(Ok)
@@ -297,57 +319,77 @@ async fn release(
     Ok(Ok(()))
 }
 
-/// The next webhook wake to deliver (or whose lease ran out), held for the transaction; another replica's
-/// worker skips it. `Some(None)`: a lease ran out and the subscription went back to idle.
-pub async fn next_webhook(tx: &mut FeedTx) -> StoreResult<Option<Option<Wake>>> {
+/// The next webhook wake to deliver, taken for delivery: held as `delivered` for its lease plus `answer_ms`
+/// (the receiver's time to answer), so another replica's worker passes it by while this one POSTs it, and a
+/// worker that dies meanwhile leaves it to be woken again. A wake whose lease ran out (a receiver that never
+/// called back, a pull-wake worker that never acked) is settled on the way: `Some(None)`.
+pub async fn take_webhook(tx: &mut FeedTx, answer_ms: i64) -> StoreResult<Option<Option<Wake>>> {
     let id = sqlx::query_scalar!(
         "select id from ds_subscriptions
-         where kind = 'webhook'
-           and ((wake_state = 'due' and deliver_after <= now()) or (wake_state = 'delivered' and lease_until <= now()))
-         order by deliver_after limit 1 for update skip locked"
+         where (kind = 'webhook' and wake_state = 'due' and deliver_after <= clock_timestamp())
+            or (wake_state in ('delivered', 'claimed') and lease_until <= clock_timestamp())
+         order by coalesce(deliver_after, lease_until) limit 1 for update skip locked"
     )
     .fetch_optional(tx.conn())
     .await?;
     let Some(id) = id else { return Ok(None) };
     let mut subscription = lock(tx.conn(), &id).await?.expect("held");
-    if subscription.wake_state == "delivered" {
-        // Its receiver took the wake and never called back: a new wake if work is still pending.
-        if !settle(tx, &subscription).await? {
+    if subscription.wake_state != "due" {
+        if !settle(tx, &subscription).await? || subscription.kind != Kind::Webhook {
             return Ok(Some(None));
         }
         subscription = lock(tx.conn(), &id).await?.expect("held");
     }
     let found = links(&mut *tx.conn(), &id).await?;
+    hold(tx.conn(), &subscription, ("delivered", None), &found, answer_ms).await?;
+    let subscription = lock(tx.conn(), &id).await?.expect("held");
     Ok(Some(Some(Wake { subscription, links: found })))
 }
 
-/// A delivered webhook answered `{"done": true}`: the tails it reported are acknowledged, and the wake let go.
-pub async fn delivered_done(tx: &mut FeedTx, wake: &Wake) -> StoreResult<NextWake> {
-    let taken: Vec<(String, i64)> = wake.links.iter().map(|link| (link.path.clone(), link.tail)).collect();
-    take_acks(tx.conn(), &wake.subscription.id, &taken).await?;
-    settle(tx, &wake.subscription).await
-}
-
-/// A delivery failed: tried again after 1 s, doubling up to 60 s, each ±20 %.
-pub async fn delivery_failed(conn: &mut PgConnection, id: &str) -> StoreResult<()> {
-    sqlx::query!(
-        "update ds_subscriptions
-         set attempts = attempts + 1, failing = true,
-             deliver_after = now() + make_interval(secs => least(60, power(2, attempts)) * (0.8 + random() * 0.4))
-         where id = $1",
-        id
-    )
-    .execute(conn)
-    .await?;
+/// What a receiver's answer to `wake` comes to, unless the wake moved on meanwhile (its callback came first,
+/// or it was woken again): `done` acknowledges the tails it reported and lets it go; `taken` holds it for
+/// the callback, its lease counted from now; neither (a failure) makes it due again after a backoff of 1 s
+/// doubling to 60 s, each ±20 %.
+pub async fn answered(tx: &mut FeedTx, wake: &Wake, done: bool, taken: bool) -> StoreResult<()> {
+    let Some(subscription) = lock(tx.conn(), &wake.subscription.id).await? else { return Ok(()) };
+    let sent = &wake.subscription;
+    if subscription.wake_state != "delivered"
+        || subscription.wake_id != sent.wake_id
+        || subscription.generation != sent.generation
+    {
+        return Ok(());
+    }
+    if done {
+        let taken: Vec<(String, i64)> = wake.links.iter().map(|link| (link.path.clone(), link.tail)).collect();
+        take_acks(tx.conn(), &subscription.id, &taken).await?;
+        settle(tx, &subscription).await?;
+    } else if taken {
+        hold(tx.conn(), &subscription, ("delivered", None), &wake.links, 0).await?;
+        sqlx::query!("update ds_subscriptions set failing = false, attempts = 0 where id = $1", subscription.id)
+            .execute(tx.conn())
+            .await?;
+    } else {
+        sqlx::query!(
+            "update ds_subscriptions
+             set wake_state = 'due', lease_until = null, attempts = attempts + 1, failing = true,
+                 deliver_after = clock_timestamp()
+                     + make_interval(secs => least(60, power(2, least(attempts, 6))) * (0.8 + random() * 0.4))
+             where id = $1",
+            subscription.id
+        )
+        .execute(tx.conn())
+        .await?;
+    }
     Ok(())
 }
 
-/// The next time a webhook wake falls due (a retry, or a lease running out), for the delivery worker's timer.
+/// The next time a wake falls due (a retry, or a lease running out), for the delivery worker's timer.
 pub async fn next_due_in_ms(pool: &crate::db::pool::Pool) -> StoreResult<Option<i64>> {
     let due = sqlx::query_scalar!(
         r#"select greatest(0, extract(epoch from (min(case wake_state when 'due' then deliver_after else lease_until end)
-                                              - now())) * 1000)::bigint as "ms"
-           from ds_subscriptions where kind = 'webhook' and wake_state in ('due', 'delivered')"#
+                                              - clock_timestamp())) * 1000)::bigint as "ms"
+           from ds_subscriptions
+           where (kind = 'webhook' and wake_state = 'due') or wake_state in ('delivered', 'claimed')"#
     )
     .fetch_one(pool)
     .await?;
