@@ -1,3 +1,5 @@
+//! The append and create rules' unit tests ([`super::rules`]), beside the rules in a file of their own.
+
 use super::*;
 
 fn stream() -> Stream {

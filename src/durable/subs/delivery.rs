@@ -9,13 +9,7 @@ use std::{sync::Arc, time::Duration};
 
 use serde_json::{Value, json};
 
-use super::{
-    Subscriptions,
-    keys::Keys,
-    model::offset_of,
-    store::Link,
-    wakes::{self, Wake},
-};
+use super::{Subscriptions, keys::Keys, model::offset_of, store::Link, wakes::Wake, webhooks};
 use crate::{
     db::{
         StoreResult,
@@ -107,7 +101,7 @@ impl DurableStore {
     pub async fn deliver_next_webhook(&self, http: &reqwest::Client, keys: &Keys) -> StoreResult<bool> {
         let answer_ms = ANSWER_TIMEOUT.as_millis() as i64;
         let taken = in_feed_tx!(&self.pool, Feed::Durable, Retries::claim("subscription"), |tx| async {
-            Ok(Attempt::Commit(wakes::take_webhook(tx, answer_ms).await?))
+            Ok(Attempt::Commit(webhooks::take_webhook(tx, answer_ms).await?))
         })?;
         let wake = match taken {
             None => return Ok(false),
@@ -117,7 +111,7 @@ impl DurableStore {
         let delivered = post(http, keys, &wake).await;
         let (done, held) = (delivered == Delivered::Done, delivered == Delivered::Taken);
         in_feed_tx!(&self.pool, Feed::Durable, Retries::claim("subscription"), |tx| async {
-            wakes::answered(tx, &wake, done, held).await?;
+            webhooks::answered(tx, &wake, done, held).await?;
             Ok(Attempt::Commit(()))
         })?;
         Ok(true)
@@ -141,7 +135,7 @@ pub async fn run(subscriptions: Subscriptions) {
                 }
             }
         }
-        let next = wakes::next_due_in_ms(&subscriptions.store.pool).await.ok().flatten();
+        let next = webhooks::next_due_in_ms(&subscriptions.store.pool).await.ok().flatten();
         // At least LEAST_IDLE: a wake due now may be another replica's, held while it waits for an answer.
         let idle = next.map_or(MOST_IDLE, |ms| Duration::from_millis(ms as u64).clamp(LEAST_IDLE, MOST_IDLE));
         tokio::select! {

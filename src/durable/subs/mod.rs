@@ -10,6 +10,7 @@ pub mod model;
 mod routes;
 pub mod store;
 pub mod wakes;
+pub mod webhooks;
 
 use std::sync::Arc;
 
