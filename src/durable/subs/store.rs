@@ -100,7 +100,6 @@ macro_rules! subscription_of {
         }
     }};
 }
-pub(super) use subscription_of;
 
 impl DurableStore {
     /// The signing keys every replica shares: `(Ed25519 seed, HMAC key)`, stored from `fresh` by the first
@@ -156,7 +155,7 @@ impl DurableStore {
             }
             link(&mut tx, id, &wanted.streams).await?;
         }
-        let found = subscription(&mut *tx, id).await?;
+        let found = subscription(&mut *tx, id, false).await?;
         tx.commit().await?;
         Ok(match found {
             Some(found) if inserted => Put::New(found),
@@ -167,7 +166,7 @@ impl DurableStore {
 
     /// Subscription `id`.
     pub async fn subscription(&self, id: &str) -> StoreResult<Option<Subscription>> {
-        subscription(&self.pool, id).await
+        subscription(&self.pool, id, false).await
     }
 
     /// The streams subscription `id` follows, with their tails, by path.
@@ -235,18 +234,37 @@ async fn link(conn: &mut PgConnection, id: &str, paths: &[String]) -> StoreResul
     Ok(())
 }
 
-/// Subscription `id`, read with `conn`.
-pub(super) async fn subscription<'e>(conn: impl sqlx::PgExecutor<'e>, id: &str) -> StoreResult<Option<Subscription>> {
-    let row = sqlx::query!(
-        r#"select id, kind, pattern, webhook_url, wake_stream, lease_ttl_ms, description, config_hash, base_url,
+/// Subscription `id`, read with `conn` (`lock`: held for the transaction).
+pub(super) async fn subscription<'e>(
+    conn: impl sqlx::PgExecutor<'e>,
+    id: &str,
+    lock: bool,
+) -> StoreResult<Option<Subscription>> {
+    // Two literals, as `query!` needs: the same columns, with and without the row lock.
+    let row = if lock {
+        sqlx::query!(
+            r#"select id, kind, pattern, webhook_url, wake_stream, lease_ttl_ms, description, config_hash, base_url,
+                  created_at, generation, wake_id, wake_state, holder,
+                  coalesce(lease_until > now(), false) as "leased!", failing
+           from ds_subscriptions where id = $1 for update"#,
+            id
+        )
+        .fetch_optional(conn)
+        .await?
+        .map(|row| subscription_of!(row))
+    } else {
+        sqlx::query!(
+            r#"select id, kind, pattern, webhook_url, wake_stream, lease_ttl_ms, description, config_hash, base_url,
                   created_at, generation, wake_id, wake_state, holder,
                   coalesce(lease_until > now(), false) as "leased!", failing
            from ds_subscriptions where id = $1"#,
-        id
-    )
-    .fetch_optional(conn)
-    .await?;
-    Ok(row.map(|row| subscription_of!(row)))
+            id
+        )
+        .fetch_optional(conn)
+        .await?
+        .map(|row| subscription_of!(row))
+    };
+    Ok(row)
 }
 
 /// Subscription `id`'s links, read with `conn`.

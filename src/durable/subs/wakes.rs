@@ -8,7 +8,7 @@ use sqlx::PgConnection;
 
 use super::{
     model::{Ack, Kind},
-    store::{Link, Subscription, links, subscription_of},
+    store::{Link, Subscription, links, subscription},
 };
 use crate::{
     db::{
@@ -49,18 +49,9 @@ pub struct Wake {
     pub links: Vec<Link>,
 }
 
-/// Held for the transaction.
+/// Subscription `id`, held for the transaction.
 pub(super) async fn lock(conn: &mut PgConnection, id: &str) -> StoreResult<Option<Subscription>> {
-    let row = sqlx::query!(
-        r#"select id, kind, pattern, webhook_url, wake_stream, lease_ttl_ms, description, config_hash, base_url,
-                  created_at, generation, wake_id, wake_state, holder,
-                  coalesce(lease_until > now(), false) as "leased!", failing
-           from ds_subscriptions where id = $1 for update"#,
-        id
-    )
-    .fetch_optional(&mut *conn)
-    .await?;
-    Ok(row.map(|row| subscription_of!(row)))
+    subscription(conn, id, true).await
 }
 
 /// In the transaction of an append to `path`: links it to the subscriptions whose pattern matches it and
