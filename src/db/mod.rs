@@ -91,6 +91,21 @@ pub fn is_unreachable(error: &sqlx::Error) -> bool {
     }
 }
 
+impl StoreError {
+    /// The same failure for another write of one transaction (a group commit's), which shared its fate: the
+    /// same variant, and the same message where it carries the database's.
+    pub fn for_another(&self) -> StoreError {
+        let copied = |error: &sqlx::Error| sqlx::Error::Protocol(error.to_string());
+        match self {
+            StoreError::Unavailable(error) => StoreError::Unavailable(copied(error)),
+            StoreError::Database(error) => StoreError::Database(copied(error)),
+            StoreError::Contended(what) => StoreError::Contended(what),
+            StoreError::ShuttingDown => StoreError::ShuttingDown,
+            StoreError::Unsettled => StoreError::Unsettled,
+        }
+    }
+}
+
 /// Result of a store call.
 pub type StoreResult<T> = Result<T, StoreError>;
 

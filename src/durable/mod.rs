@@ -3,6 +3,7 @@
 //! catch-up, long-poll and SSE — by the protocol's own clients, on every replica over the same tables; and
 //! Ark's chunk streams read with it under `ark/` ([`ark`]), and its subscriptions under `__ds/` ([`subs`]). See docs/durable-streams.md.
 
+pub mod appends;
 mod ark;
 pub mod ark_runs;
 mod live;
@@ -14,6 +15,7 @@ pub mod rules;
 pub mod store;
 pub mod subs;
 pub mod tail;
+pub mod writer;
 pub mod writes;
 
 use std::sync::Arc;
@@ -39,6 +41,8 @@ pub struct RouteState {
     pub config: Arc<Config>,
     /// The streams' tables.
     pub store: DurableStore,
+    /// This replica's group commit of appends.
+    pub appends: writer::AppendWriter,
     /// Ark's chunk streams, which `ark/…` paths read.
     pub chunks: LiveFeed<ChunkStore>,
     /// Where live readers wait for writes.

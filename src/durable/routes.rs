@@ -11,11 +11,13 @@ use axum::{
 use serde::Deserialize;
 
 use super::{
-    RouteState, live, model,
+    RouteState,
+    appends::Appended,
+    live, model,
     offset::{self, Start},
     reply::{self, Headers},
     rules::Stream,
-    writes::{Appended, CreateRefusal, Created, Deleted},
+    writes::{CreateRefusal, Created, Deleted},
 };
 use crate::error::ApiError;
 
@@ -94,13 +96,15 @@ pub async fn append(
         Ok(request) => request,
         Err(refusal) => return reply::invalid(refusal),
     };
-    let producer = |headers: Headers, seq: Option<i64>| match (&request.producer, seq) {
-        (Some(p), Some(seq)) => {
-            headers.with(reply::PRODUCER_EPOCH, p.epoch.to_string()).with(reply::PRODUCER_SEQ, seq.to_string())
+    let (epoch, sent_seq) = request.producer.as_ref().map(|p| (p.epoch, p.seq)).unzip();
+    let has_body = !request.body.is_empty();
+    let producer = |headers: Headers, seq: Option<i64>| match (epoch, seq) {
+        (Some(epoch), Some(seq)) => {
+            headers.with(reply::PRODUCER_EPOCH, epoch.to_string()).with(reply::PRODUCER_SEQ, seq.to_string())
         }
         _ => headers,
     };
-    match state.store.append(&path, &request).await {
+    match state.appends.append(path, request).await {
         Err(error) => ApiError::from(error).into_response(),
         Ok(Appended::NotFound) => reply::not_found(),
         Ok(Appended::Gone) => reply::gone(),
@@ -110,11 +114,9 @@ pub async fn append(
                 .answer(StatusCode::NO_CONTENT, ())
         }
         Ok(Appended::Taken(stream)) => {
-            let seq = request.producer.as_ref().map(|p| p.seq);
             // A producer's new data is 200 (its duplicates 204); plain appends and closes are 204.
-            let status =
-                if seq.is_some() && !request.body.is_empty() { StatusCode::OK } else { StatusCode::NO_CONTENT };
-            producer(Headers::default().next(0, stream.tail).closed(stream.closed), seq).answer(status, ())
+            let status = if sent_seq.is_some() && has_body { StatusCode::OK } else { StatusCode::NO_CONTENT };
+            producer(Headers::default().next(0, stream.tail).closed(stream.closed), sent_seq).answer(status, ())
         }
     }
 }

@@ -1,7 +1,7 @@
-//! SQL for Durable Streams' writes: create (a fork included), append or close, delete. Each runs in one
-//! transaction holding the stream's row, decided by [`super::rules`], and ends with the feed's NOTIFY that
-//! wakes live readers on every replica. A producer's state commits with the append it admits, and the wakes of
-//! the subscriptions that follow the stream ([`super::subs::wakes::on_append`]) with the append itself.
+//! SQL for Durable Streams' writes other than appends ([`super::appends`]): create (a fork included) and
+//! delete. Each runs in one transaction holding the stream's row, decided by [`super::rules`], and ends with
+//! the feed's NOTIFY that wakes live readers on every replica; a create's initial data wakes the
+//! subscriptions that follow the stream ([`super::subs::wakes::on_append`]) in the same transaction.
 
 use std::time::Duration;
 
@@ -9,8 +9,8 @@ use bytes::Bytes;
 use sqlx::PgConnection;
 
 use super::{
-    model::{Append, Create, ForkFrom, Producer, Refusal},
-    rules::{self, AppendDecision, AppendRefusal, ProducerState, Stream, Wanted},
+    model::{Create, ForkFrom, Refusal},
+    rules::{self, Stream, Wanted},
     store::{DurableStore, find},
     subs::wakes,
 };
@@ -46,21 +46,6 @@ pub enum CreateRefusal {
     SourceMissing,
     /// 400.
     Invalid(Refusal),
-}
-
-/// What a `POST` came to.
-#[derive(Debug)]
-pub enum Appended {
-    /// Stored (or closed); the stream as it is now.
-    Taken(Stream),
-    /// Already stored; the stream as it is, and the producer's highest sequence number.
-    Duplicate(Stream, Option<i64>),
-    /// Refused; the stream as it is.
-    Refused(Stream, AppendRefusal),
-    /// 404.
-    NotFound,
-    /// 410: soft-deleted.
-    Gone,
 }
 
 /// What a `DELETE` came to.
@@ -141,49 +126,11 @@ impl DurableStore {
             };
             let base = fork_position.unwrap_or(0);
             wakes::new_stream(tx, path).await?;
-            let stream = store(tx, (id, json_mode), base, &messages, wanted.closed, None, None).await?;
+            let stream = store(tx, (id, json_mode), base, &messages, wanted.closed).await?;
             if !messages.is_empty() {
-                wakes::on_append(tx, path).await?;
+                wakes::on_append(tx, &[path]).await?;
             }
             Ok(Attempt::Commit(Created::New(stream)))
-        })
-    }
-
-    /// Appends to (or closes) the stream at `path`.
-    pub async fn append(&self, path: &str, request: &Append) -> StoreResult<Appended> {
-        in_feed_tx!(&self.pool, Feed::Durable, Retries::claim("durable stream"), |tx| async {
-            let conn = tx.conn();
-            let stream = match find(&mut *conn, path, true).await? {
-                None => return Ok(Attempt::Rollback(Appended::NotFound)),
-                Some(stream) if stream.deleted => return Ok(Attempt::Rollback(Appended::Gone)),
-                Some(stream) if stream.expired => return Ok(Attempt::Rollback(Appended::NotFound)),
-                Some(stream) => stream,
-            };
-            let producer = match &request.producer {
-                None => None,
-                Some(sent) => producer_state(conn, stream.id, &sent.id).await?,
-            };
-            match rules::append(&stream, request, producer) {
-                AppendDecision::Take { messages, close } => {
-                    let seq = request.stream_seq.as_deref();
-                    let stream = store(
-                        tx,
-                        (stream.id, stream.json_mode),
-                        stream.tail,
-                        &messages,
-                        close,
-                        request.producer.as_ref(),
-                        seq,
-                    )
-                    .await?;
-                    if !messages.is_empty() {
-                        wakes::on_append(tx, path).await?;
-                    }
-                    Ok(Attempt::Commit(Appended::Taken(stream)))
-                }
-                AppendDecision::Duplicate { last_seq } => Ok(Attempt::Rollback(Appended::Duplicate(stream, last_seq))),
-                AppendDecision::Refuse(refusal) => Ok(Attempt::Rollback(Appended::Refused(stream, refusal))),
-            }
         })
     }
 
@@ -235,7 +182,7 @@ pub(crate) async fn append_as_broker(tx: &mut FeedTx, path: &str, message: Bytes
     if stream.deleted || stream.expired || stream.closed {
         return Ok(false);
     }
-    store(tx, (stream.id, stream.json_mode), stream.tail, &[message], false, None, None).await?;
+    store(tx, (stream.id, stream.json_mode), stream.tail, &[message], false).await?;
     Ok(true)
 }
 
@@ -303,27 +250,15 @@ async fn has_forks(conn: &mut PgConnection, id: i64) -> StoreResult<bool> {
     Ok(forks)
 }
 
-async fn producer_state(conn: &mut PgConnection, stream: i64, producer: &str) -> StoreResult<Option<ProducerState>> {
-    let row = sqlx::query!(
-        "select epoch, last_seq from ds_producers where stream_id = $1 and producer_id = $2",
-        stream,
-        producer
-    )
-    .fetch_optional(&mut *conn)
-    .await?;
-    Ok(row.map(|row| ProducerState { epoch: row.epoch, last_seq: row.last_seq }))
-}
-
-/// Stores `messages` after position `tail` of stream `id`, closes it when `close`, records the producer's
-/// state and the `Stream-Seq`, and names the write in the feed's notification; the stream as it is after.
+/// Stores `messages` after position `tail` of stream `id` (a create's, or the broker's own, with no producer
+/// and no `Stream-Seq`), closes it when `close`, and names the write in the feed's notification; the stream
+/// as it is after.
 async fn store(
     tx: &mut FeedTx,
     (id, json_mode): (i64, bool),
     tail: i64,
     messages: &[Bytes],
     close: bool,
-    producer: Option<&Producer>,
-    stream_seq: Option<&str>,
 ) -> StoreResult<Stream> {
     let mut starts = Vec::with_capacity(messages.len());
     let mut ends = Vec::with_capacity(messages.len());
@@ -336,27 +271,18 @@ async fn store(
         ends.push(position);
     }
     let data: Vec<&[u8]> = messages.iter().map(|m| m.as_ref()).collect();
-    let (producer_id, epoch, seq) = match producer {
-        Some(p) => (Some(p.id.as_str()), Some(p.epoch), Some(p.seq)),
-        None => (None, None, None),
-    };
     let row = sqlx::query!(
         r#"with inserted as (
                insert into ds_messages (stream_id, start_position, end_position, batch_end, data)
-               select $1, s, e, $8, d from unnest($2::bigint[], $3::bigint[], $4::bytea[]) as m (s, e, d)
-           ), producer as (
-               insert into ds_producers (stream_id, producer_id, epoch, last_seq)
-               select $1, $5, $6, $7 where $5::text is not null
-               on conflict (stream_id, producer_id) do update set epoch = excluded.epoch, last_seq = excluded.last_seq
+               select $1, s, e, $5, d from unnest($2::bigint[], $3::bigint[], $4::bytea[]) as m (s, e, d)
            )
            update ds_streams set
-               tail = $8,
+               tail = $5,
                accessed_at = now(),
-               last_stream_seq = coalesce($9, last_stream_seq),
-               closed = closed or $10,
-               closed_by_producer = case when $10 then $5 else closed_by_producer end,
-               closed_by_epoch = case when $10 then $6 else closed_by_epoch end,
-               closed_by_seq = case when $10 then $7 else closed_by_seq end
+               closed = closed or $6,
+               closed_by_producer = case when $6 then null else closed_by_producer end,
+               closed_by_epoch = case when $6 then null else closed_by_epoch end,
+               closed_by_seq = case when $6 then null else closed_by_seq end
            where id = $1
            returning id, content_type, json_mode, ttl_seconds, expires_at, tail, closed, deleted, fork_of,
                      fork_position, last_stream_seq, closed_by_producer, closed_by_epoch, closed_by_seq,
@@ -365,11 +291,7 @@ async fn store(
         &starts,
         &ends,
         &data as &[&[u8]],
-        producer_id,
-        epoch,
-        seq,
         position,
-        stream_seq,
         close,
     )
     .fetch_one(tx.conn())

@@ -231,6 +231,7 @@ pub fn register(
     )]);
     registry.protocol_routes(durable::router(durable::RouteState {
         config: config.clone(),
+        appends: durable::writer::AppendWriter::spawn(durable_streams.clone()),
         store: durable_streams,
         chunks: chunks.clone(),
         wakeups: wakeups.clone(),

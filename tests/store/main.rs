@@ -2,12 +2,14 @@
 //! (`#[sqlx::test]`, dropped after a passing test), migrated by the broker's own migrator. It covers the
 //! feed write path (one NOTIFY naming the transaction, whose rows the tails read back) and the claim loop
 //! (concurrent writers of one key get every position once, in their own order), and every feed store's reads
-//! (`feeds`: the horizon, order, heads and resume, one suite run over each store).
+//! (`feeds`: the horizon, order, heads and resume, one suite run over each store), and Durable Streams'
+//! group commit (`durable_groups`).
 //!
 //! `#[sqlx::test]` takes its server from `DATABASE_URL`: `scripts/test` starts a throwaway PostgreSQL and runs
 //! this tier with it; plain `cargo test` lists these tests as ignored, saying what they need.
 
 mod buckets;
+mod durable_groups;
 mod feeds;
 mod notices;
 mod receipts;

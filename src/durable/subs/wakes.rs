@@ -54,41 +54,46 @@ pub(super) async fn lock(conn: &mut PgConnection, id: &str) -> StoreResult<Optio
     subscription(conn, id, true).await
 }
 
-/// In the transaction of an append to `path`: links it to the subscriptions whose pattern matches it and
-/// that do not follow it yet (a new stream: all it holds is news), and wakes those following it that are idle
-/// (or whose lease ran out).
-pub async fn on_append(tx: &mut FeedTx, path: &str) -> StoreResult<()> {
+/// In the transaction of appends to `paths`: links each to the subscriptions whose pattern matches
+/// it and that do not follow it yet (a new stream: all it holds is news), and wakes those following any of
+/// them that are idle (or whose lease ran out).
+pub async fn on_append(tx: &mut FeedTx, paths: &[&str]) -> StoreResult<()> {
     sqlx::query!(
         "insert into ds_subscription_links (subscription_id, path, link_type, acked_position)
-         select id, $1, 'glob', -1 from ds_subscriptions where pattern_regex is not null and $1 ~ pattern_regex
+         select s.id, p.path, 'glob', -1
+         from ds_subscriptions s join unnest($1::text[]) as p (path) on p.path ~ s.pattern_regex
+         where s.pattern_regex is not null
          on conflict do nothing",
-        path
+        paths as &[&str]
     )
     .execute(tx.conn())
     .await?;
-    // Every subscription following the stream is locked, woken or not: one settling its wake (an ack, a
-    // release) then reads this append's tail, or this append finds it idle and wakes it.
+    // Every subscription following the streams is locked, woken or not: one settling its wake (an ack, a
+    // release) then reads these appends' tails, or these appends find it idle and wake it.
     let woken = sqlx::query!(
-        "with locked as (
-             select id, (wake_state = 'idle'
-                         or (wake_state in ('delivered', 'claimed') and lease_until <= clock_timestamp())) as woke
-             from ds_subscriptions s
-             where exists (select 1 from ds_subscription_links l where l.subscription_id = s.id and l.path = $1)
-             order by id
-             for update
-         )
-         update ds_subscriptions s
-         set generation = generation + 1, wake_id = 'w_' || replace(gen_random_uuid()::text, '-', ''),
-             wake_state = 'due', deliver_after = clock_timestamp(), attempts = 0, holder = null,
-             lease_until = null, snapshot = null
-         from locked where s.id = locked.id and locked.woke
-         returning s.id, s.kind, s.wake_stream, s.generation",
-        path
+        r#"with locked as (
+               select id, (wake_state = 'idle'
+                           or (wake_state in ('delivered', 'claimed') and lease_until <= clock_timestamp())) as woke
+               from ds_subscriptions s
+               where exists (select 1 from ds_subscription_links l
+                             where l.subscription_id = s.id and l.path = any($1::text[]))
+               order by id
+               for update
+           )
+           update ds_subscriptions s
+           set generation = generation + 1, wake_id = 'w_' || replace(gen_random_uuid()::text, '-', ''),
+               wake_state = 'due', deliver_after = clock_timestamp(), attempts = 0, holder = null,
+               lease_until = null, snapshot = null
+           from locked where s.id = locked.id and locked.woke
+           returning s.id, s.kind, s.wake_stream, s.generation,
+                     (select min(l.path) from ds_subscription_links l
+                      where l.subscription_id = s.id and l.path = any($1::text[])) as "path!""#,
+        paths as &[&str]
     )
     .fetch_all(tx.conn())
     .await?;
     for row in woken {
-        announce(tx, &row.id, Kind::parse(&row.kind), row.wake_stream.as_deref(), path, row.generation).await?;
+        announce(tx, &row.id, Kind::parse(&row.kind), row.wake_stream.as_deref(), &row.path, row.generation).await?;
     }
     Ok(())
 }
