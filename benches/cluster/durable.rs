@@ -281,7 +281,7 @@ pub async fn run(plan: &Plan, bases: &[String], pids: &[u32], scratch: &Path) ->
     measured
 }
 
-/// The markdown table, with the broker's ratios to the in-memory reference.
+/// The markdown table, with the broker's ratios to each reference (in memory, and file-backed: durable).
 pub fn markdown(plan: &Plan, measured: &[Measured]) -> String {
     let mut md = format!(
         "\n### Durable Streams, side by side\n\n{} writers × {} s of {APPEND_BYTES}-byte appends; {} streams × \
@@ -296,14 +296,18 @@ pub fn markdown(plan: &Plan, measured: &[Measured]) -> String {
             m.target, m.appends_per_s, m.p50_ms, m.p99_ms, m.delivered, m.lost, m.kib_per_subscriber
         );
     }
-    if let (Some(reference), Some(broker)) = (measured.first(), measured.last()) {
-        md += &format!(
-            "\nBroker ÷ reference (memory): appends/s ×{:.2}, p50 ×{:.2}, p99 ×{:.2}, memory per subscriber ×{:.2}.\n",
-            broker.appends_per_s / reference.appends_per_s,
-            broker.p50_ms / reference.p50_ms,
-            broker.p99_ms / reference.p99_ms,
-            broker.kib_per_subscriber / reference.kib_per_subscriber,
-        );
+    // The broker is last; each reference before it gets a line of ratios.
+    if let Some((broker, references)) = measured.split_last() {
+        for reference in references {
+            md += &format!(
+                "\nBroker ÷ {}: appends/s ×{:.2}, p50 ×{:.2}, p99 ×{:.2}, memory per subscriber ×{:.2}.\n",
+                reference.target,
+                broker.appends_per_s / reference.appends_per_s,
+                broker.p50_ms / reference.p50_ms,
+                broker.p99_ms / reference.p99_ms,
+                broker.kib_per_subscriber / reference.kib_per_subscriber,
+            );
+        }
     }
     md
 }

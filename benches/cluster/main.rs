@@ -18,6 +18,7 @@ mod meter;
 mod notify_cost;
 mod phases;
 mod postgres;
+mod prefill;
 mod records;
 mod replicas;
 mod report;

@@ -4,32 +4,28 @@
 //!
 //! The prefill is plain SQL, as a restore or an import would write it: N chunk rows of 315-byte chunks in
 //! streams of 100, each stream written over 5 minutes; half the streams finished 2 h ago (due), the rest 5
-//! minutes ago. Then `VACUUM ANALYZE`, as autovacuum would have left a day of writes. Per size: the load on
-//! the full tables for long enough that the reaper makes passes, its p50/p99 and PostgreSQL's CPU against
-//! the empty-table phase of the same run, how soon every due chunk was gone and at what rate, the table's
-//! bytes and dead tuples before and after, and whether every chunk that was not due is still there.
+//! minutes ago. Beside each stream, its Query's events and conversation's messages, in proportion (10 and 4),
+//! expiring an hour after the stream finished: the due half's an hour ago. Then `VACUUM ANALYZE`, as
+//! autovacuum would have left a day of writes. Per size: the load on the full tables for long enough that the
+//! reaper makes passes, its p50/p99 and PostgreSQL's CPU against the empty-table phase of the same run, how
+//! soon every due chunk, event and message was gone and at what rate, the chunks' bytes and dead tuples
+//! before and after, and whether every row that was not due is still there.
 
 use std::{path::Path, time::Duration};
 
-use sqlx::{Connection, Executor, PgConnection};
+use sqlx::{Connection, PgConnection};
 use tokio::time::Instant;
 
 use crate::{
     load::{self, Outcome, Shape},
     meter::{Meter, Usage},
     postgres::{BROKER_DB, Postgres},
+    prefill::prefill,
     replicas::{Replica, sample},
 };
 
-/// Chunks per prefilled stream.
-const PER_STREAM: i64 = 100;
-/// Rows per prefill statement.
-const BATCH: i64 = 500_000;
 /// The replicas' stream retention: an hour, as the prefill's ages assume.
 const RETENTION: &str = "3600";
-/// A 315-byte chunk, as the reference measurements' (`performance.md` §2).
-const CHUNK: &str = r#"{"id": "chatcmpl-9x8Yz1AbCdEfGhIjKlMnOpQrStUv", "object": "chat.completion.chunk", "created": 1718000000, "model": "gpt-4o-2024-08-06", "system_fingerprint": "fp_abc123def4", "choices": [{"index": 0, "delta": {"role": "assistant", "content": " the quick brown fox jumps"}, "logprobs": null, "finish_reason": null}]}"#;
-
 /// What the phase runs.
 #[derive(Debug, Clone)]
 pub struct Plan {
@@ -87,7 +83,40 @@ pub struct Run {
     /// Bytes per row on the full table, before reclaiming.
     pub bytes_per_row: f64,
     pub prefill_s: f64,
+    /// The events and messages prefilled beside the chunks.
+    pub events: Records,
+    pub messages: Records,
 }
+
+/// How one table of records (events, messages) fared: due when the full phase began and left when it ended,
+/// seconds until none was left, what the reaper reported per second, and the rows not due before and after.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Records {
+    pub due: i64,
+    pub due_left: i64,
+    pub gone_after_s: Option<f64>,
+    pub reaped_per_s: f64,
+    pub kept_before: i64,
+    pub kept_after: i64,
+}
+
+/// A table of records: its name (also the reaper's `kind`) and the SQL that counts the prefill's due rows.
+struct RecordTable {
+    name: &'static str,
+    due: &'static str,
+    kept: &'static str,
+}
+
+const EVENTS: RecordTable = RecordTable {
+    name: "events",
+    due: "select count(*) from events where starts_with(query_id, 'vol-') and expires_at <= now()",
+    kept: "select count(*) from events where starts_with(query_id, 'vol-') and expires_at > now()",
+};
+const MESSAGES: RecordTable = RecordTable {
+    name: "messages",
+    due: "select count(*) from messages where starts_with(conversation_id, 'vol-') and expires_at <= now()",
+    kept: "select count(*) from messages where starts_with(conversation_id, 'vol-') and expires_at > now()",
+};
 
 impl Run {
     /// p99 and PostgreSQL CPU per chunk while reaping, each ÷ the empty-table phase's (the phases differ in
@@ -134,18 +163,32 @@ async fn one(pg: &mut Postgres, plan: &Plan, rows: i64) -> Run {
     run.bytes_per_row = run.bytes_before as f64 / rows as f64;
     run.due = scalar(&mut db, DUE).await;
     run.kept_before = scalar(&mut db, KEPT).await;
+    for (records, table) in [(&mut run.events, &EVENTS), (&mut run.messages, &MESSAGES)] {
+        records.due = scalar(&mut db, table.due).await;
+        records.kept_before = scalar(&mut db, table.kept).await;
+    }
 
     eprintln!("phase volume-{rows}: the load on full tables while the reaper works ({} due)", run.due);
     let replicas = start_replicas(&url, plan).await;
     let bases: Vec<String> = replicas.iter().map(|r| r.base.clone()).collect();
-    let reaped_before = reaped(&client, &replicas).await;
+    let kinds = ["streams", EVENTS.name, MESSAGES.name];
+    let reaped_before = reaped(&client, &replicas, kinds).await;
     let watch_started = Instant::now();
     let watcher = tokio::spawn(watch_due(url.clone(), plan.full_duration));
     run.reaping = metered(pg, &replicas, &client, &bases, &shape(plan.full_duration), &format!("vol{rows}f")).await;
-    run.gone_after_s = watcher.await.expect("the watcher ran");
-    run.reaped_per_s = (reaped(&client, &replicas).await - reaped_before) / watch_started.elapsed().as_secs_f64();
+    [run.gone_after_s, run.events.gone_after_s, run.messages.gone_after_s] = watcher.await.expect("the watcher ran");
+    let watched = watch_started.elapsed().as_secs_f64();
+    let reaped_after = reaped(&client, &replicas, kinds).await;
+    let per_s = |kind: usize| (reaped_after[kind] - reaped_before[kind]) / watched;
+    run.reaped_per_s = per_s(0);
     run.due_left = scalar(&mut db, DUE).await;
     run.kept_after = scalar(&mut db, KEPT).await;
+    for (kind, (records, table)) in [(&mut run.events, &EVENTS), (&mut run.messages, &MESSAGES)].into_iter().enumerate()
+    {
+        records.reaped_per_s = per_s(kind + 1);
+        records.due_left = scalar(&mut db, table.due).await;
+        records.kept_after = scalar(&mut db, table.kept).await;
+    }
     (run.bytes_after, run.dead_after) = table_size(&mut db).await;
 
     eprintln!("phase volume-{rows}: the load after");
@@ -226,73 +269,42 @@ async fn table_size(db: &mut PgConnection) -> (i64, i64) {
     .expect("the table's size")
 }
 
-/// The prefill, in statements of [`BATCH`] rows: streams `vol-<n>`, the even ones due.
-async fn prefill(db: &mut PgConnection, rows: i64) {
-    let streams = rows / PER_STREAM;
-    sqlx::query(
-        "insert into streams (stream_id, created_at, completed_at, last_position)
-         select 'vol-' || g, now() - f - interval '5 minutes', now() - f, $2
-         from generate_series(1, $1) g,
-              lateral (select case when g % 2 = 0 then interval '2 hours' else interval '5 minutes' end) as a(f)",
-    )
-    .bind(streams)
-    .bind(PER_STREAM)
-    .execute(&mut *db)
-    .await
-    .expect("the prefill's streams");
-    let per_batch = BATCH / PER_STREAM;
-    let mut first = 1;
-    while first <= streams {
-        let last = (first + per_batch - 1).min(streams);
-        sqlx::query(
-            "insert into chunks (stream_id, position, chunk, bytes, created_at)
-             select s.stream_id, p, $3::json, 315, s.created_at + p * interval '3 seconds'
-             from generate_series($1::bigint, $2::bigint) g
-             join streams s on s.stream_id = 'vol-' || g
-             cross join generate_series(1, 100) p",
-        )
-        .bind(first)
-        .bind(last)
-        .bind(CHUNK)
-        .execute(&mut *db)
-        .await
-        .expect("a prefill batch");
-        first = last + 1;
-    }
-    db.execute("vacuum analyze chunks").await.expect("vacuum analyze");
-    db.execute("vacuum analyze streams").await.expect("vacuum analyze");
-}
-
-/// Seconds until no due chunk is left, looked at every two seconds for at most `within`. The prefill's due
-/// chunks are those written before 1 h 55 min ago, so the look reads only the buckets that old (a count of
-/// every due chunk would be a load of its own).
-async fn watch_due(url: String, within: Duration) -> Option<f64> {
+/// Seconds until no due chunk, event and message (in that order) is left, looked at every two seconds for
+/// at most `within`. The prefill's due chunks are those written before 1 h 55 min ago, so the look reads only
+/// the buckets that old (a count of every due chunk would be a load of its own); due events and messages are
+/// found by their expiry's index.
+async fn watch_due(url: String, within: Duration) -> [Option<f64>; 3] {
+    const LOOKS: [&str; 3] = [
+        "select exists (select 1 from chunks where created_at < now() - interval '115 minutes'
+                        and starts_with(stream_id, 'vol-'))",
+        "select exists (select 1 from events where expires_at <= now() and starts_with(query_id, 'vol-'))",
+        "select exists (select 1 from messages where expires_at <= now() and starts_with(conversation_id, 'vol-'))",
+    ];
     let mut db = PgConnection::connect(&url).await.expect("connect to the broker database");
     let started = Instant::now();
-    while started.elapsed() < within {
-        let any: bool = sqlx::query_scalar(
-            "select exists (select 1 from chunks where created_at < now() - interval '115 minutes'
-                            and starts_with(stream_id, 'vol-'))",
-        )
-        .fetch_one(&mut db)
-        .await
-        .expect("a look");
-        if !any {
-            return Some(started.elapsed().as_secs_f64());
+    let mut gone = [None; 3];
+    while started.elapsed() < within && gone.iter().any(Option::is_none) {
+        for (look, gone) in LOOKS.iter().zip(gone.iter_mut()).filter(|(_, gone)| gone.is_none()) {
+            let any: bool = sqlx::query_scalar(*look).fetch_one(&mut db).await.expect("a look");
+            if !any {
+                *gone = Some(started.elapsed().as_secs_f64());
+            }
         }
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
-    None
+    gone
 }
 
-/// Rows the replicas' reapers said they reclaimed of streams, summed.
-async fn reaped(client: &reqwest::Client, replicas: &[Replica]) -> f64 {
-    let mut total = 0.0;
+/// Rows the replicas' reapers said they reclaimed of each of `kinds`, summed over the replicas.
+async fn reaped<const N: usize>(client: &reqwest::Client, replicas: &[Replica], kinds: [&str; N]) -> [f64; N] {
+    let mut totals = [0.0; N];
     for replica in replicas {
         let metrics = replica.metrics(client).await;
-        total += sample(&metrics, r#"ark_broker_reaper_deleted_total{kind="streams"}"#).unwrap_or(0.0);
+        for (total, kind) in totals.iter_mut().zip(kinds) {
+            *total += sample(&metrics, &format!(r#"ark_broker_reaper_deleted_total{{kind="{kind}"}}"#)).unwrap_or(0.0);
+        }
     }
-    total
+    totals
 }
 
 /// The phase's table, and the goals' verdicts.
@@ -336,14 +348,40 @@ pub fn markdown(runs: &[Run]) -> String {
         md += &line("reaping", &run.reaping, &reaping);
         md += &line("after", &run.after, "— | — | — | — | — | —");
     }
+    md += "\nThe events and messages prefilled beside the chunks, in the same phase:\n\n\
+           | rows | table | due → left | gone after | reaped / s | kept before → after |\n|---|---|---|---|---|---|\n";
+    for run in runs {
+        for (name, records) in [("events", &run.events), ("messages", &run.messages)] {
+            md += &format!(
+                "| {} | {name} | {} → {} | {} | {:.0} | {} → {} |\n",
+                run.rows,
+                records.due,
+                records.due_left,
+                records.gone_after_s.map_or("not within the phase".to_owned(), |s| format!("{s:.0} s")),
+                records.reaped_per_s,
+                records.kept_before,
+                records.kept_after
+            );
+        }
+    }
     md += "\n";
     for run in runs {
         let (p99, cpu) = run.ratios();
+        let records = [&run.events, &run.messages];
         let lossless = run.kept_before == run.kept_after
+            && records.iter().all(|r| r.kept_before == r.kept_after)
             && [&run.empty, &run.reaping, &run.after].iter().all(|l| l.gaps + l.duplicates + l.lost == 0);
+        let records_gone = records
+            .iter()
+            .filter_map(|r| r.gone_after_s)
+            .fold(None, |most: Option<f64>, s| Some(most.map_or(s, |m| m.max(s))));
+        let records_gone = match records_gone {
+            Some(s) if records.iter().all(|r| r.gone_after_s.is_some()) => format!("after {s:.0} s"),
+            _ => "not within the phase".to_owned(),
+        };
         md += &format!(
             "- {} rows: p99 while reaping ×{p99:.2} (goal ≤ 1.5), PostgreSQL CPU per chunk ×{cpu:.2} (goal ≤ 1.3), due chunks \
-             gone {} (goal: within 2 minutes of being due), {}.\n",
+             gone {} and due events and messages {records_gone} (goal: within 2 minutes of being due), {}.\n",
             run.rows,
             run.gone_after_s.map_or("not within the phase".to_owned(), |s| format!("after {s:.0} s")),
             if lossless { "nothing kept lost" } else { "SOMETHING KEPT WAS LOST" }

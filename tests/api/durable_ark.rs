@@ -178,3 +178,113 @@ async fn writes_to_an_ark_stream_through_the_protocol_are_refused_with_405() {
     let (_, _, closed, body) = catch_up(&a, "ark/read-only/runs/1", "-1").await;
     assert_eq!((closed, body), (false, json!([{"n": 1}])), "nothing changed");
 }
+
+/// A unified frame without its `timestamp` (when the broker stored the chunk); any other frame as it is.
+fn without_time(frame: &str) -> String {
+    let Some(Ok(Value::Object(mut event))) = frame.strip_prefix("data: ").map(serde_json::from_str::<Value>) else {
+        return frame.to_owned();
+    };
+    event.remove("timestamp");
+    format!("data: {}", Value::Object(event))
+}
+
+/// What Ark's own clients read of `name`: the replay from the beginning in both formats (every frame, comments,
+/// retries and storage times aside, to the response's end), the `GET /stream` page's items of it (sequence numbers and times
+/// aside), the Query's state, and the headers of the replay. The name is replaced by `Q`.
+async fn ark_view(replica: &Replica, name: &str) -> Value {
+    let client = reqwest::Client::new();
+    let mut view = serde_json::Map::new();
+    for format in ["", "&format=unified"] {
+        let url = replica.url(&format!("/stream/{name}?from-beginning=true{format}"));
+        let mut reader = SseReader::open(&client, &url).await;
+        let mut frames = Vec::new();
+        while let Some(frame) = reader.next_frame().await {
+            if !frame.starts_with(':') && !frame.starts_with("retry:") {
+                frames.push(without_time(&frame.replace(name, "Q")));
+            }
+        }
+        let mut headers: Vec<String> = reader
+            .headers
+            .iter()
+            .filter(|(key, _)| *key != "date" && *key != "x-request-id")
+            .map(|(key, value)| format!("{key}: {}", value.to_str().unwrap()))
+            .collect();
+        headers.sort();
+        view.insert(format!("replay{format}"), json!({"frames": frames, "headers": headers}));
+    }
+    let page: Value = client.get(replica.url("/stream?limit=1000")).send().await.unwrap().json().await.unwrap();
+    let items: Vec<Value> = page["items"]
+        .as_array()
+        .unwrap_or_else(|| panic!("a page of items: {page}"))
+        .iter()
+        .filter(|item| item.to_string().contains(name))
+        .map(|item| {
+            let mut item = item.clone();
+            for volatile in ["sequenceNumber", "timestamp", "createdAt"] {
+                item.as_object_mut().unwrap().remove(volatile);
+            }
+            serde_json::from_str(&item.to_string().replace(name, "Q")).unwrap()
+        })
+        .collect();
+    assert!(!items.is_empty(), "{name} in the page: {page}");
+    view.insert("page".into(), Value::Array(items));
+    let state = client.get(replica.url(&format!("/queries/default/{name}/state"))).send().await.unwrap();
+    view.insert("state".into(), serde_json::from_str(&state.text().await.unwrap().replace(name, "Q")).unwrap());
+    Value::Object(view)
+}
+
+/// Issue 49 point 6: reading a Query's stream through the protocol changes nothing Ark's own clients see.
+/// Twin Queries are written alike, two runs each (the second after `/complete`, as a resumed Query writes);
+/// one of them is also read through `/v1/stream/ark/…` meanwhile, live and caught up, on every replica. What
+/// upstream's reads give of the two is the same but for the name.
+#[tokio::test]
+async fn reading_a_querys_stream_through_the_protocol_changes_nothing_ark_clients_see() {
+    let [a, b, c] = three_replicas().await;
+    let client = reqwest::Client::new();
+    for (run, lines) in [(1, query_lines(1, 3)), (2, query_lines(2, 2))] {
+        for (twin, read) in [("twin-plain", false), ("twin-read", true)] {
+            let (first, rest) = lines.split_first().unwrap();
+            let posted = client.post(a.url(&format!("/stream/{twin}"))).body(format!("{first}\n")).send().await;
+            assert_eq!(posted.unwrap().status(), 200);
+            let live = if read {
+                let url = c.url(&format!("/v1/stream/ark/{twin}/runs/{run}?offset=-1&live=sse"));
+                Some(SseReader::open(&client, &url).await)
+            } else {
+                None
+            };
+            // The rest in a POST of its own, answered before `/complete` on another replica.
+            let body: String = rest.iter().map(|line| format!("{line}\n")).collect();
+            let posted = client.post(a.url(&format!("/stream/{twin}"))).body(body).send().await.unwrap();
+            assert_eq!(posted.status(), 200);
+            let completed = client.post(b.url(&format!("/stream/{twin}/complete"))).json(&json!({})).send().await;
+            assert_eq!(completed.unwrap().status(), 200);
+            if let Some(mut live) = live {
+                let (mut seen, mut events) = (Vec::new(), Vec::new());
+                loop {
+                    let event = next_event(&mut live).await.expect("the run's events");
+                    events.push(event.clone());
+                    match event {
+                        (kind, data) if kind == "data" => seen.extend(data.as_array().unwrap().iter().cloned()),
+                        (_, control) if control["streamClosed"] == true => break,
+                        _ => {}
+                    }
+                }
+                assert_eq!(Value::Array(seen), parsed(&lines), "run {run} read live: {events:?}");
+                for replica in [&a, &b, &c] {
+                    let (status, _, closed, body) = catch_up(replica, &format!("ark/{twin}/runs/{run}"), "-1").await;
+                    assert_eq!((status, closed, body), (200, true, parsed(&lines)));
+                    let head = client.head(replica.url(&format!("/v1/stream/ark/{twin}"))).send().await.unwrap();
+                    assert_eq!(head.status(), 200);
+                }
+            }
+        }
+    }
+    let (plain, read) = tokio::join!(ark_view(&a, "twin-plain"), ark_view(&b, "twin-read"));
+    assert_eq!(read, plain, "Ark's view of a stream also read through the protocol");
+    let replay = plain["replay"]["frames"].as_array().unwrap();
+    assert_eq!(replay.iter().filter(|frame| frame.as_str() == Some("data: [DONE]")).count(), 1, "{replay:?}");
+    assert!(replay.len() >= 6, "both runs replayed: {replay:?}");
+    for header in plain["replay"]["headers"].as_array().unwrap() {
+        assert!(!header.as_str().unwrap().starts_with("stream-"), "a protocol header on an Ark read: {header}");
+    }
+}
