@@ -65,16 +65,10 @@ pub struct Run {
     pub empty: Load,
     pub reaping: Load,
     pub after: Load,
-    /// Due chunks when the full phase began, and left when it ended.
-    pub due: i64,
-    pub due_left: i64,
-    /// Seconds from the full phase's start until no due chunk was left (None: some were left).
-    pub gone_after_s: Option<f64>,
-    /// Rows the reaper said it reclaimed, per second of the full phase (`kind="streams"`).
-    pub reaped_per_s: f64,
-    /// Chunks that were not due, before and after: equal when nothing kept was lost.
-    pub kept_before: i64,
-    pub kept_after: i64,
+    /// The prefilled chunks, events and messages: how each table's due rows went.
+    pub chunks: Records,
+    pub events: Records,
+    pub messages: Records,
     /// Table and index bytes of `chunks` (every partition), and dead tuples, before and after.
     pub bytes_before: i64,
     pub bytes_after: i64,
@@ -83,13 +77,11 @@ pub struct Run {
     /// Bytes per row on the full table, before reclaiming.
     pub bytes_per_row: f64,
     pub prefill_s: f64,
-    /// The events and messages prefilled beside the chunks.
-    pub events: Records,
-    pub messages: Records,
 }
 
-/// How one table of records (events, messages) fared: due when the full phase began and left when it ended,
-/// seconds until none was left, what the reaper reported per second, and the rows not due before and after.
+/// How one prefilled table fared: its rows due when the full phase began and left when it ended, seconds
+/// from the phase's start until none was left (None: some were left), what the reaper reported per second,
+/// and the rows not due before and after (equal when nothing kept was lost).
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Records {
     pub due: i64,
@@ -100,25 +92,62 @@ pub struct Records {
     pub kept_after: i64,
 }
 
-/// A table of records: its name (also the reaper's `kind`) and the SQL that counts the prefill's due rows.
-struct RecordTable {
-    name: &'static str,
-    due: &'static str,
-    kept: &'static str,
+impl Records {
+    fn gone(&self) -> String {
+        self.gone_after_s.map_or("not within the phase".to_owned(), |s| format!("{s:.0} s"))
+    }
 }
 
-const EVENTS: RecordTable = RecordTable {
-    name: "events",
-    due: "select count(*) from events where starts_with(query_id, 'vol-') and expires_at <= now()",
-    kept: "select count(*) from events where starts_with(query_id, 'vol-') and expires_at > now()",
-};
-const MESSAGES: RecordTable = RecordTable {
-    name: "messages",
-    due: "select count(*) from messages where starts_with(conversation_id, 'vol-') and expires_at <= now()",
-    kept: "select count(*) from messages where starts_with(conversation_id, 'vol-') and expires_at > now()",
-};
+/// A prefilled table: its name, the reaper's `kind` for it, the SQL that counts the prefill's due and kept
+/// rows, and a look (cheap, unlike the count) at whether any due row is left.
+struct RecordTable {
+    name: &'static str,
+    kind: &'static str,
+    due: &'static str,
+    kept: &'static str,
+    any_due: &'static str,
+}
+
+/// The tables in `Run`'s order. Due chunks are those of streams finished more than the retention ago; the
+/// look at them reads only the buckets written before 1 h 55 min ago (where the due streams' chunks are).
+const TABLES: [RecordTable; 3] = [
+    RecordTable {
+        name: "chunks",
+        kind: "streams",
+        due: "select count(*) from chunks c join streams s using (stream_id)
+              where s.stream_id like 'vol-%' and s.completed_at < now() - interval '1 hour'",
+        kept: "select count(*) from chunks c join streams s using (stream_id)
+               where s.stream_id like 'vol-%' and s.completed_at >= now() - interval '1 hour'",
+        any_due: "select exists (select 1 from chunks where created_at < now() - interval '115 minutes'
+                                 and starts_with(stream_id, 'vol-'))",
+    },
+    RecordTable {
+        name: "events",
+        kind: "events",
+        due: "select count(*) from events where starts_with(query_id, 'vol-') and expires_at <= now()",
+        kept: "select count(*) from events where starts_with(query_id, 'vol-') and expires_at > now()",
+        any_due: "select exists (select 1 from events where expires_at <= now() and starts_with(query_id, 'vol-'))",
+    },
+    RecordTable {
+        name: "messages",
+        kind: "messages",
+        due: "select count(*) from messages where starts_with(conversation_id, 'vol-') and expires_at <= now()",
+        kept: "select count(*) from messages where starts_with(conversation_id, 'vol-') and expires_at > now()",
+        any_due: "select exists (select 1 from messages where expires_at <= now()
+                                 and starts_with(conversation_id, 'vol-'))",
+    },
+];
 
 impl Run {
+    /// The prefilled tables' figures, in `TABLES`' order.
+    fn tables(&mut self) -> [&mut Records; 3] {
+        [&mut self.chunks, &mut self.events, &mut self.messages]
+    }
+
+    fn records(&self) -> [&Records; 3] {
+        [&self.chunks, &self.events, &self.messages]
+    }
+
     /// p99 and PostgreSQL CPU per chunk while reaping, each ÷ the empty-table phase's (the phases differ in
     /// length, so CPU is compared per chunk acknowledged).
     pub fn ratios(&self) -> (f64, f64) {
@@ -161,31 +190,24 @@ async fn one(pg: &mut Postgres, plan: &Plan, rows: i64) -> Run {
     run.prefill_s = started.elapsed().as_secs_f64();
     (run.bytes_before, run.dead_before) = table_size(&mut db).await;
     run.bytes_per_row = run.bytes_before as f64 / rows as f64;
-    run.due = scalar(&mut db, DUE).await;
-    run.kept_before = scalar(&mut db, KEPT).await;
-    for (records, table) in [(&mut run.events, &EVENTS), (&mut run.messages, &MESSAGES)] {
+    for (records, table) in run.tables().into_iter().zip(&TABLES) {
         records.due = scalar(&mut db, table.due).await;
         records.kept_before = scalar(&mut db, table.kept).await;
     }
 
-    eprintln!("phase volume-{rows}: the load on full tables while the reaper works ({} due)", run.due);
+    eprintln!("phase volume-{rows}: the load on full tables while the reaper works ({} due)", run.chunks.due);
     let replicas = start_replicas(&url, plan).await;
     let bases: Vec<String> = replicas.iter().map(|r| r.base.clone()).collect();
-    let kinds = ["streams", EVENTS.name, MESSAGES.name];
-    let reaped_before = reaped(&client, &replicas, kinds).await;
+    let reaped_before = reaped(&client, &replicas).await;
     let watch_started = Instant::now();
     let watcher = tokio::spawn(watch_due(url.clone(), plan.full_duration));
     run.reaping = metered(pg, &replicas, &client, &bases, &shape(plan.full_duration), &format!("vol{rows}f")).await;
-    [run.gone_after_s, run.events.gone_after_s, run.messages.gone_after_s] = watcher.await.expect("the watcher ran");
+    let gone = watcher.await.expect("the watcher ran");
     let watched = watch_started.elapsed().as_secs_f64();
-    let reaped_after = reaped(&client, &replicas, kinds).await;
-    let per_s = |kind: usize| (reaped_after[kind] - reaped_before[kind]) / watched;
-    run.reaped_per_s = per_s(0);
-    run.due_left = scalar(&mut db, DUE).await;
-    run.kept_after = scalar(&mut db, KEPT).await;
-    for (kind, (records, table)) in [(&mut run.events, &EVENTS), (&mut run.messages, &MESSAGES)].into_iter().enumerate()
-    {
-        records.reaped_per_s = per_s(kind + 1);
+    let reaped_after = reaped(&client, &replicas).await;
+    for (i, (records, table)) in run.tables().into_iter().zip(&TABLES).enumerate() {
+        records.gone_after_s = gone[i];
+        records.reaped_per_s = (reaped_after[i] - reaped_before[i]) / watched;
         records.due_left = scalar(&mut db, table.due).await;
         records.kept_after = scalar(&mut db, table.kept).await;
     }
@@ -247,13 +269,6 @@ fn load_of(outcome: &Outcome, usage: &Usage, seconds: f64) -> Load {
     }
 }
 
-/// Chunks of due streams (finished more than the retention ago).
-const DUE: &str = "select count(*) from chunks c join streams s using (stream_id)
-                   where s.stream_id like 'vol-%' and s.completed_at < now() - interval '1 hour'";
-/// Chunks of the prefill's streams that are not due.
-const KEPT: &str = "select count(*) from chunks c join streams s using (stream_id)
-                    where s.stream_id like 'vol-%' and s.completed_at >= now() - interval '1 hour'";
-
 async fn scalar(db: &mut PgConnection, sql: &'static str) -> i64 {
     sqlx::query_scalar(sql).fetch_one(db).await.expect("a count")
 }
@@ -269,23 +284,14 @@ async fn table_size(db: &mut PgConnection) -> (i64, i64) {
     .expect("the table's size")
 }
 
-/// Seconds until no due chunk, event and message (in that order) is left, looked at every two seconds for
-/// at most `within`. The prefill's due chunks are those written before 1 h 55 min ago, so the look reads only
-/// the buckets that old (a count of every due chunk would be a load of its own); due events and messages are
-/// found by their expiry's index.
+/// Seconds until no due row of each of `TABLES` is left, looked at every two seconds for at most `within`.
 async fn watch_due(url: String, within: Duration) -> [Option<f64>; 3] {
-    const LOOKS: [&str; 3] = [
-        "select exists (select 1 from chunks where created_at < now() - interval '115 minutes'
-                        and starts_with(stream_id, 'vol-'))",
-        "select exists (select 1 from events where expires_at <= now() and starts_with(query_id, 'vol-'))",
-        "select exists (select 1 from messages where expires_at <= now() and starts_with(conversation_id, 'vol-'))",
-    ];
     let mut db = PgConnection::connect(&url).await.expect("connect to the broker database");
     let started = Instant::now();
     let mut gone = [None; 3];
     while started.elapsed() < within && gone.iter().any(Option::is_none) {
-        for (look, gone) in LOOKS.iter().zip(gone.iter_mut()).filter(|(_, gone)| gone.is_none()) {
-            let any: bool = sqlx::query_scalar(*look).fetch_one(&mut db).await.expect("a look");
+        for (table, gone) in TABLES.iter().zip(gone.iter_mut()).filter(|(_, gone)| gone.is_none()) {
+            let any: bool = sqlx::query_scalar(table.any_due).fetch_one(&mut db).await.expect("a look");
             if !any {
                 *gone = Some(started.elapsed().as_secs_f64());
             }
@@ -295,13 +301,14 @@ async fn watch_due(url: String, within: Duration) -> [Option<f64>; 3] {
     gone
 }
 
-/// Rows the replicas' reapers said they reclaimed of each of `kinds`, summed over the replicas.
-async fn reaped<const N: usize>(client: &reqwest::Client, replicas: &[Replica], kinds: [&str; N]) -> [f64; N] {
-    let mut totals = [0.0; N];
+/// Rows the replicas' reapers said they reclaimed of each of `TABLES`, summed over the replicas.
+async fn reaped(client: &reqwest::Client, replicas: &[Replica]) -> [f64; 3] {
+    let mut totals = [0.0; 3];
     for replica in replicas {
         let metrics = replica.metrics(client).await;
-        for (total, kind) in totals.iter_mut().zip(kinds) {
-            *total += sample(&metrics, &format!(r#"ark_broker_reaper_deleted_total{{kind="{kind}"}}"#)).unwrap_or(0.0);
+        for (total, table) in totals.iter_mut().zip(&TABLES) {
+            let name = format!(r#"ark_broker_reaper_deleted_total{{kind="{}"}}"#, table.kind);
+            *total += sample(&metrics, &name).unwrap_or(0.0);
         }
     }
     totals
@@ -331,33 +338,35 @@ pub fn markdown(runs: &[Run]) -> String {
             )
         };
         md += &line("empty", &run.empty, "— | — | — | — | — | —");
-        let gone = run.gone_after_s.map_or("not within the phase".to_owned(), |s| format!("{s:.0} s"));
+        let chunks = &run.chunks;
         let reaping = format!(
-            "{} → {} | {gone} | {:.0} | {:.2} GB → {:.2} GB ({:.0}) | {} → {} | {} → {}",
-            run.due,
-            run.due_left,
-            run.reaped_per_s,
+            "{} → {} | {} | {:.0} | {:.2} GB → {:.2} GB ({:.0}) | {} → {} | {} → {}",
+            chunks.due,
+            chunks.due_left,
+            chunks.gone(),
+            chunks.reaped_per_s,
             run.bytes_before as f64 / 1e9,
             run.bytes_after as f64 / 1e9,
             run.bytes_per_row,
             run.dead_before,
             run.dead_after,
-            run.kept_before,
-            run.kept_after
+            chunks.kept_before,
+            chunks.kept_after
         );
         md += &line("reaping", &run.reaping, &reaping);
         md += &line("after", &run.after, "— | — | — | — | — | —");
     }
-    md += "\nThe events and messages prefilled beside the chunks, in the same phase:\n\n\
+    md += "\nEvery prefilled table in the same phase (chunks as above):\n\n\
            | rows | table | due → left | gone after | reaped / s | kept before → after |\n|---|---|---|---|---|---|\n";
     for run in runs {
-        for (name, records) in [("events", &run.events), ("messages", &run.messages)] {
+        for (records, table) in run.records().into_iter().zip(&TABLES) {
             md += &format!(
-                "| {} | {name} | {} → {} | {} | {:.0} | {} → {} |\n",
+                "| {} | {} | {} → {} | {} | {:.0} | {} → {} |\n",
                 run.rows,
+                table.name,
                 records.due,
                 records.due_left,
-                records.gone_after_s.map_or("not within the phase".to_owned(), |s| format!("{s:.0} s")),
+                records.gone(),
                 records.reaped_per_s,
                 records.kept_before,
                 records.kept_after
@@ -367,23 +376,19 @@ pub fn markdown(runs: &[Run]) -> String {
     md += "\n";
     for run in runs {
         let (p99, cpu) = run.ratios();
-        let records = [&run.events, &run.messages];
-        let lossless = run.kept_before == run.kept_after
-            && records.iter().all(|r| r.kept_before == r.kept_after)
+        let records = run.records();
+        let lossless = records.iter().all(|r| r.kept_before == r.kept_after)
             && [&run.empty, &run.reaping, &run.after].iter().all(|l| l.gaps + l.duplicates + l.lost == 0);
-        let records_gone = records
-            .iter()
-            .filter_map(|r| r.gone_after_s)
-            .fold(None, |most: Option<f64>, s| Some(most.map_or(s, |m| m.max(s))));
-        let records_gone = match records_gone {
-            Some(s) if records.iter().all(|r| r.gone_after_s.is_some()) => format!("after {s:.0} s"),
-            _ => "not within the phase".to_owned(),
+        let others = &records[1..];
+        let others_gone = match others.iter().map(|r| r.gone_after_s).collect::<Option<Vec<f64>>>() {
+            Some(seconds) => format!("after {:.0} s", seconds.into_iter().fold(0.0, f64::max)),
+            None => "not within the phase".to_owned(),
         };
         md += &format!(
             "- {} rows: p99 while reaping ×{p99:.2} (goal ≤ 1.5), PostgreSQL CPU per chunk ×{cpu:.2} (goal ≤ 1.3), due chunks \
-             gone {} and due events and messages {records_gone} (goal: within 2 minutes of being due), {}.\n",
+             gone {} and due events and messages {others_gone} (goal: within 2 minutes of being due), {}.\n",
             run.rows,
-            run.gone_after_s.map_or("not within the phase".to_owned(), |s| format!("after {s:.0} s")),
+            run.chunks.gone_after_s.map_or("not within the phase".to_owned(), |s| format!("after {s:.0} s")),
             if lossless { "nothing kept lost" } else { "SOMETHING KEPT WAS LOST" }
         );
     }
