@@ -173,44 +173,35 @@ impl Reaper {
         Some(report)
     }
 
-    /// One pass over everything.
+    /// One pass over everything, in rounds: a batch of each kind not yet drained, until every kind is (has
+    /// handled fewer than a full batch, or failed). So a kind with a long backlog (half a million expired
+    /// events after a restore) does not hold the others back for the whole of its drain — a chunk bucket's
+    /// drop takes milliseconds. Each batch is counted as it is done, so the metric follows a long pass.
     pub async fn pass(&self) -> PassReport {
-        let mut report = Vec::with_capacity(self.duties.len());
-        for duty in self.duties.iter() {
-            let deleted = drain(self.retention.batch, duty.what, || (duty.reap)(self.retention)).await;
-            report.push((duty.kind, deleted));
-        }
-        for (kind, rows) in &report {
-            metrics::reaped(kind, *rows);
+        let mut report: PassReport = self.duties.iter().map(|duty| (duty.kind, 0)).collect();
+        let mut open: Vec<usize> = (0..self.duties.len()).collect();
+        while !open.is_empty() {
+            let mut still_open = Vec::with_capacity(open.len());
+            for i in open {
+                let duty = &self.duties[i];
+                match (duty.reap)(self.retention).await {
+                    Ok(n) => {
+                        report[i].1 += n;
+                        metrics::reaped(duty.kind, n);
+                        if n >= self.retention.batch as usize {
+                            still_open.push(i);
+                        }
+                    }
+                    Err(error) => tracing::warn!(error = %chain(&error), "reaping {} failed", duty.what),
+                }
+            }
+            open = still_open;
         }
         if report.iter().any(|(_, n)| *n > 0) {
             let summary: Vec<String> = report.iter().filter(|(_, n)| *n > 0).map(|(k, n)| format!("{k}={n}")).collect();
             tracing::info!(deleted = %summary.join(" "), "reaped");
         }
         report
-    }
-}
-
-/// Repeats `delete` (of at most `batch` rows) until it handles fewer than a full batch; returns the total.
-async fn drain<F, Fut>(batch: i64, what: &str, delete: F) -> usize
-where
-    F: Fn() -> Fut,
-    Fut: Future<Output = StoreResult<usize>>,
-{
-    let mut total = 0;
-    loop {
-        match delete().await {
-            Ok(n) => {
-                total += n;
-                if n < batch as usize {
-                    return total;
-                }
-            }
-            Err(error) => {
-                tracing::warn!(error = %chain(&error), "reaping {what} failed");
-                return total;
-            }
-        }
     }
 }
 

@@ -142,7 +142,7 @@ impl Plan {
                 sizes: vec![10_000_000, 50_000_000],
                 streams: 200,
                 duration: Duration::from_secs(20),
-                full_duration: Duration::from_secs(90),
+                full_duration: Duration::from_secs(150),
                 reap_interval: None,
             },
             durable: durable::Plan {
